@@ -1,0 +1,404 @@
+//! The state machine.
+
+use core::borrow::Borrow;
+
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::jitter;
+use crate::permit::{Admission, Outcome, Permit, Rejection};
+use crate::state::{Mode, Reason, State, Transition};
+use crate::time::{Duration, Instant};
+use crate::window::{Totals, WindowState};
+
+/// Where the breaker is. Each phase change starts a new *generation*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Closed,
+    /// Open until `deadline`.
+    Open,
+    /// Probing; `deadline` is when the in-flight probes are given up.
+    HalfOpen,
+    /// Held open until `deadline`.
+    ForcedOpen,
+    /// Held open until released.
+    HeldOpen,
+    /// Admits and counts everything; never trips.
+    Disabled,
+}
+
+/// Counters a caller (or a conformance test) can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Failures in a row since the last success.
+    pub consecutive_failures: u32,
+    /// What the window holds now.
+    pub window: Totals,
+    /// Half-open probes admitted and not yet reported or given up.
+    pub probes_in_flight: u16,
+    /// Successful probes in the current half-open period.
+    pub probe_successes: u16,
+    /// The current state period; permits from earlier ones are stale.
+    pub generation: u32,
+}
+
+/// A circuit breaker for one upstream.
+///
+/// `C` is how the breaker holds its [`Config`]: by value (the default), or
+/// shared, as `&Config` or `Arc<Config>`, when many breakers use one.
+///
+/// Every method takes `now` from the caller; see [`crate::time`] for what a
+/// `now` earlier than one already seen means (time stands still).
+#[derive(Debug, Clone)]
+pub struct Breaker<C = Config> {
+    config: C,
+    window: WindowState,
+    /// The latest `now` seen.
+    latest: Instant,
+    /// Open / ForcedOpen: when it ends. HalfOpen: when in-flight probes are given up.
+    deadline: Instant,
+    /// The open period the next probe failure multiplies (before jitter).
+    open_for: Duration,
+    rng: u64,
+    generation: u32,
+    consecutive: u32,
+    probes_in_flight: u16,
+    probe_successes: u16,
+    phase: Phase,
+}
+
+impl<C: Borrow<Config>> Breaker<C> {
+    /// A closed breaker, or the first invalid field of `config`.
+    pub fn new(config: C) -> Result<Self, ConfigError> {
+        let c = config.borrow();
+        c.validate()?;
+        Ok(Breaker {
+            window: WindowState::new(c.window),
+            latest: Instant::ZERO,
+            deadline: Instant::ZERO,
+            open_for: c.open_timeout,
+            rng: c.jitter_seed,
+            generation: 0,
+            consecutive: 0,
+            probes_in_flight: 0,
+            probe_successes: 0,
+            phase: Phase::Closed,
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        self.config.borrow()
+    }
+
+    /// Asks to make a call. Admitted calls get a [`Permit`] that must be
+    /// reported with [`record`](Self::record).
+    pub fn try_acquire(&mut self, now: Instant) -> Admission {
+        let transition = self.advance(now);
+        let now = self.latest;
+        let decision = match self.phase {
+            Phase::Closed | Phase::Disabled => Ok(self.permit(now)),
+            Phase::HalfOpen if self.probes_in_flight < self.config().half_open_max_attempts => {
+                self.probes_in_flight += 1;
+                self.deadline = now + self.config().probe_timeout;
+                Ok(self.permit(now))
+            }
+            _ => Err(self.rejection(now)),
+        };
+        Admission { decision, transition }
+    }
+
+    /// Reports how a permitted call ended. Returns the transition this caused
+    /// (or a timed one it observed). A permit from an earlier state period is
+    /// stale: its report changes nothing.
+    pub fn record(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
+        let observed = self.advance(now);
+        let now = self.latest;
+        if permit.generation != self.generation {
+            return observed;
+        }
+        let slow = self.config().slow_call_duration.is_some_and(|limit| now - permit.issued_at > limit);
+        let failed = match outcome {
+            Outcome::Success => slow,
+            Outcome::Failure => true,
+            Outcome::Ignored | Outcome::Cancelled => {
+                if self.phase == Phase::HalfOpen {
+                    self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+                }
+                return None;
+            }
+        };
+        match self.phase {
+            Phase::Closed | Phase::Disabled => self.count_closed(now, failed, slow),
+            Phase::HalfOpen => self.count_probe(now, failed),
+            // No permit of the current generation exists while open.
+            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => None,
+        }
+    }
+
+    /// Applies any timed change due by `now` (open time ending). Call it when
+    /// [`poll_timeout`](Self::poll_timeout) says, to learn of transitions
+    /// without waiting for the next call.
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<Transition> {
+        self.advance(now)
+    }
+
+    /// When the breaker next changes by itself (open time ends, in-flight
+    /// probes are given up), if it will.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Open => Some(self.deadline),
+            Phase::ForcedOpen => Some(self.deadline),
+            Phase::HalfOpen if self.probes_in_flight > 0 => Some(self.deadline),
+            _ => None,
+        }
+    }
+
+    /// The state at `now`, counting elapsed time; changes nothing.
+    pub fn state(&self, now: Instant) -> State {
+        self.view(now).0
+    }
+
+    /// Whether a call would be admitted at `now`; consumes nothing.
+    pub fn check(&self, now: Instant) -> Result<(), Rejection> {
+        match self.retry_after(now) {
+            Some(Duration::ZERO) => Ok(()),
+            retry_after => Err(Rejection { state: self.state(now), retry_after }),
+        }
+    }
+
+    /// How long from `now` until a call may be admitted: zero if it would be
+    /// now, `None` if held open until released. Changes nothing.
+    pub fn retry_after(&self, now: Instant) -> Option<Duration> {
+        let now = now.max(self.latest);
+        let (state, probes_in_flight) = self.view(now);
+        match state {
+            State::Closed => Some(Duration::ZERO),
+            State::HalfOpen if probes_in_flight < self.config().half_open_max_attempts => Some(Duration::ZERO),
+            _ if self.phase == Phase::HeldOpen => None,
+            _ => Some(self.deadline - now),
+        }
+    }
+
+    /// The manual control in force at `now`.
+    pub fn mode(&self, now: Instant) -> Mode {
+        match self.phase {
+            Phase::HeldOpen => Mode::ForcedOpen { until: None },
+            Phase::ForcedOpen if now.max(self.latest) < self.deadline => {
+                Mode::ForcedOpen { until: Some(self.deadline) }
+            }
+            Phase::Disabled => Mode::Disabled,
+            _ => Mode::Normal,
+        }
+    }
+
+    /// The counters at `now`; changes nothing.
+    pub fn counts(&self, now: Instant) -> Counts {
+        let now = now.max(self.latest);
+        let (state, probes_in_flight) = self.view(now);
+        let fresh_half_open = state.is_half_open() && self.phase != Phase::HalfOpen;
+        Counts {
+            consecutive_failures: self.consecutive,
+            window: self.window.totals(now),
+            probes_in_flight,
+            probe_successes: if fresh_half_open { 0 } else { self.probe_successes },
+            generation: self.generation,
+        }
+    }
+
+    /// Holds the breaker open: for `duration`, then half-open; or, with
+    /// `None`, until [`release`](Self::release). Seed 000's throttle webhook.
+    pub fn force_open(&mut self, now: Instant, duration: Option<Duration>) -> Option<Transition> {
+        let from = self.clamp(now);
+        match duration {
+            Some(d) => {
+                self.enter(Phase::ForcedOpen);
+                self.deadline = self.latest + d;
+            }
+            None => self.enter(Phase::HeldOpen),
+        }
+        self.change(from, State::Open, Reason::ForcedOpen)
+    }
+
+    /// Closes the breaker now and forgets the failures counted and the backoff
+    /// reached. Ends any manual mode.
+    pub fn force_close(&mut self, now: Instant) -> Option<Transition> {
+        let from = self.clamp(now);
+        self.close();
+        self.change(from, State::Closed, Reason::ForcedClose)
+    }
+
+    /// Admits every call and keeps counting outcomes, but never trips, until
+    /// [`release`](Self::release).
+    pub fn disable(&mut self, now: Instant) -> Option<Transition> {
+        let from = self.clamp(now);
+        if from != State::Closed {
+            self.close();
+        }
+        self.enter(Phase::Disabled);
+        self.change(from, State::Closed, Reason::Disabled)
+    }
+
+    /// Ends [`force_open`](Self::force_open) (the breaker goes half-open and
+    /// probes) or [`disable`](Self::disable) (it judges again from the next
+    /// report, on the outcomes counted meanwhile). Otherwise does nothing.
+    pub fn release(&mut self, now: Instant) -> Option<Transition> {
+        let observed = self.advance(now);
+        match self.phase {
+            Phase::ForcedOpen | Phase::HeldOpen => {
+                self.enter(Phase::HalfOpen);
+                self.change(State::Open, State::HalfOpen, Reason::Released)
+            }
+            Phase::Disabled => {
+                self.enter(Phase::Closed);
+                None
+            }
+            _ => observed,
+        }
+    }
+
+    /// Back to a new breaker's state: closed, nothing counted, no backoff, no
+    /// manual mode, the jitter sequence restarted.
+    pub fn reset(&mut self, now: Instant) -> Option<Transition> {
+        let from = self.clamp(now);
+        self.close();
+        self.rng = self.config().jitter_seed;
+        self.change(from, State::Closed, Reason::Reset)
+    }
+
+    fn permit(&self, now: Instant) -> Permit {
+        Permit { generation: self.generation, issued_at: now }
+    }
+
+    fn rejection(&self, now: Instant) -> Rejection {
+        let retry_after = (self.phase != Phase::HeldOpen).then(|| self.deadline - now);
+        let state = if self.phase == Phase::HalfOpen { State::HalfOpen } else { State::Open };
+        Rejection { state, retry_after }
+    }
+
+    /// Takes `now` as the latest time (never earlier than one seen) and
+    /// returns the state at that time, without applying timed changes.
+    fn clamp(&mut self, now: Instant) -> State {
+        self.latest = self.latest.max(now);
+        self.view(self.latest).0
+    }
+
+    /// The state and probes in flight at `now`, with timed changes applied
+    /// in the view only.
+    fn view(&self, now: Instant) -> (State, u16) {
+        let now = now.max(self.latest);
+        match self.phase {
+            Phase::Closed | Phase::Disabled => (State::Closed, 0),
+            Phase::Open | Phase::ForcedOpen if now >= self.deadline => (State::HalfOpen, 0),
+            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => (State::Open, 0),
+            Phase::HalfOpen if now >= self.deadline => (State::HalfOpen, 0),
+            Phase::HalfOpen => (State::HalfOpen, self.probes_in_flight),
+        }
+    }
+
+    /// Moves the clock to `now` and applies the timed changes due.
+    fn advance(&mut self, now: Instant) -> Option<Transition> {
+        self.latest = self.latest.max(now);
+        if self.latest < self.deadline {
+            return None;
+        }
+        match self.phase {
+            Phase::Open | Phase::ForcedOpen => {
+                let (at, forced) = (self.deadline, self.phase == Phase::ForcedOpen);
+                let reason = if forced { Reason::ForcedOpenEnded } else { Reason::OpenTimeout };
+                self.enter(Phase::HalfOpen);
+                Some(Transition { from: State::Open, to: State::HalfOpen, reason, at })
+            }
+            Phase::HalfOpen if self.probes_in_flight > 0 => {
+                // Every in-flight probe was admitted at least `probe_timeout`
+                // ago: give them up; their late reports will be stale.
+                self.probes_in_flight = 0;
+                self.generation = self.generation.wrapping_add(1);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts a new state period in `phase`.
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.generation = self.generation.wrapping_add(1);
+        self.probes_in_flight = 0;
+        self.probe_successes = 0;
+        self.deadline = Instant::ZERO;
+    }
+
+    fn change(&self, from: State, to: State, reason: Reason) -> Option<Transition> {
+        (from != to).then_some(Transition { from, to, reason, at: self.latest })
+    }
+
+    /// Closes, forgetting the outcomes counted and the backoff reached.
+    fn close(&mut self) {
+        self.enter(Phase::Closed);
+        self.window.clear();
+        self.consecutive = 0;
+        self.open_for = self.config().open_timeout;
+    }
+
+    fn open(&mut self, now: Instant, reason: Reason, from: State) -> Option<Transition> {
+        self.enter(Phase::Open);
+        let jitter = self.config().jitter;
+        self.deadline = now + jitter::shorten(self.open_for, jitter, &mut self.rng);
+        Some(Transition { from, to: State::Open, reason, at: now })
+    }
+
+    fn count_closed(&mut self, now: Instant, failed: bool, slow: bool) -> Option<Transition> {
+        self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
+        if self.config().uses_window() {
+            self.window.record(now, failed, slow);
+        }
+        if !failed || self.phase == Phase::Disabled {
+            return None;
+        }
+        let reason = self.trip_reason(now)?;
+        self.open_for = self.config().open_timeout;
+        self.open(now, reason, State::Closed)
+    }
+
+    fn trip_reason(&self, now: Instant) -> Option<Reason> {
+        let c = self.config();
+        if c.consecutive_failures.is_some_and(|n| self.consecutive >= n) {
+            return Some(Reason::ConsecutiveFailures);
+        }
+        if !c.uses_window() {
+            return None;
+        }
+        let totals = self.window.totals(now);
+        if c.failure_threshold.is_some_and(|n| totals.failures >= n) {
+            return Some(Reason::FailureThreshold);
+        }
+        if totals.calls < c.minimum_calls {
+            return None;
+        }
+        let reached = |threshold: Option<f64>, count: u32| {
+            threshold.is_some_and(|p| f64::from(count) * 100.0 >= p * f64::from(totals.calls))
+        };
+        if reached(c.failure_rate_threshold, totals.failures) {
+            return Some(Reason::FailureRate);
+        }
+        reached(c.slow_call_rate_threshold, totals.slow).then_some(Reason::SlowCallRate)
+    }
+
+    fn count_probe(&mut self, now: Instant, failed: bool) -> Option<Transition> {
+        self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+        let c = self.config();
+        if failed {
+            let grown = (self.open_for.as_micros() as f64 * c.backoff_factor) as u64;
+            self.open_for = Duration::from_micros(grown).min(c.max_open_timeout).max(self.open_for);
+            return self.open(now, Reason::ProbeFailed, State::HalfOpen);
+        }
+        let needed = c.half_open_successes;
+        self.probe_successes += 1;
+        if self.probe_successes < needed {
+            return None;
+        }
+        self.close();
+        Some(Transition { from: State::HalfOpen, to: State::Closed, reason: Reason::ProbesSucceeded, at: now })
+    }
+}

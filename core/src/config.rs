@@ -1,0 +1,212 @@
+//! What a breaker is told to do: trip policies, open time, half-open probing.
+
+use crate::error::{ConfigError, Field, Problem};
+use crate::time::Duration;
+
+/// Most calls a count-based window can hold.
+pub const MAX_WINDOW_CALLS: u16 = 128;
+
+/// Most half-open probes that may be in flight at once.
+pub const MAX_HALF_OPEN_ATTEMPTS: u16 = 1_000;
+
+/// The window over which windowed policies (`failure_threshold`,
+/// `failure_rate_threshold`, `slow_call_rate_threshold`) count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// The calls reported within the last span of time. The span is cut into
+    /// [`TIME_BUCKETS`](crate::TIME_BUCKETS) buckets, so an outcome counts for
+    /// between 7/8 of the span and the whole span after it is reported.
+    Time(Duration),
+    /// The last `n` calls reported (1 ..= [`MAX_WINDOW_CALLS`]).
+    Count(u16),
+}
+
+/// A breaker's configuration. Build one from [`Config::default`] (seed 000's
+/// values) or a preset, change fields, and check it with [`Config::validate`]
+/// (the breaker constructors call it).
+///
+/// Trip policies combine: whichever threshold is reached first opens the
+/// breaker. At least one must be set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// Open after this many failures within [`window`](Self::window).
+    pub failure_threshold: Option<u32>,
+    /// The window that windowed policies count over.
+    pub window: Window,
+    /// Open after this many failures in a row (a success resets the run).
+    pub consecutive_failures: Option<u32>,
+    /// Open when at least this percentage (0 < p ≤ 100) of the calls in the
+    /// window failed, once the window holds [`minimum_calls`](Self::minimum_calls).
+    pub failure_rate_threshold: Option<f64>,
+    /// Calls the window must hold before a rate threshold is judged.
+    pub minimum_calls: u32,
+    /// A call that takes longer than this counts as a failure (and as slow).
+    pub slow_call_duration: Option<Duration>,
+    /// Open when at least this percentage of the calls in the window were
+    /// slow, once the window holds `minimum_calls`. Needs `slow_call_duration`.
+    pub slow_call_rate_threshold: Option<f64>,
+    /// How long the breaker stays open after it first trips.
+    pub open_timeout: Duration,
+    /// The open time is multiplied by this after each failed half-open trial
+    /// (≥ 1; 1 keeps it constant).
+    pub backoff_factor: f64,
+    /// The open time never grows beyond this.
+    pub max_open_timeout: Duration,
+    /// Each open period is shortened by a random fraction of up to this
+    /// (0 ≤ j < 1), so that many breakers opened together do not retry together.
+    /// Jitter only shortens, so `max_open_timeout` stays a true cap.
+    pub jitter: f64,
+    /// Seed for the jitter's random sequence (same seed, same sequence).
+    pub jitter_seed: u64,
+    /// Most probes in flight at once while half-open (N).
+    pub half_open_max_attempts: u16,
+    /// Successful probes that close the breaker (M ≤ N).
+    pub half_open_successes: u16,
+    /// A half-open probe not reported within this time after the latest probe
+    /// was admitted is given up on: it stops counting as in flight, and its
+    /// late report is ignored as stale.
+    pub probe_timeout: Duration,
+}
+
+impl Default for Config {
+    /// Seed 000's breaker: 5 failures in 60 s open it for 30 s, doubling after
+    /// each failed trial up to 5 min; 3 half-open probes, 3 successes close it.
+    fn default() -> Self {
+        Config {
+            failure_threshold: Some(5),
+            window: Window::Time(Duration::from_secs(60)),
+            consecutive_failures: None,
+            failure_rate_threshold: None,
+            minimum_calls: 10,
+            slow_call_duration: None,
+            slow_call_rate_threshold: None,
+            open_timeout: Duration::from_secs(30),
+            backoff_factor: 2.0,
+            max_open_timeout: Duration::from_secs(300),
+            jitter: 0.0,
+            jitter_seed: 0,
+            half_open_max_attempts: 3,
+            half_open_successes: 3,
+            probe_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Config {
+    /// Seed 000 (WhatsApp gateway): the same as [`Config::default`].
+    pub fn whatsapp_gateway() -> Self {
+        Config::default()
+    }
+
+    /// Seed 001 (partner webhooks): a call slower than 10 s fails; 5
+    /// consecutive failures open it for 10 s, a constant period; the next call
+    /// is the single probe, and its success closes the breaker.
+    pub fn partner_webhook() -> Self {
+        Config {
+            failure_threshold: None,
+            consecutive_failures: Some(5),
+            slow_call_duration: Some(Duration::from_secs(10)),
+            open_timeout: Duration::from_secs(10),
+            backoff_factor: 1.0,
+            max_open_timeout: Duration::from_secs(10),
+            half_open_max_attempts: 1,
+            half_open_successes: 1,
+            ..Config::default()
+        }
+    }
+
+    /// Checks every field; the error names the first field that is wrong.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field, problem| Err(ConfigError { field, problem });
+        if self.failure_threshold.is_none()
+            && self.consecutive_failures.is_none()
+            && self.failure_rate_threshold.is_none()
+            && self.slow_call_rate_threshold.is_none()
+        {
+            return err(Field::FailureThreshold, Problem::NoTripPolicy);
+        }
+        if self.failure_threshold == Some(0) {
+            return err(Field::FailureThreshold, Problem::Zero);
+        }
+        match self.window {
+            Window::Time(d) if d.as_micros() < u64::from(crate::TIME_BUCKETS) => {
+                return err(Field::Window, Problem::TooSmall);
+            }
+            Window::Count(0) => return err(Field::Window, Problem::Zero),
+            Window::Count(n) if n > MAX_WINDOW_CALLS => return err(Field::Window, Problem::TooLarge),
+            _ => {}
+        }
+        if self.consecutive_failures == Some(0) {
+            return err(Field::ConsecutiveFailures, Problem::Zero);
+        }
+        check_percent(self.failure_rate_threshold, Field::FailureRateThreshold)?;
+        check_percent(self.slow_call_rate_threshold, Field::SlowCallRateThreshold)?;
+        if self.minimum_calls == 0 {
+            return err(Field::MinimumCalls, Problem::Zero);
+        }
+        let rates = self.failure_rate_threshold.is_some() || self.slow_call_rate_threshold.is_some();
+        if let Window::Count(n) = self.window
+            && rates
+            && self.minimum_calls > u32::from(n)
+        {
+            return err(Field::MinimumCalls, Problem::ExceedsWindow);
+        }
+        if self.slow_call_duration == Some(Duration::ZERO) {
+            return err(Field::SlowCallDuration, Problem::Zero);
+        }
+        if self.slow_call_rate_threshold.is_some() && self.slow_call_duration.is_none() {
+            return err(Field::SlowCallDuration, Problem::Missing);
+        }
+        if self.open_timeout.is_zero() {
+            return err(Field::OpenTimeout, Problem::Zero);
+        }
+        if !self.backoff_factor.is_finite() {
+            return err(Field::BackoffFactor, Problem::NotFinite);
+        }
+        if self.backoff_factor < 1.0 {
+            return err(Field::BackoffFactor, Problem::TooSmall);
+        }
+        if self.max_open_timeout < self.open_timeout {
+            return err(Field::MaxOpenTimeout, Problem::BelowOpenTimeout);
+        }
+        if !self.jitter.is_finite() {
+            return err(Field::Jitter, Problem::NotFinite);
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return err(Field::Jitter, Problem::OutOfRange);
+        }
+        if self.half_open_max_attempts == 0 {
+            return err(Field::HalfOpenMaxAttempts, Problem::Zero);
+        }
+        if self.half_open_max_attempts > MAX_HALF_OPEN_ATTEMPTS {
+            return err(Field::HalfOpenMaxAttempts, Problem::TooLarge);
+        }
+        if self.half_open_successes == 0 {
+            return err(Field::HalfOpenSuccesses, Problem::Zero);
+        }
+        if self.half_open_successes > self.half_open_max_attempts {
+            return err(Field::HalfOpenSuccesses, Problem::ExceedsHalfOpenMaxAttempts);
+        }
+        if self.probe_timeout.is_zero() {
+            return err(Field::ProbeTimeout, Problem::Zero);
+        }
+        Ok(())
+    }
+
+    /// Whether any policy counts over the window.
+    pub(crate) fn uses_window(&self) -> bool {
+        self.failure_threshold.is_some()
+            || self.failure_rate_threshold.is_some()
+            || self.slow_call_rate_threshold.is_some()
+    }
+}
+
+fn check_percent(value: Option<f64>, field: Field) -> Result<(), ConfigError> {
+    let problem = match value {
+        None => return Ok(()),
+        Some(p) if !p.is_finite() => Problem::NotFinite,
+        Some(p) if p <= 0.0 || p > 100.0 => Problem::OutOfRange,
+        Some(_) => return Ok(()),
+    };
+    Err(ConfigError { field, problem })
+}

@@ -1,0 +1,56 @@
+//! # halfopen
+//!
+//! A circuit breaker as a sans-IO state machine: **fully deterministic**. It
+//! never reads a clock, performs no I/O, starts no threads and allocates
+//! nothing; every method that depends on time takes `now` as its first
+//! argument after `self`. The same inputs always give the same outputs, which
+//! is what lets one core serve Node, Python and WebAssembly bindings and be
+//! specified by a data-only conformance suite (`tests/conformance/`).
+//!
+//! ## The call protocol
+//! 1. [`Breaker::try_acquire`] gives a [`Permit`], or a [`Rejection`] that says
+//!    when to retry.
+//! 2. The caller makes the call and reports [`Breaker::record`] with an
+//!    [`Outcome`]. The return value is the [`Transition`] it caused, if any, so
+//!    a binding raises events without callbacks into the core.
+//!
+//! A permit belongs to the state period (generation) it was issued in: a late
+//! report from an earlier period changes nothing.
+//!
+//! ```
+//! use halfopen::{Breaker, Config, Instant, Outcome, State};
+//!
+//! let mut breaker = Breaker::new(Config::default()).unwrap();
+//! for second in 0..5 {
+//!     let now = Instant::from_millis(second * 1_000);
+//!     let permit = breaker.try_acquire(now).decision.unwrap();
+//!     breaker.record(permit, Outcome::Failure, now);
+//! }
+//! assert_eq!(breaker.state(Instant::from_millis(5_000)), State::Open);
+//! let rejection = breaker.try_acquire(Instant::from_millis(5_000)).decision.unwrap_err();
+//! assert_eq!(rejection.retry_after.unwrap().as_millis(), 29_000);
+//! ```
+//!
+//! ## Time
+//! See [`time`]: microseconds as `u64` from any origin; time never goes
+//! backwards for the breaker.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+mod breaker;
+mod config;
+mod error;
+mod jitter;
+mod permit;
+mod state;
+pub mod time;
+mod window;
+
+pub use breaker::{Breaker, Counts};
+pub use config::{Config, MAX_HALF_OPEN_ATTEMPTS, MAX_WINDOW_CALLS, Window};
+pub use error::{ConfigError, Field, Problem};
+pub use permit::{Admission, Outcome, Permit, Rejection};
+pub use state::{Mode, Reason, State, Transition};
+pub use time::{Duration, Instant};
+pub use window::{TIME_BUCKETS, Totals};

@@ -1,0 +1,61 @@
+//! The call protocol's values: permits, outcomes, rejections.
+
+use crate::state::{State, Transition};
+use crate::time::{Duration, Instant};
+
+/// Leave to make one call, from [`try_acquire`](crate::Breaker::try_acquire).
+/// Hand it back to [`record`](crate::Breaker::record) with the outcome; it is
+/// deliberately not `Clone`, so it is reported at most once.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "report the outcome with Breaker::record, or Outcome::Cancelled"]
+pub struct Permit {
+    pub(crate) generation: u32,
+    pub(crate) issued_at: Instant,
+}
+
+impl Permit {
+    /// When the permit was issued (the call's start, for slow-call timing).
+    pub fn issued_at(&self) -> Instant {
+        self.issued_at
+    }
+
+    /// The state period the permit belongs to. A report for an older period
+    /// than the breaker's current one is stale: it changes nothing.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It worked (it still counts as a failure if slower than `slow_call_duration`).
+    Success,
+    /// It failed in a way that says the upstream is unwell.
+    Failure,
+    /// It failed in a way that says nothing about the upstream (a validation
+    /// error, say): not counted; a probe slot is freed.
+    Ignored,
+    /// The caller gave up before an answer: nothing is counted; a probe slot is freed.
+    Cancelled,
+}
+
+/// A call that was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rejection {
+    /// The state that rejected it (open, or half-open with every probe slot taken).
+    pub state: State,
+    /// How long until a call may be admitted; `None` when held open until released.
+    /// While half-open this is when the in-flight probes would be given up, at the latest.
+    pub retry_after: Option<Duration>,
+}
+
+/// What [`try_acquire`](crate::Breaker::try_acquire) decided.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a permit must be reported"]
+pub struct Admission {
+    /// A permit, or why not.
+    pub decision: Result<Permit, Rejection>,
+    /// A timed transition (open → half-open) this call observed, if any.
+    pub transition: Option<Transition>,
+}

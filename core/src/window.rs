@@ -1,0 +1,226 @@
+//! The sliding windows that windowed policies count over: a ring of time
+//! buckets, or a ring of the last calls' outcomes. Both are fixed-size and O(1)
+//! per report.
+
+use crate::config::Window;
+use crate::time::{Duration, Instant};
+
+/// Buckets a time window is cut into.
+pub const TIME_BUCKETS: u32 = 8;
+const SLOTS: usize = TIME_BUCKETS as usize;
+
+/// What a window holds right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Totals {
+    /// Calls counted (successes and failures).
+    pub calls: u32,
+    /// Failures counted (slow calls included).
+    pub failures: u32,
+    /// Slow calls counted.
+    pub slow: u32,
+}
+
+/// The counters of one window, time- or count-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WindowState {
+    Time(TimeRing),
+    Count(CountRing),
+}
+
+impl WindowState {
+    pub(crate) fn new(window: Window) -> Self {
+        match window {
+            Window::Time(span) => WindowState::Time(TimeRing::new(span)),
+            // Validated: 1 ..= MAX_WINDOW_CALLS (128), so it fits a u8.
+            Window::Count(n) => WindowState::Count(CountRing::new(n as u8)),
+        }
+    }
+
+    pub(crate) fn record(&mut self, now: Instant, failed: bool, slow: bool) {
+        match self {
+            WindowState::Time(ring) => ring.record(now, failed, slow),
+            WindowState::Count(ring) => ring.record(failed, slow),
+        }
+    }
+
+    pub(crate) fn totals(&self, now: Instant) -> Totals {
+        match self {
+            WindowState::Time(ring) => ring.totals(now),
+            WindowState::Count(ring) => ring.totals(),
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        match self {
+            WindowState::Time(ring) => ring.buckets = [Bucket::default(); SLOTS],
+            WindowState::Count(ring) => *ring = CountRing::new(ring.capacity),
+        }
+    }
+}
+
+/// Counts in one time bucket. `u16` keeps the ring small; a bucket that
+/// reaches 65,535 calls halves all three counts, which keeps its rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Bucket {
+    calls: u16,
+    failures: u16,
+    slow: u16,
+}
+
+/// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide,
+/// aligned on multiples of that width from the clock's origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TimeRing {
+    buckets: [Bucket; SLOTS],
+    /// Number (time / width) of the newest bucket.
+    newest: u64,
+    /// Bucket width in microseconds (≥ 1).
+    width: u64,
+}
+
+impl TimeRing {
+    fn new(span: Duration) -> Self {
+        TimeRing {
+            buckets: [Bucket::default(); SLOTS],
+            newest: 0,
+            width: (span.as_micros() / u64::from(TIME_BUCKETS)).max(1),
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
+        let current = now.as_micros() / self.width;
+        let gap = current.saturating_sub(self.newest);
+        if gap >= u64::from(TIME_BUCKETS) {
+            self.buckets = [Bucket::default(); SLOTS];
+        } else {
+            for n in self.newest + 1..=current {
+                self.buckets[slot(n)] = Bucket::default();
+            }
+        }
+        self.newest = self.newest.max(current);
+    }
+
+    fn record(&mut self, now: Instant, failed: bool, slow: bool) {
+        self.advance(now);
+        let bucket = &mut self.buckets[slot(self.newest)];
+        if bucket.calls == u16::MAX {
+            bucket.calls /= 2;
+            bucket.failures /= 2;
+            bucket.slow /= 2;
+        }
+        bucket.calls += 1;
+        bucket.failures += u16::from(failed);
+        bucket.slow += u16::from(slow);
+    }
+
+    fn totals(&self, now: Instant) -> Totals {
+        let current = (now.as_micros() / self.width).max(self.newest);
+        let expired = current - self.newest;
+        let mut totals = Totals::default();
+        if expired >= u64::from(TIME_BUCKETS) {
+            return totals;
+        }
+        // Buckets numbered (current - SLOTS, newest] are still inside the window.
+        for age in expired..u64::from(TIME_BUCKETS).min(current + 1) {
+            let bucket = self.buckets[slot(current - age)];
+            totals.calls += u32::from(bucket.calls);
+            totals.failures += u32::from(bucket.failures);
+            totals.slow += u32::from(bucket.slow);
+        }
+        totals
+    }
+}
+
+fn slot(bucket_number: u64) -> usize {
+    (bucket_number % u64::from(TIME_BUCKETS)) as usize
+}
+
+/// The outcomes of the last calls, one bit each (up to 128 calls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CountRing {
+    failed: [u64; 2],
+    slow: [u64; 2],
+    /// Calls held (≤ the configured length).
+    len: u8,
+    /// Where the next outcome goes.
+    next: u8,
+    /// Calls the ring holds when full (1 ..= 128).
+    capacity: u8,
+}
+
+impl CountRing {
+    fn new(capacity: u8) -> Self {
+        CountRing { failed: [0; 2], slow: [0; 2], len: 0, next: 0, capacity }
+    }
+
+    fn record(&mut self, failed: bool, slow: bool) {
+        let i = usize::from(self.next);
+        set_bit(&mut self.failed, i, failed);
+        set_bit(&mut self.slow, i, slow);
+        self.next = (self.next + 1) % self.capacity;
+        self.len = (self.len + 1).min(self.capacity);
+    }
+
+    fn totals(&self) -> Totals {
+        let count = |bits: &[u64; 2]| bits[0].count_ones() + bits[1].count_ones();
+        Totals { calls: u32::from(self.len), failures: count(&self.failed), slow: count(&self.slow) }
+    }
+}
+
+fn set_bit(bits: &mut [u64; 2], i: usize, value: bool) {
+    let mask = 1u64 << (i % 64);
+    if value {
+        bits[i / 64] |= mask;
+    } else {
+        bits[i / 64] &= !mask;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    #[test]
+    fn time_ring_forgets_buckets_older_than_the_span() {
+        let mut ring = TimeRing::new(Duration::from_millis(8_000));
+        ring.record(ms(0), true, false);
+        ring.record(ms(3_500), true, true);
+        assert_eq!(ring.totals(ms(7_999)), Totals { calls: 2, failures: 2, slow: 1 });
+        assert_eq!(ring.totals(ms(8_000)).failures, 1);
+        assert_eq!(ring.totals(ms(10_999)).failures, 1);
+        assert_eq!(ring.totals(ms(11_000)), Totals::default());
+        ring.record(ms(9_000_000_000), false, false);
+        assert_eq!(ring.totals(ms(9_000_000_000)), Totals { calls: 1, failures: 0, slow: 0 });
+    }
+
+    #[test]
+    fn time_ring_halves_a_full_bucket_and_keeps_its_rate() {
+        let mut ring = TimeRing::new(Duration::from_secs(8));
+        for i in 0..70_000u32 {
+            ring.record(ms(0), i % 2 == 0, false);
+        }
+        let t = ring.totals(ms(0));
+        assert!(t.calls < 70_000 && t.calls > 30_000, "{t:?}");
+        assert!(t.failures.abs_diff(t.calls / 2) <= 1, "{t:?}");
+    }
+
+    #[test]
+    fn count_ring_holds_the_last_n_outcomes() {
+        let mut ring = CountRing::new(128);
+        for i in 0..130 {
+            ring.record(i < 3, i == 0);
+        }
+        assert_eq!(ring.totals(), Totals { calls: 128, failures: 1, slow: 0 });
+        let mut ring = CountRing::new(3);
+        ring.record(true, false);
+        ring.record(false, false);
+        assert_eq!(ring.totals(), Totals { calls: 2, failures: 1, slow: 0 });
+        ring.record(false, false);
+        ring.record(false, false);
+        assert_eq!(ring.totals(), Totals { calls: 3, failures: 0, slow: 0 });
+    }
+}
