@@ -1,0 +1,415 @@
+//! Runs every scenario file in `tests/conformance/` against the core, one
+//! named test per case. The format is documented in
+//! `tests/conformance/README.md`; anything this runner does not understand (an
+//! unknown key or op, a file it does not read) is a failure, never a skip.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use halfopen::{
+    Breaker, Config, ConfigError, Duration, Field, Instant, Mode, Outcome, Permit, Problem, Transition,
+    Window,
+};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::{Map, Value};
+
+/// The format version this runner reads.
+const FORMAT: u64 = 1;
+/// Files in the folder that are not scenario files.
+const NOT_SCENARIOS: &[&str] = &["README.md", "schema.json"];
+
+static STEPS: AtomicUsize = AtomicUsize::new(0);
+
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
+    let mut trials = Vec::new();
+    let mut files = 0;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/conformance exists")
+        .map(|e| e.expect("readable entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if NOT_SCENARIOS.contains(&name.as_str()) {
+            continue;
+        }
+        files += 1;
+        match load(&path) {
+            Ok(cases) => trials.extend(cases.into_iter().map(|(description, case)| {
+                Trial::test(format!("{}::{description}", name.trim_end_matches(".json")), move || run_case(&case))
+            })),
+            Err(e) => trials.push(Trial::test(format!("{name}::<file>"), move || Err(e.into()))),
+        }
+    }
+    let cases = trials.len();
+    let conclusion = libtest_mimic::run(&Arguments::from_args(), trials);
+    println!(
+        "conformance: {files} files, {cases} scenarios, {} steps run",
+        STEPS.load(Ordering::Relaxed)
+    );
+    conclusion.exit();
+}
+
+/// Reads one scenario file: `(description, case)` for each case.
+fn load(path: &Path) -> Result<Vec<(String, Value)>, String> {
+    if path.extension().is_none_or(|e| e != "json") {
+        return Err(format!("{} is not a scenario file (.json) and not listed as a known file", path.display()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let file: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let file = object(&file, &["format", "description", "cases"])?;
+    if file.get("format").and_then(Value::as_u64) != Some(FORMAT) {
+        return Err(format!("format must be {FORMAT}"));
+    }
+    let cases = file.get("cases").and_then(Value::as_array).ok_or("cases must be an array")?;
+    let mut seen = std::collections::HashSet::new();
+    cases
+        .iter()
+        .map(|case| {
+            let description = case.get("description").and_then(Value::as_str).ok_or("case without description")?;
+            if !seen.insert(description) {
+                return Err(format!("duplicate description {description:?}"));
+            }
+            Ok((description.to_owned(), case.clone()))
+        })
+        .collect()
+}
+
+/// The object's fields, or an error naming the first key not in `allowed`.
+fn object<'a>(value: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, String> {
+    let map = value.as_object().ok_or_else(|| format!("expected an object, got {value}"))?;
+    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!("unknown key {k:?} in {value}")),
+        None => Ok(map),
+    }
+}
+
+fn run_case(case: &Value) -> Result<(), Failed> {
+    let map = object(case, &["description", "config", "steps", "invalid"])?;
+    let config = map.get("config").ok_or("case without config")?;
+    let built = build_config(config).and_then(|c| Breaker::new(c).map_err(describe));
+    match (map.get("invalid"), map.get("steps")) {
+        (Some(field), None) => {
+            let field = field.as_str().ok_or("invalid must name a field")?;
+            match built {
+                Err(got) if got.starts_with(&format!("{field}:")) => Ok(()),
+                Err(got) => Err(format!("expected an error for {field}, got {got}").into()),
+                Ok(_) => Err(format!("expected an error for {field}, the config was accepted").into()),
+            }
+        }
+        (None, Some(steps)) => {
+            let mut run = Run { breaker: built?, clock: Instant::ZERO, permits: HashMap::new() };
+            for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
+                run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
+                STEPS.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+        _ => Err("a case has either steps or invalid".into()),
+    }
+}
+
+fn describe(e: ConfigError) -> String {
+    format!("{}: {}", e.field.name(), e.problem.describe())
+}
+
+/// Translates the suite's flat config (milliseconds; `"NaN"` / `"Infinity"`
+/// strings for the non-JSON numbers) into a [`Config`], as a binding would:
+/// values no `Config` can hold (negative, fractional, non-numeric) are
+/// errors naming the field.
+fn build_config(value: &Value) -> Result<Config, String> {
+    const KEYS: &[&str] = &[
+        "preset",
+        "failure_threshold",
+        "window_ms",
+        "window_calls",
+        "consecutive_failures",
+        "failure_rate_threshold",
+        "minimum_calls",
+        "slow_call_duration_ms",
+        "slow_call_rate_threshold",
+        "open_timeout_ms",
+        "backoff_factor",
+        "max_open_timeout_ms",
+        "jitter",
+        "jitter_seed",
+        "half_open_max_attempts",
+        "half_open_successes",
+        "probe_timeout_ms",
+    ];
+    let map = object(value, KEYS)?;
+    let mut c = match map.get("preset").map(|p| p.as_str()) {
+        None => Config::default(),
+        Some(Some("whatsapp_gateway")) => Config::whatsapp_gateway(),
+        Some(Some("partner_webhook")) => Config::partner_webhook(),
+        Some(other) => return Err(format!("unknown preset {other:?}")),
+    };
+    let invalid = |field: Field| format!("{}: {}", field.name(), Problem::OutOfRange.describe());
+    for (key, v) in map {
+        let field = |f: Field| move |_| invalid(f);
+        match key.as_str() {
+            "preset" => {}
+            "failure_threshold" => c.failure_threshold = opt(v, |v| count(v)).map_err(field(Field::FailureThreshold))?,
+            "window_ms" => c.window = Window::Time(millis(v).map_err(field(Field::Window))?),
+            "window_calls" => {
+                c.window = Window::Count(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::Window))?)
+            }
+            "consecutive_failures" => {
+                c.consecutive_failures = opt(v, |v| count(v)).map_err(field(Field::ConsecutiveFailures))?
+            }
+            "failure_rate_threshold" => {
+                c.failure_rate_threshold = opt(v, |v| number(v)).map_err(field(Field::FailureRateThreshold))?
+            }
+            "minimum_calls" => c.minimum_calls = count(v).ok_or(invalid(Field::MinimumCalls))?,
+            "slow_call_duration_ms" => {
+                c.slow_call_duration = opt(v, |v| millis(v).ok()).map_err(field(Field::SlowCallDuration))?
+            }
+            "slow_call_rate_threshold" => {
+                c.slow_call_rate_threshold = opt(v, |v| number(v)).map_err(field(Field::SlowCallRateThreshold))?
+            }
+            "open_timeout_ms" => c.open_timeout = millis(v).map_err(field(Field::OpenTimeout))?,
+            "backoff_factor" => c.backoff_factor = number(v).ok_or(invalid(Field::BackoffFactor))?,
+            "max_open_timeout_ms" => c.max_open_timeout = millis(v).map_err(field(Field::MaxOpenTimeout))?,
+            "jitter" => c.jitter = number(v).ok_or(invalid(Field::Jitter))?,
+            "jitter_seed" => c.jitter_seed = v.as_u64().ok_or("jitter_seed must be an unsigned integer")?,
+            "half_open_max_attempts" => {
+                c.half_open_max_attempts =
+                    count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenMaxAttempts))?
+            }
+            "half_open_successes" => {
+                c.half_open_successes =
+                    count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenSuccesses))?
+            }
+            "probe_timeout_ms" => c.probe_timeout = millis(v).map_err(field(Field::ProbeTimeout))?,
+            _ => unreachable!("keys checked above"),
+        }
+    }
+    if map.contains_key("window_ms") && map.contains_key("window_calls") {
+        return Err("window_ms and window_calls are exclusive".into());
+    }
+    Ok(c)
+}
+
+/// `null` is `None`; anything else goes through `parse`.
+fn opt<T>(v: &Value, parse: impl Fn(&Value) -> Option<T>) -> Result<Option<T>, ()> {
+    if v.is_null() { Ok(None) } else { parse(v).map(Some).ok_or(()) }
+}
+
+/// A non-negative integer that fits a u32.
+fn count(v: &Value) -> Option<u32> {
+    v.as_u64().and_then(|n| n.try_into().ok())
+}
+
+/// A number, with `"NaN"`, `"Infinity"` and `"-Infinity"` for the values JSON lacks.
+fn number(v: &Value) -> Option<f64> {
+    match v.as_str() {
+        Some("NaN") => Some(f64::NAN),
+        Some("Infinity") => Some(f64::INFINITY),
+        Some("-Infinity") => Some(f64::NEG_INFINITY),
+        Some(_) => None,
+        None => v.as_f64(),
+    }
+}
+
+/// Whole non-negative milliseconds.
+fn millis(v: &Value) -> Result<Duration, ()> {
+    v.as_u64().map(Duration::from_millis).ok_or(())
+}
+
+struct Run {
+    breaker: Breaker,
+    clock: Instant,
+    permits: HashMap<String, Permit>,
+}
+
+impl Run {
+    fn step(&mut self, step: &Value) -> Result<(), String> {
+        let op = step.get("op").and_then(Value::as_str).ok_or("step without op")?;
+        let common = ["op", "at"];
+        let keys: &[&str] = match op {
+            "acquire" => &["permit", "rejected", "transition"],
+            "record" => &["permit", "outcome", "transition"],
+            "call" => &["outcome", "duration_ms", "repeat", "transition", "transitions"],
+            "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms"],
+            "force_open" => &["for_ms", "transition"],
+            "force_close" | "disable" | "release" | "reset" | "handle_timeout" => &["transition"],
+            other => return Err(format!("unknown op {other:?}")),
+        };
+        let allowed: Vec<&str> = common.iter().chain(keys).copied().collect();
+        let map = object(step, &allowed)?;
+        if let Some(at) = map.get("at") {
+            self.clock = Instant::from_millis(at.as_u64().ok_or("at must be whole milliseconds")?);
+        }
+        let now = self.clock;
+        let mut seen = Vec::new();
+        match op {
+            "acquire" => self.acquire(map, &mut seen)?,
+            "record" => {
+                let name = map.get("permit").and_then(Value::as_str).ok_or("record needs a permit name")?;
+                let permit = self.permits.remove(name).ok_or_else(|| format!("no permit named {name:?}"))?;
+                seen.extend(self.breaker.record(permit, outcome(map)?, now));
+            }
+            "call" => self.call(map, &mut seen)?,
+            "expect" => return self.expect(map),
+            "force_open" => {
+                let duration = map.get("for_ms").map(millis).transpose().map_err(|_| "for_ms: whole ms")?;
+                seen.extend(self.breaker.force_open(now, duration));
+            }
+            "force_close" => seen.extend(self.breaker.force_close(now)),
+            "disable" => seen.extend(self.breaker.disable(now)),
+            "release" => seen.extend(self.breaker.release(now)),
+            "reset" => seen.extend(self.breaker.reset(now)),
+            "handle_timeout" => seen.extend(self.breaker.handle_timeout(now)),
+            _ => unreachable!("ops checked above"),
+        }
+        let expected: Vec<&Value> = match (map.get("transition"), map.get("transitions")) {
+            (Some(t), None) => vec![t],
+            (None, Some(list)) => list.as_array().ok_or("transitions must be an array")?.iter().collect(),
+            (None, None) => vec![],
+            (Some(_), Some(_)) => return Err("transition and transitions are exclusive".into()),
+        };
+        if seen.len() != expected.len() {
+            return Err(format!("expected transitions {expected:?}, got {seen:?}"));
+        }
+        seen.iter().zip(expected).try_for_each(|(got, want)| check_transition(got, want))
+    }
+
+    fn acquire(&mut self, map: &Map<String, Value>, seen: &mut Vec<Transition>) -> Result<(), String> {
+        let admission = self.breaker.try_acquire(self.clock);
+        seen.extend(admission.transition);
+        match (admission.decision, map.get("permit"), map.get("rejected")) {
+            (Ok(permit), Some(name), None) => {
+                let name = name.as_str().ok_or("permit must be a name")?;
+                if self.permits.insert(name.to_owned(), permit).is_some() {
+                    return Err(format!("permit name {name:?} already in use"));
+                }
+                Ok(())
+            }
+            (Err(rejection), None, Some(want)) => {
+                let want = object(want, &["state", "retry_after_ms"])?;
+                if let Some(state) = want.get("state") {
+                    equal("rejection state", rejection.state.name(), state)?;
+                }
+                match want.get("retry_after_ms") {
+                    Some(expected) => check_retry_after(rejection.retry_after, expected),
+                    None => Ok(()),
+                }
+            }
+            (Ok(_), _, _) => Err("expected a rejection, the call was admitted".into()),
+            (Err(r), _, _) => Err(format!("expected admission, got {r:?}")),
+        }
+    }
+
+    fn call(&mut self, map: &Map<String, Value>, seen: &mut Vec<Transition>) -> Result<(), String> {
+        let outcome = outcome(map)?;
+        let duration = map.get("duration_ms").map(millis).transpose().map_err(|_| "duration_ms: whole ms")?;
+        let repeat = map.get("repeat").map_or(Some(1), Value::as_u64).ok_or("repeat must be a count")?;
+        let start = self.clock;
+        let end = start + duration.unwrap_or_default();
+        // The calls run side by side: all are admitted, then all report.
+        let mut permits = Vec::new();
+        for i in 0..repeat {
+            let admission = self.breaker.try_acquire(start);
+            seen.extend(admission.transition);
+            permits.push(admission.decision.map_err(|r| format!("call {i} of {repeat} was rejected: {r:?}"))?);
+        }
+        for permit in permits {
+            seen.extend(self.breaker.record(permit, outcome, end));
+        }
+        self.clock = end;
+        Ok(())
+    }
+
+    fn expect(&self, map: &Map<String, Value>) -> Result<(), String> {
+        let now = self.clock;
+        if let Some(state) = map.get("state") {
+            equal("state", self.breaker.state(now).name(), state)?;
+        }
+        if let Some(want) = map.get("retry_after_ms") {
+            check_retry_after(self.breaker.retry_after(now), want)?;
+            let admitted = self.breaker.check(now).is_ok();
+            if admitted != (self.breaker.retry_after(now) == Some(Duration::ZERO)) {
+                return Err("check() disagrees with retry_after()".into());
+            }
+        }
+        if let Some(mode) = map.get("mode") {
+            let got = match self.breaker.mode(now) {
+                Mode::Normal => "normal",
+                Mode::ForcedOpen { .. } => "forced_open",
+                Mode::Disabled => "disabled",
+            };
+            equal("mode", got, mode)?;
+        }
+        if let Some(want) = map.get("poll_timeout_ms") {
+            let got = self.breaker.poll_timeout().map(|t| t.as_micros());
+            let want = if want.is_null() { None } else { Some(want.as_u64().ok_or("poll_timeout_ms")? * 1_000) };
+            if got != want {
+                return Err(format!("poll_timeout: expected {want:?} µs, got {got:?} µs"));
+            }
+        }
+        if let Some(counts) = map.get("counts") {
+            let c = self.breaker.counts(now);
+            let actual = [
+                ("consecutive_failures", u64::from(c.consecutive_failures)),
+                ("window_calls", u64::from(c.window.calls)),
+                ("window_failures", u64::from(c.window.failures)),
+                ("window_slow", u64::from(c.window.slow)),
+                ("probes_in_flight", u64::from(c.probes_in_flight)),
+                ("probe_successes", u64::from(c.probe_successes)),
+            ];
+            let names: Vec<&str> = actual.iter().map(|(n, _)| *n).collect();
+            for (key, want) in object(counts, &names)? {
+                let got = actual.iter().find(|(n, _)| n == key).map(|(_, v)| *v);
+                if got != want.as_u64() {
+                    return Err(format!("counts.{key}: expected {want}, got {got:?}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn outcome(map: &Map<String, Value>) -> Result<Outcome, String> {
+    match map.get("outcome").and_then(Value::as_str) {
+        Some("success") => Ok(Outcome::Success),
+        Some("failure") => Ok(Outcome::Failure),
+        Some("ignored") => Ok(Outcome::Ignored),
+        Some("cancelled") => Ok(Outcome::Cancelled),
+        other => Err(format!("unknown outcome {other:?}")),
+    }
+}
+
+fn equal(what: &str, got: &str, want: &Value) -> Result<(), String> {
+    if want.as_str() == Some(got) { Ok(()) } else { Err(format!("{what}: expected {want}, got {got:?}")) }
+}
+
+/// `want`: whole ms, `null` (no known time), or `{"min": ms, "max": ms}`.
+fn check_retry_after(got: Option<Duration>, want: &Value) -> Result<(), String> {
+    let got_us = got.map(Duration::as_micros);
+    let ok = match want {
+        Value::Null => got_us.is_none(),
+        Value::Number(n) => got_us.is_some() && got_us == n.as_u64().map(|ms| ms * 1_000),
+        range => {
+            let range = object(range, &["min", "max"])?;
+            let bound = |k| range.get(k).and_then(Value::as_u64).map(|ms| ms * 1_000).ok_or("min and max");
+            got_us.is_some_and(|g| g >= bound("min").unwrap_or(u64::MAX) && g <= bound("max").unwrap_or(0))
+        }
+    };
+    if ok { Ok(()) } else { Err(format!("retry_after: expected {want} ms, got {got_us:?} µs")) }
+}
+
+fn check_transition(got: &Transition, want: &Value) -> Result<(), String> {
+    let want = object(want, &["from", "to", "reason", "at"])?;
+    let mismatch = || format!("expected transition {want:?}, got {got:?}");
+    for (key, actual) in [("from", got.from.name()), ("to", got.to.name()), ("reason", got.reason.name())] {
+        if want.get(key).and_then(Value::as_str) != Some(actual) {
+            return Err(mismatch());
+        }
+    }
+    match want.get("at") {
+        Some(at) if at.as_u64().map(|ms| ms * 1_000) != Some(got.at.as_micros()) => Err(mismatch()),
+        _ => Ok(()),
+    }
+}
