@@ -277,10 +277,16 @@ impl<C: Borrow<Config>> Breaker<C> {
     }
 
     /// Takes `now` as the latest time (never earlier than one seen) and
-    /// returns the state at that time, without applying timed changes.
+    /// returns the state as last reported: a timed change that is due but not
+    /// yet reported is not applied, so that the transitions a breaker returns
+    /// always form one unbroken chain (each `from` is the previous `to`).
     fn clamp(&mut self, now: Instant) -> State {
         self.latest = self.latest.max(now);
-        self.view(self.latest).0
+        match self.phase {
+            Phase::Closed | Phase::Disabled => State::Closed,
+            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => State::Open,
+            Phase::HalfOpen => State::HalfOpen,
+        }
     }
 
     /// The state and probes in flight at `now`, with timed changes applied
