@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, Config, ConfigError, Duration, Field, Instant, Mode, Outcome, Permit, Problem, Transition,
-    Window,
+    Breaker, Config, ConfigError, Duration, Field, Instant, Mode, Outcome, Permit, Problem, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -25,10 +24,8 @@ fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
     let mut trials = Vec::new();
     let mut files = 0;
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/conformance exists")
-        .map(|e| e.expect("readable entry").path())
-        .collect();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(&dir).expect("tests/conformance exists").map(|e| e.expect("readable entry").path()).collect();
     entries.sort();
     for path in entries {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -45,10 +42,7 @@ fn main() {
     }
     let cases = trials.len();
     let conclusion = libtest_mimic::run(&Arguments::from_args(), trials);
-    println!(
-        "conformance: {files} files, {cases} scenarios, {} steps run",
-        STEPS.load(Ordering::Relaxed)
-    );
+    println!("conformance: {files} files, {cases} scenarios, {} steps run", STEPS.load(Ordering::Relaxed));
     conclusion.exit();
 }
 
@@ -151,23 +145,23 @@ fn build_config(value: &Value) -> Result<Config, String> {
         let field = |f: Field| move |_| invalid(f);
         match key.as_str() {
             "preset" => {}
-            "failure_threshold" => c.failure_threshold = opt(v, |v| count(v)).map_err(field(Field::FailureThreshold))?,
+            "failure_threshold" => c.failure_threshold = opt(v, count).map_err(field(Field::FailureThreshold))?,
             "window_ms" => c.window = Window::Time(millis(v).map_err(field(Field::Window))?),
             "window_calls" => {
                 c.window = Window::Count(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::Window))?)
             }
             "consecutive_failures" => {
-                c.consecutive_failures = opt(v, |v| count(v)).map_err(field(Field::ConsecutiveFailures))?
+                c.consecutive_failures = opt(v, count).map_err(field(Field::ConsecutiveFailures))?
             }
             "failure_rate_threshold" => {
-                c.failure_rate_threshold = opt(v, |v| number(v)).map_err(field(Field::FailureRateThreshold))?
+                c.failure_rate_threshold = opt(v, number).map_err(field(Field::FailureRateThreshold))?
             }
             "minimum_calls" => c.minimum_calls = count(v).ok_or(invalid(Field::MinimumCalls))?,
             "slow_call_duration_ms" => {
                 c.slow_call_duration = opt(v, |v| millis(v).ok()).map_err(field(Field::SlowCallDuration))?
             }
             "slow_call_rate_threshold" => {
-                c.slow_call_rate_threshold = opt(v, |v| number(v)).map_err(field(Field::SlowCallRateThreshold))?
+                c.slow_call_rate_threshold = opt(v, number).map_err(field(Field::SlowCallRateThreshold))?
             }
             "open_timeout_ms" => c.open_timeout = millis(v).map_err(field(Field::OpenTimeout))?,
             "backoff_factor" => c.backoff_factor = number(v).ok_or(invalid(Field::BackoffFactor))?,

@@ -172,7 +172,9 @@ impl Model {
         let t = self.tick(self.now);
         let r = match self.state {
             ModelState::Closed | ModelState::Disabled => Ok(()),
-            ModelState::HalfOpen { successes, .. } if self.probes.len() < usize::from(self.c.half_open_max_attempts) => {
+            ModelState::HalfOpen { successes, .. }
+                if self.probes.len() < usize::from(self.c.half_open_max_attempts) =>
+            {
                 self.probes.push(id);
                 self.state = ModelState::HalfOpen { lease: self.now + self.c.probe_timeout.as_micros(), successes };
                 Ok(())
@@ -230,7 +232,12 @@ impl Model {
                 if successes + 1 >= u32::from(self.c.half_open_successes) {
                     self.close();
                     let at = Instant::from_micros(self.now);
-                    return Some(Transition { from: State::HalfOpen, to: State::Closed, reason: Reason::ProbesSucceeded, at });
+                    return Some(Transition {
+                        from: State::HalfOpen,
+                        to: State::Closed,
+                        reason: Reason::ProbesSucceeded,
+                        at,
+                    });
                 }
                 self.state = ModelState::HalfOpen { lease, successes: successes + 1 };
                 None
@@ -351,7 +358,9 @@ fn random_config(rng: &mut Rng) -> Config {
             c.slow_call_rate_threshold = Some(50.0);
         }
     }
-    if c.failure_threshold.is_none() && c.consecutive_failures.is_none() && c.failure_rate_threshold.is_none()
+    if c.failure_threshold.is_none()
+        && c.consecutive_failures.is_none()
+        && c.failure_rate_threshold.is_none()
         && c.slow_call_rate_threshold.is_none()
     {
         c.consecutive_failures = Some(2);
@@ -367,7 +376,9 @@ fn allowed(t: &Transition) -> bool {
     use Reason::*;
     use State::*;
     match (t.from, t.to) {
-        (Closed, Open) => matches!(t.reason, ConsecutiveFailures | FailureThreshold | FailureRate | SlowCallRate | ForcedOpen),
+        (Closed, Open) => {
+            matches!(t.reason, ConsecutiveFailures | FailureThreshold | FailureRate | SlowCallRate | ForcedOpen)
+        }
         (Open, HalfOpen) => matches!(t.reason, OpenTimeout | ForcedOpenEnded | Released),
         (HalfOpen, Open) => matches!(t.reason, ProbeFailed | ForcedOpen),
         (HalfOpen | Open, Closed) => matches!(t.reason, ProbesSucceeded | ForcedClose | Disabled | Reset),
@@ -468,7 +479,9 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
             (Mode::Disabled, ModelState::Disabled) | (Mode::ForcedOpen { until: None }, ModelState::HeldOpen) => true,
             (Mode::ForcedOpen { until: Some(u) }, ModelState::Open { until, forced: true }) => u.as_micros() == until,
             (Mode::Normal, ModelState::Open { forced: true, until }) => now.max(model.now) >= until,
-            (Mode::Normal, s) => !matches!(s, ModelState::Disabled | ModelState::HeldOpen | ModelState::Open { forced: true, .. }),
+            (Mode::Normal, s) => {
+                !matches!(s, ModelState::Disabled | ModelState::HeldOpen | ModelState::Open { forced: true, .. })
+            }
             _ => false,
         };
         assert!(mode_ok, "{}", ctx(step, "mode"));

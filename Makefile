@@ -1,0 +1,52 @@
+# halfopen: `make demo` shows the breaker at work; `make test` runs every test
+# of every part; `make bench` runs the benchmarks (not part of `make test`).
+# Each target installs what it needs (rustup targets, a Python venv).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+CARGO ?= cargo
+VENV := .venv
+PY := $(VENV)/bin/python
+THUMB := thumbv7em-none-eabihf
+
+.PHONY: demo test test-long test-rust test-nostd test-schema lint bench setup-rust setup-python
+
+demo:
+	$(CARGO) run -q --release -p halfopen --example scripted_outage
+
+test: lint test-schema test-nostd test-rust
+
+test-rust:
+	$(CARGO) test -p halfopen
+
+# The property test with 1,000,000 random sequences (about half a minute).
+test-long:
+	HALFOPEN_MODEL_SEQUENCES=1000000 $(CARGO) test --release -p halfopen --test model -- --nocapture
+
+# The core must build for a bare-metal target without std; building it with
+# std for that target must fail, which proves the check checks something.
+test-nostd: setup-rust
+	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features
+	@if $(CARGO) build -q -p halfopen --target $(THUMB) >/dev/null 2>&1; then \
+		echo "error: halfopen with std built for $(THUMB): the no_std check proves nothing"; exit 1; fi
+	@echo "no_std: halfopen builds for $(THUMB) without std"
+
+test-schema: setup-python
+	$(PY) tests/check_conformance_schema.py
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy -q --all-targets -- -D warnings
+	$(CARGO) clippy -q -p halfopen --no-default-features -- -D warnings
+
+bench:
+	$(CARGO) run -q --release -p halfopen-bench
+
+setup-rust:
+	@rustup target list --installed | grep -qx $(THUMB) || rustup target add $(THUMB)
+
+setup-python: $(VENV)/.installed
+$(VENV)/.installed:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check jsonschema==4.26.0
+	touch $@
