@@ -72,7 +72,7 @@ impl<C: Borrow<Config>> Breaker<C> {
         let c = config.borrow();
         c.validate()?;
         Ok(Breaker {
-            window: WindowState::new(c.window),
+            window: WindowState::new(c),
             latest: Instant::ZERO,
             deadline: Instant::ZERO,
             open_for: c.open_timeout,
@@ -93,7 +93,18 @@ impl<C: Borrow<Config>> Breaker<C> {
 
     /// Asks to make a call. Admitted calls get a [`Permit`] that must be
     /// reported with [`record`](Self::record).
+    #[inline]
     pub fn try_acquire(&mut self, now: Instant) -> Admission {
+        if self.phase == Phase::Closed {
+            self.latest = self.latest.max(now);
+            return Admission { decision: Ok(self.permit(self.latest)), transition: None };
+        }
+        self.try_acquire_any(now)
+    }
+
+    /// [`try_acquire`](Self::try_acquire), every case.
+    #[inline(never)]
+    fn try_acquire_any(&mut self, now: Instant) -> Admission {
         let transition = self.advance(now);
         let now = self.latest;
         let decision = match self.phase {
@@ -111,7 +122,27 @@ impl<C: Borrow<Config>> Breaker<C> {
     /// Reports how a permitted call ended. Returns the transition this caused
     /// (or a timed one it observed). A permit from an earlier state period is
     /// stale: its report changes nothing.
+    #[inline]
     pub fn record(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
+        // The hot path, kept small enough to inline: a success in the closed
+        // state (which has no timed changes) that is not slow.
+        if self.phase == Phase::Closed && outcome == Outcome::Success && permit.generation == self.generation {
+            let now = self.latest.max(now);
+            let c = self.config.borrow();
+            if c.slow_call_duration.is_none_or(|limit| now - permit.issued_at <= limit) {
+                self.latest = now;
+                self.consecutive = 0;
+                let window = c.window;
+                self.window.record(window, now, false, false);
+                return None;
+            }
+        }
+        self.record_any(permit, outcome, now)
+    }
+
+    /// [`record`](Self::record), every case.
+    #[inline(never)]
+    fn record_any(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
         let observed = self.advance(now);
         let now = self.latest;
         if permit.generation != self.generation {
@@ -199,7 +230,7 @@ impl<C: Borrow<Config>> Breaker<C> {
         let fresh_half_open = state.is_half_open() && self.phase != Phase::HalfOpen;
         Counts {
             consecutive_failures: self.consecutive,
-            window: self.window.totals(now),
+            window: self.window.totals(self.config().window, now),
             probes_in_flight,
             probe_successes: if fresh_half_open { 0 } else { self.probe_successes },
             generation: self.generation,
@@ -266,6 +297,7 @@ impl<C: Borrow<Config>> Breaker<C> {
         self.change(from, State::Closed, Reason::Reset)
     }
 
+    #[inline]
     fn permit(&self, now: Instant) -> Permit {
         Permit { generation: self.generation, issued_at: now }
     }
@@ -356,9 +388,8 @@ impl<C: Borrow<Config>> Breaker<C> {
 
     fn count_closed(&mut self, now: Instant, failed: bool, slow: bool) -> Option<Transition> {
         self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
-        if self.config().uses_window() {
-            self.window.record(now, failed, slow);
-        }
+        let window = self.config().window;
+        self.window.record(window, now, failed, slow);
         if !failed || self.phase == Phase::Disabled {
             return None;
         }
@@ -372,10 +403,7 @@ impl<C: Borrow<Config>> Breaker<C> {
         if c.consecutive_failures.is_some_and(|n| self.consecutive >= n) {
             return Some(Reason::ConsecutiveFailures);
         }
-        if !c.uses_window() {
-            return None;
-        }
-        let totals = self.window.totals(now);
+        let totals = self.window.totals(c.window, now);
         if c.failure_threshold.is_some_and(|n| totals.failures >= n) {
             return Some(Reason::FailureThreshold);
         }

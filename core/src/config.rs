@@ -192,13 +192,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// Whether any policy counts over the window.
-    pub(crate) fn uses_window(&self) -> bool {
-        self.failure_threshold.is_some()
-            || self.failure_rate_threshold.is_some()
-            || self.slow_call_rate_threshold.is_some()
-    }
 }
 
 fn check_percent(value: Option<f64>, field: Field) -> Result<(), ConfigError> {

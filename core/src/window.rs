@@ -2,7 +2,7 @@
 //! buckets, or a ring of the last calls' outcomes. Both are fixed-size and O(1)
 //! per report.
 
-use crate::config::Window;
+use crate::config::{Config, Window};
 use crate::time::{Duration, Instant};
 
 /// Buckets a time window is cut into.
@@ -23,30 +23,42 @@ pub struct Totals {
 /// The counters of one window, time- or count-based.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WindowState {
+    /// No policy counts over a window: nothing to keep.
+    Off,
     Time(TimeRing),
     Count(CountRing),
 }
 
 impl WindowState {
-    pub(crate) fn new(window: Window) -> Self {
-        match window {
+    pub(crate) fn new(config: &Config) -> Self {
+        let windowed = config.failure_threshold.is_some()
+            || config.failure_rate_threshold.is_some()
+            || config.slow_call_rate_threshold.is_some();
+        if !windowed {
+            return WindowState::Off;
+        }
+        match config.window {
             Window::Time(span) => WindowState::Time(TimeRing::new(span)),
             // Validated: 1 ..= MAX_WINDOW_CALLS (128), so it fits a u8.
             Window::Count(n) => WindowState::Count(CountRing::new(n as u8)),
         }
     }
 
-    pub(crate) fn record(&mut self, now: Instant, failed: bool, slow: bool) {
-        match self {
-            WindowState::Time(ring) => ring.record(now, failed, slow),
-            WindowState::Count(ring) => ring.record(failed, slow),
+    /// Counts one call; `window` is the configuration the ring was made for.
+    #[inline]
+    pub(crate) fn record(&mut self, window: Window, now: Instant, failed: bool, slow: bool) {
+        match (self, window) {
+            (WindowState::Time(ring), Window::Time(span)) => ring.record(span, now, failed, slow),
+            (WindowState::Count(ring), _) => ring.record(failed, slow),
+            (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => {}
         }
     }
 
-    pub(crate) fn totals(&self, now: Instant) -> Totals {
-        match self {
-            WindowState::Time(ring) => ring.totals(now),
-            WindowState::Count(ring) => ring.totals(),
+    pub(crate) fn totals(&self, window: Window, now: Instant) -> Totals {
+        match (self, window) {
+            (WindowState::Time(ring), Window::Time(span)) => ring.totals(span, now),
+            (WindowState::Count(ring), _) => ring.totals(),
+            (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => Totals::default(),
         }
     }
 
@@ -54,6 +66,7 @@ impl WindowState {
         match self {
             WindowState::Time(ring) => ring.buckets = [Bucket::default(); SLOTS],
             WindowState::Count(ring) => *ring = CountRing::new(ring.capacity),
+            WindowState::Off => {}
         }
     }
 }
@@ -68,41 +81,57 @@ struct Bucket {
 }
 
 /// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide,
-/// aligned on multiples of that width from the clock's origin.
+/// aligned on multiples of that width from the clock's origin. A report that
+/// falls in the newest bucket (the common case) costs one comparison; only
+/// moving to a new bucket divides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TimeRing {
     buckets: [Bucket; SLOTS],
-    /// Number (time / width) of the newest bucket.
-    newest: u64,
-    /// Bucket width in microseconds (≥ 1).
-    width: u64,
+    /// Where the newest bucket ends (exclusive), in microseconds.
+    newest_end: u64,
+    /// The newest bucket's slot in `buckets`.
+    newest_slot: u8,
 }
 
 impl TimeRing {
     fn new(span: Duration) -> Self {
-        TimeRing {
-            buckets: [Bucket::default(); SLOTS],
-            newest: 0,
-            width: (span.as_micros() / u64::from(TIME_BUCKETS)).max(1),
+        TimeRing { buckets: [Bucket::default(); SLOTS], newest_end: width(span), newest_slot: 0 }
+    }
+
+    /// The newest bucket's number.
+    fn newest(&self, width: u64) -> u64 {
+        // newest_end is (newest + 1) × width, or u64::MAX once saturated.
+        (self.newest_end - 1) / width
+    }
+
+    #[inline]
+    fn advance(&mut self, span: Duration, now: Instant) {
+        if now.as_micros() >= self.newest_end {
+            self.rotate(span, now);
         }
     }
 
-    fn advance(&mut self, now: Instant) {
-        let current = now.as_micros() / self.width;
-        let gap = current.saturating_sub(self.newest);
-        if gap >= u64::from(TIME_BUCKETS) {
+    /// Moves to the bucket holding `now`, clearing the buckets passed.
+    #[cold]
+    fn rotate(&mut self, span: Duration, now: Instant) {
+        let width = width(span);
+        let newest = self.newest(width);
+        let current = now.as_micros() / width;
+        if current - newest >= u64::from(TIME_BUCKETS) {
             self.buckets = [Bucket::default(); SLOTS];
         } else {
-            for n in self.newest + 1..=current {
+            for n in newest + 1..=current {
                 self.buckets[slot(n)] = Bucket::default();
             }
         }
-        self.newest = self.newest.max(current);
+        self.newest_end = (current + 1).saturating_mul(width);
+        self.newest_slot = slot(current) as u8;
     }
 
-    fn record(&mut self, now: Instant, failed: bool, slow: bool) {
-        self.advance(now);
-        let bucket = &mut self.buckets[slot(self.newest)];
+    #[inline]
+    fn record(&mut self, span: Duration, now: Instant, failed: bool, slow: bool) {
+        self.advance(span, now);
+        let bucket = &mut self.buckets[usize::from(self.newest_slot)];
         if bucket.calls == u16::MAX {
             bucket.calls /= 2;
             bucket.failures /= 2;
@@ -113,9 +142,11 @@ impl TimeRing {
         bucket.slow += u16::from(slow);
     }
 
-    fn totals(&self, now: Instant) -> Totals {
-        let current = (now.as_micros() / self.width).max(self.newest);
-        let expired = current - self.newest;
+    fn totals(&self, span: Duration, now: Instant) -> Totals {
+        let width = width(span);
+        let newest = self.newest(width);
+        let current = (now.as_micros() / width).max(newest);
+        let expired = current - newest;
         let mut totals = Totals::default();
         if expired >= u64::from(TIME_BUCKETS) {
             return totals;
@@ -129,6 +160,11 @@ impl TimeRing {
         }
         totals
     }
+}
+
+/// Bucket width in microseconds (≥ 1).
+fn width(span: Duration) -> u64 {
+    (span.as_micros() / u64::from(TIME_BUCKETS)).max(1)
 }
 
 fn slot(bucket_number: u64) -> usize {
@@ -186,24 +222,28 @@ mod tests {
 
     #[test]
     fn time_ring_forgets_buckets_older_than_the_span() {
-        let mut ring = TimeRing::new(Duration::from_millis(8_000));
-        ring.record(ms(0), true, false);
-        ring.record(ms(3_500), true, true);
-        assert_eq!(ring.totals(ms(7_999)), Totals { calls: 2, failures: 2, slow: 1 });
-        assert_eq!(ring.totals(ms(8_000)).failures, 1);
-        assert_eq!(ring.totals(ms(10_999)).failures, 1);
-        assert_eq!(ring.totals(ms(11_000)), Totals::default());
-        ring.record(ms(9_000_000_000), false, false);
-        assert_eq!(ring.totals(ms(9_000_000_000)), Totals { calls: 1, failures: 0, slow: 0 });
+        let span = Duration::from_millis(8_000);
+        let mut ring = TimeRing::new(span);
+        ring.record(span, ms(0), true, false);
+        ring.record(span, ms(3_500), true, true);
+        assert_eq!(ring.totals(span, ms(7_999)), Totals { calls: 2, failures: 2, slow: 1 });
+        assert_eq!(ring.totals(span, ms(8_000)).failures, 1);
+        assert_eq!(ring.totals(span, ms(10_999)).failures, 1);
+        assert_eq!(ring.totals(span, ms(11_000)), Totals::default());
+        ring.record(span, ms(9_000_000_000), false, false);
+        assert_eq!(ring.totals(span, ms(9_000_000_000)), Totals { calls: 1, failures: 0, slow: 0 });
+        ring.record(span, Instant::MAX, true, false);
+        assert_eq!(ring.totals(span, Instant::MAX).failures, 1);
     }
 
     #[test]
     fn time_ring_halves_a_full_bucket_and_keeps_its_rate() {
-        let mut ring = TimeRing::new(Duration::from_secs(8));
+        let span = Duration::from_secs(8);
+        let mut ring = TimeRing::new(span);
         for i in 0..70_000u32 {
-            ring.record(ms(0), i % 2 == 0, false);
+            ring.record(span, ms(0), i % 2 == 0, false);
         }
-        let t = ring.totals(ms(0));
+        let t = ring.totals(span, ms(0));
         assert!(t.calls < 70_000 && t.calls > 30_000, "{t:?}");
         assert!(t.failures.abs_diff(t.calls / 2) <= 1, "{t:?}");
     }

@@ -1,0 +1,264 @@
+//! `make bench`: halfopen, recloser 1.4 and failsafe 1.3 doing the same work
+//! in one run, interleaved round by round so that machine noise hits all of
+//! them alike. Prints ns/op medians over the rounds, ratios to recloser,
+//! allocations per call, and the memory each breaker takes.
+//!
+//! Workloads:
+//! - closed: admit a call and report a success;
+//! - open: reject a call (the breaker has tripped).
+//!
+//! halfopen is measured twice: with the caller's clock read per call
+//! (`std::time::Instant::now()`, what a real caller pays; recloser and failsafe
+//! read no clock on the closed path and one on the open path), and with `now`
+//! taken from a counter (the state machine alone).
+//!
+//! Note: recloser and failsafe are `Sync` (atomics, a mutex); a halfopen
+//! `Breaker` is a plain `&mut` value, and a binding or caller that shares it
+//! across threads adds its own lock.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use failsafe::CircuitBreaker as _;
+use halfopen::{Breaker, Config, Duration, Instant, Outcome, Window};
+
+/// Counts every allocation, so the benchmark can report allocations per call.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        ALLOCATED_BYTES.fetch_add(layout.size() as u64, Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const OPS: u64 = 2_000_000;
+const ROUNDS: usize = 9;
+
+/// One contender: a name and a closure that runs `OPS` operations.
+struct Contender {
+    name: &'static str,
+    run: Box<dyn FnMut()>,
+    ns: Vec<f64>,
+    allocations: u64,
+}
+
+impl Contender {
+    fn new(name: &'static str, run: impl FnMut() + 'static) -> Self {
+        Contender { name, run: Box::new(run), ns: Vec::new(), allocations: 0 }
+    }
+}
+
+fn clock_now(origin: StdInstant) -> Instant {
+    Instant::from_micros(origin.elapsed().as_micros() as u64)
+}
+
+fn closed_contenders() -> Vec<Contender> {
+    let origin = StdInstant::now();
+    let mut seed000 = Breaker::new(Config::default()).unwrap();
+    let mut seed000_counter = Breaker::new(Config::default()).unwrap();
+    let consecutive = Config { failure_threshold: None, consecutive_failures: Some(5), ..Config::default() };
+    let mut consecutive_clock = Breaker::new(consecutive).unwrap();
+    let mut consecutive_counter = Breaker::new(consecutive).unwrap();
+    let recloser = recloser::Recloser::custom().build();
+    let failsafe = failsafe::Config::new()
+        .failure_policy(failsafe::failure_policy::consecutive_failures(
+            5,
+            failsafe::backoff::constant(StdDuration::from_secs(30)),
+        ))
+        .build();
+    let (mut tick, mut tick2) = (0u64, 0u64);
+    vec![
+        Contender::new("halfopen, seed 000 window, clock read per call", move || {
+            for _ in 0..OPS {
+                let now = clock_now(origin);
+                let permit = seed000.try_acquire(black_box(now)).decision.unwrap();
+                black_box(seed000.record(permit, Outcome::Success, now).is_some());
+            }
+        }),
+        Contender::new("halfopen, consecutive, clock read per call", move || {
+            for _ in 0..OPS {
+                let now = clock_now(origin);
+                let permit = consecutive_clock.try_acquire(black_box(now)).decision.unwrap();
+                black_box(consecutive_clock.record(permit, Outcome::Success, now).is_some());
+            }
+        }),
+        Contender::new("halfopen, seed 000 window, no clock read", move || {
+            for _ in 0..OPS {
+                tick += 1;
+                let now = Instant::from_micros(black_box(tick));
+                let permit = seed000_counter.try_acquire(now).decision.unwrap();
+                black_box(seed000_counter.record(permit, Outcome::Success, now).is_some());
+            }
+        }),
+        Contender::new("halfopen, consecutive, no clock read", move || {
+            for _ in 0..OPS {
+                tick2 += 1;
+                let now = Instant::from_micros(black_box(tick2));
+                let permit = consecutive_counter.try_acquire(now).decision.unwrap();
+                black_box(consecutive_counter.record(permit, Outcome::Success, now).is_some());
+            }
+        }),
+        Contender::new("recloser 1.4 (count ring)", move || {
+            for _ in 0..OPS {
+                black_box(recloser.call(|| Ok::<u64, ()>(black_box(1))).ok());
+            }
+        }),
+        Contender::new("failsafe 1.3 (consecutive)", move || {
+            for _ in 0..OPS {
+                black_box(failsafe.call(|| Ok::<u64, ()>(black_box(1))).ok());
+            }
+        }),
+    ]
+}
+
+fn open_contenders() -> Vec<Contender> {
+    let origin = StdInstant::now();
+    let hour = StdDuration::from_secs(3600);
+    let hour_open = Duration::from_secs(3600);
+    let config = Config { open_timeout: hour_open, max_open_timeout: hour_open, ..Config::default() };
+    let mut halfopen = Breaker::new(config).unwrap();
+    for _ in 0..5 {
+        let now = clock_now(origin);
+        let permit = halfopen.try_acquire(now).decision.unwrap();
+        halfopen.record(permit, Outcome::Failure, now);
+    }
+    let mut halfopen_counter = halfopen.clone();
+    let recloser = recloser::Recloser::custom().closed_len(2).error_rate(0.5).open_wait(hour).build();
+    for _ in 0..4 {
+        let _ = recloser.call(|| Err::<(), ()>(()));
+    }
+    let failsafe = failsafe::Config::new()
+        .failure_policy(failsafe::failure_policy::consecutive_failures(1, failsafe::backoff::constant(hour)))
+        .build();
+    let _ = failsafe.call(|| Err::<(), ()>(()));
+    assert!(recloser.call(|| Ok::<(), ()>(())).is_err(), "recloser must be open");
+    assert!(!failsafe.is_call_permitted(), "failsafe must be open");
+    let mut tick = 1_000_000u64;
+    vec![
+        Contender::new("halfopen, clock read per call", move || {
+            for _ in 0..OPS {
+                black_box(halfopen.try_acquire(clock_now(origin)).decision.is_err());
+            }
+        }),
+        Contender::new("halfopen, no clock read", move || {
+            for _ in 0..OPS {
+                tick += 1;
+                black_box(halfopen_counter.try_acquire(Instant::from_micros(black_box(tick))).decision.is_err());
+            }
+        }),
+        Contender::new("recloser 1.4", move || {
+            for _ in 0..OPS {
+                black_box(recloser.call(|| Ok::<u64, ()>(black_box(1))).is_err());
+            }
+        }),
+        Contender::new("failsafe 1.3", move || {
+            for _ in 0..OPS {
+                black_box(failsafe.call(|| Ok::<u64, ()>(black_box(1))).is_err());
+            }
+        }),
+    ]
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn measure(title: &str, mut contenders: Vec<Contender>) {
+    for _ in 0..ROUNDS {
+        for c in contenders.iter_mut() {
+            let before = ALLOCATIONS.load(Relaxed);
+            let start = StdInstant::now();
+            (c.run)();
+            c.ns.push(start.elapsed().as_nanos() as f64 / OPS as f64);
+            c.allocations += ALLOCATIONS.load(Relaxed) - before;
+        }
+    }
+    let reference = contenders.iter().find(|c| c.name.starts_with("recloser")).map(|c| median(&c.ns)).unwrap();
+    println!("\n### {title}\n");
+    println!("| contender | ns/op (median of {ROUNDS}) | min–max | × recloser | allocations/call |");
+    println!("|---|---:|---:|---:|---:|");
+    for c in &contenders {
+        let (lo, hi) = c.ns.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        println!(
+            "| {} | {:.1} | {:.1}–{:.1} | {:.2} | {} |",
+            c.name,
+            median(&c.ns),
+            lo,
+            hi,
+            median(&c.ns) / reference,
+            c.allocations as f64 / (OPS as f64 * ROUNDS as f64)
+        );
+    }
+}
+
+/// Heap bytes allocated while `build` runs (and kept by what it returns).
+fn heap_bytes<T>(build: impl FnOnce() -> T) -> (T, u64) {
+    let before = ALLOCATED_BYTES.load(Relaxed);
+    let value = build();
+    (value, ALLOCATED_BYTES.load(Relaxed) - before)
+}
+
+fn sizes() {
+    println!("\n### Memory per breaker\n");
+    println!("| breaker | size_of (bytes) | heap bytes at construction |");
+    println!("|---|---:|---:|");
+    let shared = Config::default();
+    let policies: [(&str, Config); 4] = [
+        ("halfopen, consecutive failures", Config { failure_threshold: None, consecutive_failures: Some(5), ..shared }),
+        (
+            "halfopen, count window + failure rate",
+            Config {
+                failure_threshold: None,
+                window: Window::Count(100),
+                failure_rate_threshold: Some(50.0),
+                ..shared
+            },
+        ),
+        ("halfopen, time window (seed 000)", shared),
+        (
+            "halfopen, every policy at once",
+            Config {
+                consecutive_failures: Some(5),
+                failure_rate_threshold: Some(50.0),
+                slow_call_duration: Some(Duration::from_secs(10)),
+                slow_call_rate_threshold: Some(50.0),
+                ..shared
+            },
+        ),
+    ];
+    for (name, config) in &policies {
+        let (b, heap) = heap_bytes(|| Breaker::new(config).unwrap());
+        println!("| {name}, shared `&Config` | {} | {heap} |", size_of_val(&b));
+        let (b, heap) = heap_bytes(|| Breaker::new(*config).unwrap());
+        println!("| {name}, own `Config` | {} | {heap} |", size_of_val(&b));
+    }
+    let (r, heap) = heap_bytes(|| recloser::Recloser::custom().build());
+    println!("| recloser 1.4, default (closed_len 100) | {} | {heap} |", size_of_val(&r));
+    let (f, heap) = heap_bytes(|| failsafe::Config::new().build());
+    println!("| failsafe 1.3, default | {} | {heap} |", size_of_val(&f));
+}
+
+fn main() {
+    println!("halfopen bench: {OPS} ops per round, {ROUNDS} rounds, contenders interleaved in each round");
+    measure("Closed state: acquire + record a success", closed_contenders());
+    measure("Open state: reject a call", open_contenders());
+    sizes();
+}
