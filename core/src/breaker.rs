@@ -93,13 +93,17 @@ impl<C: Borrow<Config>> Breaker<C> {
 
     /// Asks to make a call. Admitted calls get a [`Permit`] that must be
     /// reported with [`record`](Self::record).
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&mut self, now: Instant) -> Admission {
-        if self.phase == Phase::Closed {
-            self.latest = self.latest.max(now);
-            return Admission { decision: Ok(self.permit(self.latest)), transition: None };
+        self.latest = self.latest.max(now);
+        match self.phase {
+            Phase::Closed => Admission { decision: Ok(self.permit(self.latest)), transition: None },
+            Phase::Open if self.latest < self.deadline => {
+                let retry_after = Some(self.deadline - self.latest);
+                Admission { decision: Err(Rejection { state: State::Open, retry_after }), transition: None }
+            }
+            _ => self.try_acquire_any(now),
         }
-        self.try_acquire_any(now)
     }
 
     /// [`try_acquire`](Self::try_acquire), every case.
@@ -122,7 +126,7 @@ impl<C: Borrow<Config>> Breaker<C> {
     /// Reports how a permitted call ended. Returns the transition this caused
     /// (or a timed one it observed). A permit from an earlier state period is
     /// stale: its report changes nothing.
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
         // The hot path, kept small enough to inline: a success in the closed
         // state (which has no timed changes) that is not slow.

@@ -8,6 +8,7 @@ use crate::time::{Duration, Instant};
 /// Buckets a time window is cut into.
 pub const TIME_BUCKETS: u32 = 8;
 const SLOTS: usize = TIME_BUCKETS as usize;
+const _: () = assert!(SLOTS.is_power_of_two());
 
 /// What a window holds right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,6 +81,15 @@ struct Bucket {
     slow: u16,
 }
 
+impl Bucket {
+    #[cold]
+    fn halve(&mut self) {
+        self.calls /= 2;
+        self.failures /= 2;
+        self.slow /= 2;
+    }
+}
+
 /// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide,
 /// aligned on multiples of that width from the clock's origin. A report that
 /// falls in the newest bucket (the common case) costs one comparison; only
@@ -131,11 +141,10 @@ impl TimeRing {
     #[inline]
     fn record(&mut self, span: Duration, now: Instant, failed: bool, slow: bool) {
         self.advance(span, now);
-        let bucket = &mut self.buckets[usize::from(self.newest_slot)];
+        // The mask keeps the index provably in bounds (SLOTS is a power of two).
+        let bucket = &mut self.buckets[usize::from(self.newest_slot) & (SLOTS - 1)];
         if bucket.calls == u16::MAX {
-            bucket.calls /= 2;
-            bucket.failures /= 2;
-            bucket.slow /= 2;
+            bucket.halve();
         }
         bucket.calls += 1;
         bucket.failures += u16::from(failed);
