@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::error::ConfigError;
 use crate::jitter;
 use crate::permit::{Admission, Outcome, Permit, Rejection};
+use crate::policy;
 use crate::state::{Mode, Reason, State, Transition};
 use crate::time::{Duration, Instant};
 use crate::window::{Totals, WindowState};
@@ -397,38 +398,17 @@ impl<C: Borrow<Config>> Breaker<C> {
         if !failed || self.phase == Phase::Disabled {
             return None;
         }
-        let reason = self.trip_reason(now)?;
+        let c = self.config();
+        let reason = policy::trip_reason(c, self.consecutive, self.window.totals(c.window, now))?;
         self.open_for = self.config().open_timeout;
         self.open(now, reason, State::Closed)
-    }
-
-    fn trip_reason(&self, now: Instant) -> Option<Reason> {
-        let c = self.config();
-        if c.consecutive_failures.is_some_and(|n| self.consecutive >= n) {
-            return Some(Reason::ConsecutiveFailures);
-        }
-        let totals = self.window.totals(c.window, now);
-        if c.failure_threshold.is_some_and(|n| totals.failures >= n) {
-            return Some(Reason::FailureThreshold);
-        }
-        if totals.calls < c.minimum_calls {
-            return None;
-        }
-        let reached = |threshold: Option<f64>, count: u32| {
-            threshold.is_some_and(|p| f64::from(count) * 100.0 >= p * f64::from(totals.calls))
-        };
-        if reached(c.failure_rate_threshold, totals.failures) {
-            return Some(Reason::FailureRate);
-        }
-        reached(c.slow_call_rate_threshold, totals.slow).then_some(Reason::SlowCallRate)
     }
 
     fn count_probe(&mut self, now: Instant, failed: bool) -> Option<Transition> {
         self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
         let c = self.config();
         if failed {
-            let grown = (self.open_for.as_micros() as f64 * c.backoff_factor) as u64;
-            self.open_for = Duration::from_micros(grown).min(c.max_open_timeout).max(self.open_for);
+            self.open_for = policy::grown_open_period(c, self.open_for);
             return self.open(now, Reason::ProbeFailed, State::HalfOpen);
         }
         let needed = c.half_open_successes;

@@ -43,6 +43,7 @@ mod config;
 mod error;
 mod jitter;
 mod permit;
+mod policy;
 mod state;
 pub mod time;
 mod window;
