@@ -80,14 +80,32 @@ fn coarse_now() -> Instant {
     Instant::from_micros(ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000)
 }
 
+/// `OPS` closed-state calls (admit, report a success) on `breaker`, each
+/// with a `now` from `clock`.
+fn closed_calls(config: Config, mut clock: impl FnMut() -> Instant + 'static) -> impl FnMut() + 'static {
+    let mut breaker = Breaker::new(config).unwrap();
+    move || {
+        for _ in 0..OPS {
+            let now = clock();
+            let permit = breaker.try_acquire(now).decision.unwrap();
+            black_box(breaker.record(permit, Outcome::Success, now).is_some());
+        }
+    }
+}
+
+/// A `now` that advances one microsecond per call, read through `black_box`.
+fn counter() -> impl FnMut() -> Instant {
+    let mut tick = 0u64;
+    move || {
+        tick += 1;
+        Instant::from_micros(black_box(tick))
+    }
+}
+
 fn closed_contenders() -> Vec<Contender> {
     let origin = StdInstant::now();
-    let mut seed000 = Breaker::new(Config::default()).unwrap();
-    let mut seed000_counter = Breaker::new(Config::default()).unwrap();
-    let mut seed000_coarse = Breaker::new(Config::default()).unwrap();
+    let seed000 = Config::default();
     let consecutive = Config { failure_threshold: None, consecutive_failures: Some(5), ..Config::default() };
-    let mut consecutive_clock = Breaker::new(consecutive).unwrap();
-    let mut consecutive_counter = Breaker::new(consecutive).unwrap();
     let recloser = recloser::Recloser::custom().build();
     let failsafe = failsafe::Config::new()
         .failure_policy(failsafe::failure_policy::consecutive_failures(
@@ -95,45 +113,18 @@ fn closed_contenders() -> Vec<Contender> {
             failsafe::backoff::constant(StdDuration::from_secs(30)),
         ))
         .build();
-    let (mut tick, mut tick2) = (0u64, 0u64);
     vec![
-        Contender::new("halfopen, seed 000 window, clock read per call", move || {
-            for _ in 0..OPS {
-                let now = clock_now(origin);
-                let permit = seed000.try_acquire(black_box(now)).decision.unwrap();
-                black_box(seed000.record(permit, Outcome::Success, now).is_some());
-            }
-        }),
-        Contender::new("halfopen, seed 000 window, coarse clock read per call", move || {
-            for _ in 0..OPS {
-                let now = coarse_now();
-                let permit = seed000_coarse.try_acquire(black_box(now)).decision.unwrap();
-                black_box(seed000_coarse.record(permit, Outcome::Success, now).is_some());
-            }
-        }),
-        Contender::new("halfopen, consecutive, clock read per call", move || {
-            for _ in 0..OPS {
-                let now = clock_now(origin);
-                let permit = consecutive_clock.try_acquire(black_box(now)).decision.unwrap();
-                black_box(consecutive_clock.record(permit, Outcome::Success, now).is_some());
-            }
-        }),
-        Contender::new("halfopen, seed 000 window, no clock read", move || {
-            for _ in 0..OPS {
-                tick += 1;
-                let now = Instant::from_micros(black_box(tick));
-                let permit = seed000_counter.try_acquire(now).decision.unwrap();
-                black_box(seed000_counter.record(permit, Outcome::Success, now).is_some());
-            }
-        }),
-        Contender::new("halfopen, consecutive, no clock read", move || {
-            for _ in 0..OPS {
-                tick2 += 1;
-                let now = Instant::from_micros(black_box(tick2));
-                let permit = consecutive_counter.try_acquire(now).decision.unwrap();
-                black_box(consecutive_counter.record(permit, Outcome::Success, now).is_some());
-            }
-        }),
+        Contender::new(
+            "halfopen, seed 000 window, clock read per call",
+            closed_calls(seed000, move || clock_now(origin)),
+        ),
+        Contender::new("halfopen, seed 000 window, coarse clock read per call", closed_calls(seed000, coarse_now)),
+        Contender::new(
+            "halfopen, consecutive, clock read per call",
+            closed_calls(consecutive, move || clock_now(origin)),
+        ),
+        Contender::new("halfopen, seed 000 window, no clock read", closed_calls(seed000, counter())),
+        Contender::new("halfopen, consecutive, no clock read", closed_calls(consecutive, counter())),
         Contender::new("recloser 1.4 (count ring)", move || {
             for _ in 0..OPS {
                 black_box(recloser.call(|| Ok::<u64, ()>(black_box(1))).ok());
