@@ -4,7 +4,10 @@ use core::borrow::Borrow;
 
 use crate::config::Config;
 use crate::error::ConfigError;
+use crate::histogram::LatencyHistogram;
 use crate::jitter;
+use crate::meter::{Meter, Report};
+use crate::metrics::{MetricsSnapshot, ReadMetrics};
 use crate::permit::{Admission, Outcome, Permit, Rejection};
 use crate::policy;
 use crate::state::{Mode, Reason, State, Transition};
@@ -46,12 +49,15 @@ pub struct Counts {
 ///
 /// `C` is how the breaker holds its [`Config`]: by value (the default), or
 /// shared, as `&Config` or `Arc<Config>`, when many breakers use one.
+/// `M` is what it measures with: nothing (`()`, the default, costs nothing),
+/// or [`Metrics`](crate::Metrics); see [`Breaker::with_meter`].
 ///
 /// Every method takes `now` from the caller; see [`crate::time`] for what a
 /// `now` earlier than one already seen means (time stands still).
 #[derive(Debug, Clone)]
-pub struct Breaker<C = Config> {
+pub struct Breaker<C = Config, M = ()> {
     config: C,
+    meter: M,
     window: WindowState,
     /// The latest `now` seen.
     latest: Instant,
@@ -59,7 +65,6 @@ pub struct Breaker<C = Config> {
     deadline: Instant,
     /// The open period the next probe failure multiplies (before jitter).
     open_for: Duration,
-    rng: u64,
     generation: u32,
     consecutive: u32,
     probes_in_flight: u16,
@@ -68,8 +73,16 @@ pub struct Breaker<C = Config> {
 }
 
 impl<C: Borrow<Config>> Breaker<C> {
-    /// A closed breaker, or the first invalid field of `config`.
+    /// A closed breaker that measures nothing, or the first invalid field of `config`.
     pub fn new(config: C) -> Result<Self, ConfigError> {
+        Self::with_meter(config, ())
+    }
+}
+
+impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
+    /// A closed breaker that reports what happens to `meter` (for example
+    /// [`Metrics::default()`](crate::Metrics)), or the first invalid field of `config`.
+    pub fn with_meter(config: C, meter: M) -> Result<Self, ConfigError> {
         let c = config.borrow();
         c.validate()?;
         Ok(Breaker {
@@ -77,13 +90,13 @@ impl<C: Borrow<Config>> Breaker<C> {
             latest: Instant::ZERO,
             deadline: Instant::ZERO,
             open_for: c.open_timeout,
-            rng: c.jitter_seed,
             generation: 0,
             consecutive: 0,
             probes_in_flight: 0,
             probe_successes: 0,
             phase: Phase::Closed,
             config,
+            meter,
         })
     }
 
@@ -92,14 +105,23 @@ impl<C: Borrow<Config>> Breaker<C> {
         self.config.borrow()
     }
 
+    /// The meter.
+    pub fn meter(&self) -> &M {
+        &self.meter
+    }
+
     /// Asks to make a call. Admitted calls get a [`Permit`] that must be
     /// reported with [`record`](Self::record).
     #[inline(always)]
     pub fn try_acquire(&mut self, now: Instant) -> Admission {
         self.latest = self.latest.max(now);
         match self.phase {
-            Phase::Closed => Admission { decision: Ok(self.permit(self.latest)), transition: None },
+            Phase::Closed => {
+                self.meter.admitted(self.latest);
+                Admission { decision: Ok(self.permit(self.latest)), transition: None }
+            }
             Phase::Open if self.latest < self.deadline => {
+                self.meter.rejected(self.latest);
                 let retry_after = Some(self.deadline - self.latest);
                 Admission { decision: Err(Rejection { state: State::Open, retry_after }), transition: None }
             }
@@ -111,6 +133,7 @@ impl<C: Borrow<Config>> Breaker<C> {
     #[inline(never)]
     fn try_acquire_any(&mut self, now: Instant) -> Admission {
         let transition = self.advance(now);
+        let transition = self.emit(transition);
         let now = self.latest;
         let decision = match self.phase {
             Phase::Closed | Phase::Disabled => Ok(self.permit(now)),
@@ -121,6 +144,10 @@ impl<C: Borrow<Config>> Breaker<C> {
             }
             _ => Err(self.rejection(now)),
         };
+        match decision {
+            Ok(_) => self.meter.admitted(now),
+            Err(_) => self.meter.rejected(now),
+        }
         Admission { decision, transition }
     }
 
@@ -134,15 +161,18 @@ impl<C: Borrow<Config>> Breaker<C> {
         if self.phase == Phase::Closed && outcome == Outcome::Success && permit.generation == self.generation {
             let now = self.latest.max(now);
             let c = self.config.borrow();
-            if c.slow_call_duration.is_none_or(|limit| now - permit.issued_at <= limit) {
+            let latency = now - permit.issued_at;
+            if c.slow_call_duration.is_none_or(|limit| latency <= limit) {
                 self.latest = now;
                 self.consecutive = 0;
                 let window = c.window;
                 self.window.record(window, now, false, false);
+                self.meter.reported(Report { outcome, latency, slow: false, stale: false });
                 return None;
             }
         }
-        self.record_any(permit, outcome, now)
+        let transition = self.record_any(permit, outcome, now);
+        self.emit(transition)
     }
 
     /// [`record`](Self::record), every case.
@@ -150,10 +180,14 @@ impl<C: Borrow<Config>> Breaker<C> {
     fn record_any(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
         let observed = self.advance(now);
         let now = self.latest;
-        if permit.generation != self.generation {
+        let latency = now - permit.issued_at;
+        let stale = permit.generation != self.generation;
+        let counted = !stale && matches!(outcome, Outcome::Success | Outcome::Failure);
+        let slow = counted && self.config().slow_call_duration.is_some_and(|limit| latency > limit);
+        self.meter.reported(Report { outcome, latency, slow, stale });
+        if stale {
             return observed;
         }
-        let slow = self.config().slow_call_duration.is_some_and(|limit| now - permit.issued_at > limit);
         let failed = match outcome {
             Outcome::Success => slow,
             Outcome::Failure => true,
@@ -176,7 +210,8 @@ impl<C: Borrow<Config>> Breaker<C> {
     /// [`poll_timeout`](Self::poll_timeout) says, to learn of transitions
     /// without waiting for the next call.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<Transition> {
-        self.advance(now)
+        let transition = self.advance(now);
+        self.emit(transition)
     }
 
     /// When the breaker next changes by itself (open time ends, in-flight
@@ -242,6 +277,33 @@ impl<C: Borrow<Config>> Breaker<C> {
         }
     }
 
+    /// Everything measured at `now`; changes nothing.
+    pub fn metrics(&self, now: Instant) -> MetricsSnapshot
+    where
+        M: ReadMetrics,
+    {
+        let now = now.max(self.latest);
+        let metrics = self.meter.metrics();
+        let pending = match self.phase {
+            Phase::Open | Phase::ForcedOpen if self.deadline <= now => Some((self.deadline, State::HalfOpen)),
+            _ => None,
+        };
+        let [time_closed, time_half_open, time_open] = metrics.times(now, pending);
+        let counters = *metrics.counters();
+        let window = self.window.totals(self.config().window, now);
+        MetricsSnapshot {
+            state: self.state(now),
+            counters,
+            opens_last_24h: metrics.opens_last_24h(now),
+            time_closed,
+            time_open,
+            time_half_open,
+            mean_time_open: (counters.opens > 0).then(|| Duration::from_micros(time_open.as_micros() / counters.opens)),
+            error_rate: (window.calls > 0).then(|| f64::from(window.failures) * 100.0 / f64::from(window.calls)),
+            latency: self.meter.latency().and_then(LatencyHistogram::summary),
+        }
+    }
+
     /// Holds the breaker open: for `duration`, then half-open; or, with
     /// `None`, until [`release`](Self::release). Seed 000's throttle webhook.
     pub fn force_open(&mut self, now: Instant, duration: Option<Duration>) -> Option<Transition> {
@@ -287,18 +349,17 @@ impl<C: Borrow<Config>> Breaker<C> {
             }
             Phase::Disabled => {
                 self.enter(Phase::Closed);
-                None
+                self.emit(observed)
             }
-            _ => observed,
+            _ => self.emit(observed),
         }
     }
 
     /// Back to a new breaker's state: closed, nothing counted, no backoff, no
-    /// manual mode, the jitter sequence restarted.
+    /// manual mode. (What the meter measured is kept.)
     pub fn reset(&mut self, now: Instant) -> Option<Transition> {
         let from = self.clamp(now);
         self.close();
-        self.rng = self.config().jitter_seed;
         self.change(from, State::Closed, Reason::Reset)
     }
 
@@ -372,8 +433,20 @@ impl<C: Borrow<Config>> Breaker<C> {
         self.deadline = Instant::ZERO;
     }
 
-    fn change(&self, from: State, to: State, reason: Reason) -> Option<Transition> {
-        (from != to).then_some(Transition { from, to, reason, at: self.latest })
+    /// The transition of a manual operation, if the state changed; reported
+    /// to the meter.
+    fn change(&mut self, from: State, to: State, reason: Reason) -> Option<Transition> {
+        let transition = (from != to).then_some(Transition { from, to, reason, at: self.latest });
+        self.emit(transition)
+    }
+
+    /// Reports `transition` to the meter and hands it on.
+    #[inline]
+    fn emit(&mut self, transition: Option<Transition>) -> Option<Transition> {
+        if let Some(t) = &transition {
+            self.meter.transitioned(t);
+        }
+        transition
     }
 
     /// Closes, forgetting the outcomes counted and the backoff reached.
@@ -386,8 +459,8 @@ impl<C: Borrow<Config>> Breaker<C> {
 
     fn open(&mut self, now: Instant, reason: Reason, from: State) -> Option<Transition> {
         self.enter(Phase::Open);
-        let jitter = self.config().jitter;
-        self.deadline = now + jitter::shorten(self.open_for, jitter, &mut self.rng);
+        let c = self.config();
+        self.deadline = now + jitter::shorten(self.open_for, c.jitter, c.jitter_seed, self.generation);
         Some(Transition { from, to: State::Open, reason, at: now })
     }
 

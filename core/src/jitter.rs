@@ -1,24 +1,26 @@
-//! Bounded, seeded jitter for open periods (splitmix64: tiny, fast, and the
-//! same sequence on every platform).
+//! Bounded, seeded jitter for open periods. The fraction for an open period
+//! comes from splitmix64's output for the state `seed + (generation + 1) × γ`
+//! (its `generation`-th draw from `seed`), so it needs no state of its own: the
+//! same seed and history give the same periods on every platform.
 
 use crate::time::Duration;
 
-/// Advances `state` and returns the next value of the sequence.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
+/// splitmix64's output for `state` (its golden-ratio increment already added).
+fn mix(state: u64) -> u64 {
+    let mut z = state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-/// `period` shortened by a uniformly drawn fraction in `[0, jitter)` of it.
-/// With `jitter == 0` the sequence is not advanced.
-pub(crate) fn shorten(period: Duration, jitter: f64, state: &mut u64) -> Duration {
+/// `period` shortened by a uniformly drawn fraction in `[0, jitter)` of it,
+/// drawn for the open period that starts generation `generation`.
+pub(crate) fn shorten(period: Duration, jitter: f64, seed: u64, generation: u32) -> Duration {
     if jitter == 0.0 {
         return period;
     }
-    let unit = (next(state) >> 11) as f64 / (1u64 << 53) as f64;
+    let draw = mix(seed.wrapping_add((u64::from(generation) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let unit = (draw >> 11) as f64 / (1u64 << 53) as f64;
     let cut = (period.as_micros() as f64 * jitter * unit) as u64;
     Duration::from_micros(period.as_micros() - cut.min(period.as_micros().saturating_sub(1)))
 }
@@ -30,14 +32,14 @@ mod tests {
     #[test]
     fn stays_within_bounds_and_repeats_for_a_seed() {
         let period = Duration::from_secs(30);
-        let (mut a, mut b) = (7u64, 7u64);
-        for _ in 0..10_000 {
-            let d = shorten(period, 0.25, &mut a);
+        let mut distinct = std::collections::BTreeSet::new();
+        for generation in 0..10_000 {
+            let d = shorten(period, 0.25, 7, generation);
             assert!(d <= period && d.as_micros() >= 22_500_000, "{d:?}");
-            assert_eq!(d, shorten(period, 0.25, &mut b));
+            assert_eq!(d, shorten(period, 0.25, 7, generation));
+            distinct.insert(d);
         }
-        let mut untouched = 3;
-        assert_eq!(shorten(period, 0.0, &mut untouched), period);
-        assert_eq!(untouched, 3);
+        assert!(distinct.len() > 9_000, "draws repeat: {}", distinct.len());
+        assert_eq!(shorten(period, 0.0, 7, 3), period);
     }
 }

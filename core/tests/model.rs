@@ -5,13 +5,14 @@
 //! The model keeps plain lists (every reported call with its time, every
 //! in-flight probe) where the core keeps fixed-size rings and counters.
 //!
-//! `HALFOPEN_MODEL_SEQUENCES` sets the number of sequences (default 50,000;
+//! `HALFOPEN_MODEL_SEQUENCES` sets the number of sequences (default 30,000;
 //! `make test-long` runs 1,000,000).
 
 use std::collections::{HashMap, VecDeque};
 
 use halfopen::{
-    Breaker, Config, Duration, Instant, Mode, Outcome, Permit, Reason, State, TIME_BUCKETS, Transition, Window,
+    Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Reason, State, TIME_BUCKETS,
+    Transition, Window,
 };
 
 /// xorshift64*: the test's own randomness, seeded per sequence.
@@ -52,7 +53,6 @@ struct Model {
     last: VecDeque<(bool, bool)>,
     consecutive: u32,
     open_for: u64,
-    jitter_state: u64,
     /// In-flight probe ids.
     probes: Vec<u64>,
 }
@@ -67,7 +67,6 @@ impl Model {
             last: VecDeque::new(),
             consecutive: 0,
             open_for: c.open_timeout.as_micros(),
-            jitter_state: c.jitter_seed,
             probes: Vec::new(),
             c,
         }
@@ -146,13 +145,12 @@ impl Model {
         self.open_for = self.c.open_timeout.as_micros();
     }
 
-    fn jittered(&mut self, period: u64) -> u64 {
+    /// The documented jitter: splitmix64's draw number `generation` from the seed.
+    fn jittered(&self, period: u64, generation: u64) -> u64 {
         if self.c.jitter == 0.0 {
             return period;
         }
-        // splitmix64, as documented for the core's jitter.
-        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.jitter_state;
+        let mut z = self.c.jitter_seed.wrapping_add((generation + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
@@ -162,7 +160,8 @@ impl Model {
     }
 
     fn open(&mut self, reason: Reason, from: State) -> Option<Transition> {
-        let period = self.jittered(self.open_for);
+        // The open period starts the next generation; its jitter is drawn for it.
+        let period = self.jittered(self.open_for, self.generation + 1);
         self.set(ModelState::Open { until: self.now.saturating_add(period), forced: false });
         Some(Transition { from, to: State::Open, reason, at: Instant::from_micros(self.now) })
     }
@@ -316,7 +315,6 @@ impl Model {
             }
             _ => {
                 self.close();
-                self.jitter_state = self.c.jitter_seed;
                 (State::Closed, Reason::Reset)
             }
         };
@@ -389,7 +387,9 @@ fn allowed(t: &Transition) -> bool {
 fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let config = random_config(&mut rng);
-    let mut breaker = Breaker::new(config).unwrap_or_else(|e| panic!("seed {seed}: {e} for {config:?}"));
+    let meter = (Metrics::default(), LatencyHistogram::default());
+    let mut breaker = Breaker::with_meter(config, meter).unwrap_or_else(|e| panic!("seed {seed}: {e} for {config:?}"));
+    let (mut rejections, mut opens, mut first_use) = (0u64, 0u64, None::<u64>);
     let mut model = Model::new(config);
     let mut permits: Vec<(u64, Permit, u64)> = Vec::new(); // (id, permit, model generation)
     let mut now: u64 = 0;
@@ -411,12 +411,14 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
             0..45 => {
                 let id = step as u64 + 1;
                 let admission = breaker.try_acquire(at);
+                first_use.get_or_insert(model.now);
                 let (expected, mt) = model.acquire(id);
                 assert_eq!(admission.transition, mt, "{}", ctx(step, "acquire transition"));
                 transitions.extend(admission.transition);
                 match (admission.decision, expected) {
                     (Ok(permit), Ok(())) => permits.push((id, permit, model.generation)),
                     (Err(r), Err(retry)) => {
+                        rejections += 1;
                         assert_eq!(r.retry_after.map(Duration::as_micros), retry, "{}", ctx(step, "retry_after"));
                     }
                     (got, want) => panic!("{}: core {got:?}, model {want:?}", ctx(step, "admission")),
@@ -458,6 +460,8 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
             assert_eq!(t.from, reported, "{}", ctx(step, &format!("transition {t:?} breaks the chain")));
             reported = t.to;
             *seen.entry(t.reason).or_default() += 1;
+            opens += u64::from(t.to == State::Open);
+            first_use.get_or_insert(t.at.as_micros());
         }
         let (state, in_flight) = model.peek(now);
         let pending_timeout = reported == State::Open && state == State::HalfOpen;
@@ -485,12 +489,28 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
             _ => false,
         };
         assert!(mode_ok, "{}", ctx(step, "mode"));
+        // Metrics add up (read every few steps: a read scans the latency histogram).
+        if step % 16 != 15 {
+            continue;
+        }
+        let m = breaker.metrics(at);
+        let c = m.counters;
+        let reported = c.successes + c.failures + c.ignored + c.cancelled + c.stale;
+        assert_eq!(c.admitted, reported + permits.len() as u64, "{}", ctx(step, "admitted = reported + in flight"));
+        assert_eq!(c.rejections, rejections, "{}", ctx(step, "rejections"));
+        assert_eq!(c.opens, opens, "{}", ctx(step, "opens"));
+        assert!(c.slow <= c.failures, "{}", ctx(step, "slow ⊆ failures"));
+        let total = m.time_closed.as_micros() + m.time_open.as_micros() + m.time_half_open.as_micros();
+        let lived = first_use.map_or(0, |t| model.now - t);
+        assert_eq!(total, lived, "{}", ctx(step, "time in states = time since first use"));
+        let measured = m.latency.map_or(0, |l| l.count);
+        assert_eq!(measured, c.successes + c.failures, "{}", ctx(step, "latency count"));
     }
 }
 
 #[test]
 fn core_agrees_with_the_reference_model() {
-    let sequences: u64 = std::env::var("HALFOPEN_MODEL_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
+    let sequences: u64 = std::env::var("HALFOPEN_MODEL_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000);
     let start = std::time::Instant::now();
     let mut seen = HashMap::new();
     for seed in 0..sequences {

@@ -1,0 +1,65 @@
+//! What a breaker tells its meter: the hook through which [`Metrics`] and
+//! [`LatencyHistogram`] are kept, without the state machine knowing them.
+//!
+//! [`Metrics`]: crate::Metrics
+//! [`LatencyHistogram`]: crate::LatencyHistogram
+
+use crate::permit::Outcome;
+use crate::state::Transition;
+use crate::time::{Duration, Instant};
+
+/// A reported call, as the breaker judged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// What the caller reported.
+    pub outcome: Outcome,
+    /// From admission to report.
+    pub latency: Duration,
+    /// Slower than `slow_call_duration` (then counted as a failure).
+    pub slow: bool,
+    /// From an earlier state period: it changed nothing.
+    pub stale: bool,
+}
+
+/// Receives what a [`Breaker`](crate::Breaker) does, as it does it. Every
+/// method has an empty default; `()` measures nothing at no cost, and a pair
+/// `(A, B)` feeds both.
+pub trait Meter {
+    /// A call was admitted at `now`.
+    fn admitted(&mut self, now: Instant) {
+        let _ = now;
+    }
+    /// A call was rejected at `now`.
+    fn rejected(&mut self, now: Instant) {
+        let _ = now;
+    }
+    /// A call was reported.
+    fn reported(&mut self, report: Report) {
+        let _ = report;
+    }
+    /// The state changed.
+    fn transitioned(&mut self, transition: &Transition) {
+        let _ = transition;
+    }
+}
+
+impl Meter for () {}
+
+impl<A: Meter, B: Meter> Meter for (A, B) {
+    fn admitted(&mut self, now: Instant) {
+        self.0.admitted(now);
+        self.1.admitted(now);
+    }
+    fn rejected(&mut self, now: Instant) {
+        self.0.rejected(now);
+        self.1.rejected(now);
+    }
+    fn reported(&mut self, report: Report) {
+        self.0.reported(report);
+        self.1.reported(report);
+    }
+    fn transitioned(&mut self, transition: &Transition) {
+        self.0.transitioned(transition);
+        self.1.transitioned(transition);
+    }
+}

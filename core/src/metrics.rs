@@ -1,0 +1,213 @@
+//! Per-breaker metrics in fixed memory: counters, opens in the last 24 hours,
+//! time spent in each state, and (with the read) the upstream error rate and
+//! latency quantiles. Kept through the [`Meter`] hook; read with
+//! [`Breaker::metrics`](crate::Breaker::metrics).
+
+use crate::histogram::{LatencyHistogram, LatencySummary};
+use crate::meter::{Meter, Report};
+use crate::permit::Outcome;
+use crate::state::{State, Transition};
+use crate::time::{Duration, Instant};
+
+const HOUR_MICROS: u64 = 3_600_000_000;
+const HOURS: usize = 24;
+
+/// Monotonic counters since the breaker was made.
+///
+/// Every admitted call ends in exactly one of `successes`, `failures`,
+/// `ignored`, `cancelled` or `stale` once reported, so
+/// `admitted = successes + failures + ignored + cancelled + stale + in flight`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Calls admitted.
+    pub admitted: u64,
+    /// Calls reported as successes and not slow.
+    pub successes: u64,
+    /// Calls counted as failures (slow successes included).
+    pub failures: u64,
+    /// Calls slower than `slow_call_duration` (also in `failures`).
+    pub slow: u64,
+    /// Calls rejected.
+    pub rejections: u64,
+    /// Calls reported as [`Outcome::Ignored`].
+    pub ignored: u64,
+    /// Calls reported as [`Outcome::Cancelled`].
+    pub cancelled: u64,
+    /// Reports from an earlier state period (they changed nothing).
+    pub stale: u64,
+    /// Transitions to open.
+    pub opens: u64,
+}
+
+/// The meter most breakers want: [`Counters`], opens per hour for the last
+/// day, and time in each state. 152 bytes, no allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    counters: Counters,
+    /// Opens per hour, a ring indexed by hour number.
+    opens_by_hour: [u16; HOURS],
+    /// Hour number (since the clock's origin) of the newest ring slot.
+    newest_hour: u32,
+    /// Time spent in closed, half-open, open (µs), up to `since`.
+    time_in: [u64; 3],
+    /// The state as of the last transition, and since when.
+    state: State,
+    since: Option<Instant>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            counters: Counters::default(),
+            opens_by_hour: [0; HOURS],
+            newest_hour: 0,
+            time_in: [0; 3],
+            state: State::Closed,
+            since: None,
+        }
+    }
+}
+
+/// Everything measured about one breaker at one moment: a plain value,
+/// cheap to read, for bindings to turn into objects and dicts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricsSnapshot {
+    /// The state now.
+    pub state: State,
+    /// The counters.
+    pub counters: Counters,
+    /// Transitions to open in the last 24 hours (counted per hour, so the
+    /// oldest hour may be partly outside the 24 hours).
+    pub opens_last_24h: u32,
+    /// Time spent closed since the breaker was first used.
+    pub time_closed: Duration,
+    /// Time spent open.
+    pub time_open: Duration,
+    /// Time spent half-open.
+    pub time_half_open: Duration,
+    /// Time open divided by the number of opens (`None` before the first).
+    /// If it is high, the upstream has a serious problem (seed 000).
+    pub mean_time_open: Option<Duration>,
+    /// Percentage of the calls in the trip window that failed (`None` without
+    /// a window or with an empty one).
+    pub error_rate: Option<f64>,
+    /// Latency of the admitted calls, if a [`LatencyHistogram`] is kept.
+    pub latency: Option<LatencySummary>,
+}
+
+fn slot(state: State) -> usize {
+    match state {
+        State::Closed => 0,
+        State::HalfOpen => 1,
+        State::Open => 2,
+    }
+}
+
+impl Metrics {
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Opens in the 24 hours up to `now`.
+    pub fn opens_last_24h(&self, now: Instant) -> u32 {
+        let current = hour(now);
+        (0..HOURS as u32)
+            .filter_map(|age| current.checked_sub(age))
+            .filter(|&h| h <= self.newest_hour && self.newest_hour - h < HOURS as u32)
+            .map(|h| u32::from(self.opens_by_hour[h as usize % HOURS]))
+            .sum()
+    }
+
+    /// Time in each state up to `now` (closed, half-open, open). `pending` is
+    /// a timed change not yet reported: when it was due, and to which state.
+    pub(crate) fn times(&self, now: Instant, pending: Option<(Instant, State)>) -> [Duration; 3] {
+        let mut time = self.time_in;
+        if let Some(since) = self.since {
+            match pending {
+                Some((due, to)) if due < now => {
+                    time[slot(self.state)] += (due - since).as_micros();
+                    time[slot(to)] += (now - due).as_micros();
+                }
+                _ => time[slot(self.state)] += (now - since).as_micros(),
+            }
+        }
+        time.map(Duration::from_micros)
+    }
+
+    fn touch(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+    }
+}
+
+fn hour(t: Instant) -> u32 {
+    u32::try_from(t.as_micros() / HOUR_MICROS).unwrap_or(u32::MAX)
+}
+
+impl Meter for Metrics {
+    fn admitted(&mut self, now: Instant) {
+        self.touch(now);
+        self.counters.admitted += 1;
+    }
+
+    fn rejected(&mut self, now: Instant) {
+        self.touch(now);
+        self.counters.rejections += 1;
+    }
+
+    fn reported(&mut self, report: Report) {
+        let c = &mut self.counters;
+        match report.outcome {
+            _ if report.stale => c.stale += 1,
+            Outcome::Ignored => c.ignored += 1,
+            Outcome::Cancelled => c.cancelled += 1,
+            Outcome::Success if !report.slow => c.successes += 1,
+            Outcome::Success | Outcome::Failure => c.failures += 1,
+        }
+        c.slow += u64::from(report.slow);
+    }
+
+    fn transitioned(&mut self, t: &Transition) {
+        let since = *self.since.get_or_insert(t.at);
+        self.time_in[slot(t.from)] += (t.at - since).as_micros();
+        self.since = Some(t.at.max(since));
+        self.state = t.to;
+        if t.to.is_open() {
+            self.counters.opens += 1;
+            let h = hour(t.at);
+            if h > self.newest_hour {
+                for cleared in (self.newest_hour + 1..=h).take(HOURS) {
+                    self.opens_by_hour[cleared as usize % HOURS] = 0;
+                }
+                self.newest_hour = h;
+            }
+            let count = &mut self.opens_by_hour[self.newest_hour as usize % HOURS];
+            *count = count.saturating_add(1);
+        }
+    }
+}
+
+/// Meters that [`Breaker::metrics`](crate::Breaker::metrics) can read.
+pub trait ReadMetrics {
+    /// The metrics kept.
+    fn metrics(&self) -> &Metrics;
+    /// The latency histogram kept, if any.
+    fn latency(&self) -> Option<&LatencyHistogram> {
+        None
+    }
+}
+
+impl ReadMetrics for Metrics {
+    fn metrics(&self) -> &Metrics {
+        self
+    }
+}
+
+impl ReadMetrics for (Metrics, LatencyHistogram) {
+    fn metrics(&self) -> &Metrics {
+        &self.0
+    }
+    fn latency(&self) -> Option<&LatencyHistogram> {
+        Some(&self.1)
+    }
+}
