@@ -22,8 +22,8 @@ pub struct Report {
 }
 
 /// Receives what a [`Breaker`](crate::Breaker) does, as it does it. Every
-/// method has an empty default; `()` measures nothing at no cost, and a pair
-/// `(A, B)` feeds both.
+/// method has an empty default; `()` measures nothing at no cost, a pair
+/// `(A, B)` feeds both, and `Option<M>` feeds `M` when it is there.
 pub trait Meter {
     /// A call was admitted at `now`.
     fn admitted(&mut self, now: Instant) {
@@ -44,6 +44,30 @@ pub trait Meter {
 }
 
 impl Meter for () {}
+
+/// A meter that may be switched off (`None`).
+impl<M: Meter> Meter for Option<M> {
+    fn admitted(&mut self, now: Instant) {
+        if let Some(m) = self {
+            m.admitted(now);
+        }
+    }
+    fn rejected(&mut self, now: Instant) {
+        if let Some(m) = self {
+            m.rejected(now);
+        }
+    }
+    fn reported(&mut self, report: Report) {
+        if let Some(m) = self {
+            m.reported(report);
+        }
+    }
+    fn transitioned(&mut self, transition: &Transition) {
+        if let Some(m) = self {
+            m.transitioned(transition);
+        }
+    }
+}
 
 impl<A: Meter, B: Meter> Meter for (A, B) {
     fn admitted(&mut self, now: Instant) {

@@ -211,3 +211,12 @@ impl ReadMetrics for (Metrics, LatencyHistogram) {
         Some(&self.1)
     }
 }
+
+impl ReadMetrics for (Metrics, Option<LatencyHistogram>) {
+    fn metrics(&self) -> &Metrics {
+        &self.0
+    }
+    fn latency(&self) -> Option<&LatencyHistogram> {
+        self.1.as_ref()
+    }
+}

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, Config, ConfigError, Duration, Field, Instant, Mode, Outcome, Permit, Problem, Transition, Window,
+    Breaker, Config, ConfigError, Duration, Field, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Problem,
+    Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -83,7 +84,9 @@ fn object<'a>(value: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Valu
 fn run_case(case: &Value) -> Result<(), Failed> {
     let map = object(case, &["description", "config", "steps", "invalid"])?;
     let config = map.get("config").ok_or("case without config")?;
-    let built = build_config(config).and_then(|c| Breaker::new(c).map_err(describe));
+    let latency = config.get("latency_histogram").map_or(Some(false), Value::as_bool).ok_or("latency_histogram")?;
+    let meter = (Metrics::default(), latency.then(LatencyHistogram::default));
+    let built = build_config(config).and_then(|c| Breaker::with_meter(c, meter).map_err(describe));
     match (map.get("invalid"), map.get("steps")) {
         (Some(field), None) => {
             let field = field.as_str().ok_or("invalid must name a field")?;
@@ -132,6 +135,7 @@ fn build_config(value: &Value) -> Result<Config, String> {
         "half_open_max_attempts",
         "half_open_successes",
         "probe_timeout_ms",
+        "latency_histogram",
     ];
     let map = object(value, KEYS)?;
     let mut c = match map.get("preset").map(|p| p.as_str()) {
@@ -144,7 +148,7 @@ fn build_config(value: &Value) -> Result<Config, String> {
     for (key, v) in map {
         let field = |f: Field| move |_| invalid(f);
         match key.as_str() {
-            "preset" => {}
+            "preset" | "latency_histogram" => {}
             "failure_threshold" => c.failure_threshold = opt(v, count).map_err(field(Field::FailureThreshold))?,
             "window_ms" => c.window = Window::Time(millis(v).map_err(field(Field::Window))?),
             "window_calls" => {
@@ -212,8 +216,12 @@ fn millis(v: &Value) -> Result<Duration, ()> {
     v.as_u64().map(Duration::from_millis).ok_or(())
 }
 
+/// The breaker a runner drives: it keeps metrics, and latency when the
+/// case's config asks for `latency_histogram`.
+type Metered = Breaker<Config, (Metrics, Option<LatencyHistogram>)>;
+
 struct Run {
-    breaker: Breaker,
+    breaker: Metered,
     clock: Instant,
     permits: HashMap<String, Permit>,
 }
@@ -226,7 +234,7 @@ impl Run {
             "acquire" => &["permit", "rejected", "transition"],
             "record" => &["permit", "outcome", "transition"],
             "call" => &["outcome", "duration_ms", "repeat", "transition", "transitions"],
-            "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms"],
+            "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics"],
             "force_open" => &["for_ms", "transition"],
             "force_close" | "disable" | "release" | "reset" | "handle_timeout" => &["transition"],
             other => return Err(format!("unknown op {other:?}")),
@@ -343,6 +351,9 @@ impl Run {
                 return Err(format!("poll_timeout: expected {want:?} µs, got {got:?} µs"));
             }
         }
+        if let Some(metrics) = map.get("metrics") {
+            check_metrics(&self.breaker, now, metrics)?;
+        }
         if let Some(counts) = map.get("counts") {
             let c = self.breaker.counts(now);
             let actual = [
@@ -406,4 +417,54 @@ fn check_transition(got: &Transition, want: &Value) -> Result<(), String> {
         Some(at) if at.as_u64().map(|ms| ms * 1_000) != Some(got.at.as_micros()) => Err(mismatch()),
         _ => Ok(()),
     }
+}
+
+/// `want`: any of the metric names below; times in whole ms (exact),
+/// `error_rate` a percentage (within 1e-9), latencies `{"min", "max"}` in ms
+/// or `null` (not kept), counts exact.
+fn check_metrics(breaker: &Metered, now: Instant, want: &Value) -> Result<(), String> {
+    let m = breaker.metrics(now);
+    let c = m.counters;
+    let ms = |d: Duration| Value::from(d.as_micros() as f64 / 1000.0);
+    let latency = |f: fn(&halfopen::LatencySummary) -> Value| m.latency.as_ref().map_or(Value::Null, f);
+    let actual: Vec<(&str, Value)> = vec![
+        ("admitted", c.admitted.into()),
+        ("successes", c.successes.into()),
+        ("failures", c.failures.into()),
+        ("slow", c.slow.into()),
+        ("rejections", c.rejections.into()),
+        ("ignored", c.ignored.into()),
+        ("cancelled", c.cancelled.into()),
+        ("stale", c.stale.into()),
+        ("opens", c.opens.into()),
+        ("opens_last_24h", m.opens_last_24h.into()),
+        ("time_closed_ms", ms(m.time_closed)),
+        ("time_open_ms", ms(m.time_open)),
+        ("time_half_open_ms", ms(m.time_half_open)),
+        ("mean_time_open_ms", m.mean_time_open.map_or(Value::Null, ms)),
+        ("error_rate", m.error_rate.map_or(Value::Null, Value::from)),
+        ("latency_count", latency(|l| l.count.into())),
+        ("latency_p50_ms", latency(|l| Value::from(l.p50.as_micros() as f64 / 1000.0))),
+        ("latency_p95_ms", latency(|l| Value::from(l.p95.as_micros() as f64 / 1000.0))),
+        ("latency_p99_ms", latency(|l| Value::from(l.p99.as_micros() as f64 / 1000.0))),
+        ("latency_max_ms", latency(|l| Value::from(l.max.as_micros() as f64 / 1000.0))),
+    ];
+    let names: Vec<&str> = actual.iter().map(|(n, _)| *n).collect();
+    for (key, expected) in object(want, &names)? {
+        let got = &actual.iter().find(|(n, _)| n == key).expect("key checked").1;
+        let ok = match (expected, got.as_f64()) {
+            (Value::Null, _) => got.is_null(),
+            (Value::Number(e), Some(g)) => (e.as_f64().expect("a number") - g).abs() <= 1e-9,
+            (Value::Object(_), Some(g)) => {
+                let range = object(expected, &["min", "max"])?;
+                let bound = |k| range.get(k).and_then(Value::as_f64).ok_or("min and max must be numbers");
+                g >= bound("min")? && g <= bound("max")?
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("metrics.{key}: expected {expected}, got {got}"));
+        }
+    }
+    Ok(())
 }
