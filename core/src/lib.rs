@@ -38,6 +38,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 mod breaker;
 mod config;
 mod error;
@@ -47,6 +50,9 @@ mod meter;
 mod metrics;
 mod permit;
 mod policy;
+pub mod prometheus;
+#[cfg(feature = "alloc")]
+mod registry;
 mod state;
 pub mod time;
 mod window;
@@ -58,6 +64,8 @@ pub use histogram::{LatencyHistogram, LatencySummary};
 pub use meter::{Meter, Report};
 pub use metrics::{Counters, Metrics, MetricsSnapshot, ReadMetrics};
 pub use permit::{Admission, Outcome, Permit, Rejection};
+#[cfg(feature = "alloc")]
+pub use registry::{Keyed, Registry, RegistryError};
 pub use state::{Mode, Reason, State, Transition};
 pub use time::{Duration, Instant};
 pub use window::{TIME_BUCKETS, Totals};

@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, Config, ConfigError, Duration, Field, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Problem,
-    Transition, Window,
+    Breaker, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode, Outcome, Permit,
+    Problem, Registry, RegistryError, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -82,11 +83,14 @@ fn object<'a>(value: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Valu
 }
 
 fn run_case(case: &Value) -> Result<(), Failed> {
-    let map = object(case, &["description", "config", "steps", "invalid"])?;
+    let map = object(case, &["description", "config", "registry", "steps", "invalid"])?;
     let config = map.get("config").ok_or("case without config")?;
     let latency = config.get("latency_histogram").map_or(Some(false), Value::as_bool).ok_or("latency_histogram")?;
     let meter = (Metrics::default(), latency.then(LatencyHistogram::default));
-    let built = build_config(config).and_then(|c| Breaker::with_meter(c, meter).map_err(describe));
+    let built = build_config(config).and_then(|c| match map.get("registry") {
+        None => Breaker::with_meter(Arc::new(c), meter).map(|b| Breakers::One(Box::new(b))).map_err(describe),
+        Some(r) => build_registry(c, r).map(Breakers::Many),
+    });
     match (map.get("invalid"), map.get("steps")) {
         (Some(field), None) => {
             let field = field.as_str().ok_or("invalid must name a field")?;
@@ -97,7 +101,7 @@ fn run_case(case: &Value) -> Result<(), Failed> {
             }
         }
         (None, Some(steps)) => {
-            let mut run = Run { breaker: built?, clock: Instant::ZERO, permits: HashMap::new() };
+            let mut run = Run { breakers: built?, clock: Instant::ZERO, permits: HashMap::new() };
             for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
                 run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
                 STEPS.fetch_add(1, Ordering::Relaxed);
@@ -110,6 +114,19 @@ fn run_case(case: &Value) -> Result<(), Failed> {
 
 fn describe(e: ConfigError) -> String {
     format!("{}: {}", e.field.name(), e.problem.describe())
+}
+
+/// `{"capacity": n, "configure": {"key": config, ...}}`.
+fn build_registry(config: Config, spec: &Value) -> Result<Registry<Gauges>, String> {
+    let spec = object(spec, &["capacity", "configure"])?;
+    let capacity = spec.get("capacity").and_then(Value::as_u64).ok_or("registry.capacity must be a count")?;
+    let mut registry = Registry::new(config, capacity as usize).map_err(|e| e.to_string())?;
+    if let Some(own) = spec.get("configure") {
+        for (key, c) in own.as_object().ok_or("registry.configure must map keys to configs")? {
+            registry.configure(key, build_config(c)?).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(registry)
 }
 
 /// Translates the suite's flat config (milliseconds; `"NaN"` / `"Infinity"`
@@ -216,25 +233,65 @@ fn millis(v: &Value) -> Result<Duration, ()> {
     v.as_u64().map(Duration::from_millis).ok_or(())
 }
 
-/// The breaker a runner drives: it keeps metrics, and latency when the
-/// case's config asks for `latency_histogram`.
-type Metered = Breaker<Config, (Metrics, Option<LatencyHistogram>)>;
+/// What a runner's breakers measure: metrics, and latency when the case's
+/// config asks for `latency_histogram`.
+type Gauges = (Metrics, Option<LatencyHistogram>);
+type Metered = Keyed<Gauges>;
+
+/// One breaker, or a registry of them (steps then name a `key`).
+enum Breakers {
+    One(Box<Metered>),
+    Many(Registry<Gauges>),
+}
 
 struct Run {
-    breaker: Metered,
+    breakers: Breakers,
     clock: Instant,
     permits: HashMap<String, Permit>,
 }
 
+/// The breaker a changing step acts on (made on first use in a registry).
+fn breaker_of<'a>(
+    breakers: &'a mut Breakers,
+    now: Instant,
+    map: &Map<String, Value>,
+) -> Result<Result<&'a mut Metered, RegistryError>, String> {
+    let key = key(breakers, map)?;
+    Ok(match (breakers, key) {
+        (Breakers::One(b), _) => Ok(b),
+        (Breakers::Many(r), Some(k)) => r.get(k, now),
+        (Breakers::Many(_), None) => unreachable!("key checked"),
+    })
+}
+
+/// The step's `key`: required with a registry, refused without one.
+fn key<'a>(breakers: &Breakers, map: &'a Map<String, Value>) -> Result<Option<&'a str>, String> {
+    match (breakers, map.get("key")) {
+        (Breakers::One(_), None) => Ok(None),
+        (Breakers::Many(_), Some(k)) => k.as_str().map(Some).ok_or_else(|| "key must be a string".into()),
+        (Breakers::One(_), Some(_)) => Err("key given, but the case has no registry".into()),
+        (Breakers::Many(_), None) => Err("a registry case needs a key on this step".into()),
+    }
+}
+
 impl Run {
+    /// The breaker a reading step looks at, without making or touching it.
+    fn view(&self, map: &Map<String, Value>) -> Result<&Metered, String> {
+        match (&self.breakers, key(&self.breakers, map)?) {
+            (Breakers::One(b), _) => Ok(b),
+            (Breakers::Many(r), Some(k)) => r.peek(k).ok_or_else(|| format!("the registry holds no {k:?}")),
+            (Breakers::Many(_), None) => unreachable!("key checked"),
+        }
+    }
+
     fn step(&mut self, step: &Value) -> Result<(), String> {
         let op = step.get("op").and_then(Value::as_str).ok_or("step without op")?;
-        let common = ["op", "at"];
+        let common = ["op", "at", "key"];
         let keys: &[&str] = match op {
-            "acquire" => &["permit", "rejected", "transition"],
+            "acquire" => &["permit", "rejected", "refused", "transition"],
             "record" => &["permit", "outcome", "transition"],
             "call" => &["outcome", "duration_ms", "repeat", "transition", "transitions"],
-            "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics"],
+            "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"],
             "force_open" => &["for_ms", "transition"],
             "force_close" | "disable" | "release" | "reset" | "handle_timeout" => &["transition"],
             other => return Err(format!("unknown op {other:?}")),
@@ -246,24 +303,36 @@ impl Run {
         }
         let now = self.clock;
         let mut seen = Vec::new();
+        if op == "expect" {
+            return self.expect(map);
+        }
+        let refused = map.get("refused");
+        if refused.is_some_and(|r| r != "full") {
+            return Err("refused must be \"full\"".into());
+        }
+        let breaker = match (breaker_of(&mut self.breakers, now, map)?, refused) {
+            (Ok(b), None) => b,
+            (Err(RegistryError::Full { .. }), Some(_)) if op == "acquire" => return Ok(()),
+            (Ok(_), Some(_)) => return Err("expected the registry to refuse a new key".into()),
+            (Err(e), _) => return Err(format!("registry: {e}")),
+        };
         match op {
-            "acquire" => self.acquire(map, &mut seen)?,
+            "acquire" => acquire(breaker, now, map, &mut seen, &mut self.permits)?,
             "record" => {
                 let name = map.get("permit").and_then(Value::as_str).ok_or("record needs a permit name")?;
                 let permit = self.permits.remove(name).ok_or_else(|| format!("no permit named {name:?}"))?;
-                seen.extend(self.breaker.record(permit, outcome(map)?, now));
+                seen.extend(breaker.record(permit, outcome(map)?, now));
             }
-            "call" => self.call(map, &mut seen)?,
-            "expect" => return self.expect(map),
+            "call" => self.clock = call(breaker, now, map, &mut seen)?,
             "force_open" => {
                 let duration = map.get("for_ms").map(millis).transpose().map_err(|_| "for_ms: whole ms")?;
-                seen.extend(self.breaker.force_open(now, duration));
+                seen.extend(breaker.force_open(now, duration));
             }
-            "force_close" => seen.extend(self.breaker.force_close(now)),
-            "disable" => seen.extend(self.breaker.disable(now)),
-            "release" => seen.extend(self.breaker.release(now)),
-            "reset" => seen.extend(self.breaker.reset(now)),
-            "handle_timeout" => seen.extend(self.breaker.handle_timeout(now)),
+            "force_close" => seen.extend(breaker.force_close(now)),
+            "disable" => seen.extend(breaker.disable(now)),
+            "release" => seen.extend(breaker.release(now)),
+            "reset" => seen.extend(breaker.reset(now)),
+            "handle_timeout" => seen.extend(breaker.handle_timeout(now)),
             _ => unreachable!("ops checked above"),
         }
         let expected: Vec<&Value> = match (map.get("transition"), map.get("transitions")) {
@@ -278,66 +347,28 @@ impl Run {
         seen.iter().zip(expected).try_for_each(|(got, want)| check_transition(got, want))
     }
 
-    fn acquire(&mut self, map: &Map<String, Value>, seen: &mut Vec<Transition>) -> Result<(), String> {
-        let admission = self.breaker.try_acquire(self.clock);
-        seen.extend(admission.transition);
-        match (admission.decision, map.get("permit"), map.get("rejected")) {
-            (Ok(permit), Some(name), None) => {
-                let name = name.as_str().ok_or("permit must be a name")?;
-                if self.permits.insert(name.to_owned(), permit).is_some() {
-                    return Err(format!("permit name {name:?} already in use"));
-                }
-                Ok(())
-            }
-            (Err(rejection), None, Some(want)) => {
-                let want = object(want, &["state", "retry_after_ms"])?;
-                if let Some(state) = want.get("state") {
-                    equal("rejection state", rejection.state.name(), state)?;
-                }
-                match want.get("retry_after_ms") {
-                    Some(expected) => check_retry_after(rejection.retry_after, expected),
-                    None => Ok(()),
-                }
-            }
-            (Ok(_), _, _) => Err("expected a rejection, the call was admitted".into()),
-            (Err(r), _, _) => Err(format!("expected admission, got {r:?}")),
-        }
-    }
-
-    fn call(&mut self, map: &Map<String, Value>, seen: &mut Vec<Transition>) -> Result<(), String> {
-        let outcome = outcome(map)?;
-        let duration = map.get("duration_ms").map(millis).transpose().map_err(|_| "duration_ms: whole ms")?;
-        let repeat = map.get("repeat").map_or(Some(1), Value::as_u64).ok_or("repeat must be a count")?;
-        let start = self.clock;
-        let end = start + duration.unwrap_or_default();
-        // The calls run side by side: all are admitted, then all report.
-        let mut permits = Vec::new();
-        for i in 0..repeat {
-            let admission = self.breaker.try_acquire(start);
-            seen.extend(admission.transition);
-            permits.push(admission.decision.map_err(|r| format!("call {i} of {repeat} was rejected: {r:?}"))?);
-        }
-        for permit in permits {
-            seen.extend(self.breaker.record(permit, outcome, end));
-        }
-        self.clock = end;
-        Ok(())
-    }
-
     fn expect(&self, map: &Map<String, Value>) -> Result<(), String> {
         let now = self.clock;
+        if let Some(want) = map.get("registry") {
+            let Breakers::Many(registry) = &self.breakers else { return Err("no registry in this case".into()) };
+            check_registry(registry, want)?;
+            if !map.contains_key("key") {
+                return Ok(());
+            }
+        }
+        let breaker = self.view(map)?;
         if let Some(state) = map.get("state") {
-            equal("state", self.breaker.state(now).name(), state)?;
+            equal("state", breaker.state(now).name(), state)?;
         }
         if let Some(want) = map.get("retry_after_ms") {
-            check_retry_after(self.breaker.retry_after(now), want)?;
-            let admitted = self.breaker.check(now).is_ok();
-            if admitted != (self.breaker.retry_after(now) == Some(Duration::ZERO)) {
+            check_retry_after(breaker.retry_after(now), want)?;
+            let admitted = breaker.check(now).is_ok();
+            if admitted != (breaker.retry_after(now) == Some(Duration::ZERO)) {
                 return Err("check() disagrees with retry_after()".into());
             }
         }
         if let Some(mode) = map.get("mode") {
-            let got = match self.breaker.mode(now) {
+            let got = match breaker.mode(now) {
                 Mode::Normal => "normal",
                 Mode::ForcedOpen { .. } => "forced_open",
                 Mode::Disabled => "disabled",
@@ -345,17 +376,17 @@ impl Run {
             equal("mode", got, mode)?;
         }
         if let Some(want) = map.get("poll_timeout_ms") {
-            let got = self.breaker.poll_timeout().map(|t| t.as_micros());
+            let got = breaker.poll_timeout().map(|t| t.as_micros());
             let want = if want.is_null() { None } else { Some(want.as_u64().ok_or("poll_timeout_ms")? * 1_000) };
             if got != want {
                 return Err(format!("poll_timeout: expected {want:?} µs, got {got:?} µs"));
             }
         }
         if let Some(metrics) = map.get("metrics") {
-            check_metrics(&self.breaker, now, metrics)?;
+            check_metrics(breaker, now, metrics)?;
         }
         if let Some(counts) = map.get("counts") {
-            let c = self.breaker.counts(now);
+            let c = breaker.counts(now);
             let actual = [
                 ("consecutive_failures", u64::from(c.consecutive_failures)),
                 ("window_calls", u64::from(c.window.calls)),
@@ -374,6 +405,62 @@ impl Run {
         }
         Ok(())
     }
+}
+
+fn acquire(
+    breaker: &mut Metered,
+    now: Instant,
+    map: &Map<String, Value>,
+    seen: &mut Vec<Transition>,
+    permits: &mut HashMap<String, Permit>,
+) -> Result<(), String> {
+    let admission = breaker.try_acquire(now);
+    seen.extend(admission.transition);
+    match (admission.decision, map.get("permit"), map.get("rejected")) {
+        (Ok(permit), Some(name), None) => {
+            let name = name.as_str().ok_or("permit must be a name")?;
+            if permits.insert(name.to_owned(), permit).is_some() {
+                return Err(format!("permit name {name:?} already in use"));
+            }
+            Ok(())
+        }
+        (Err(rejection), None, Some(want)) => {
+            let want = object(want, &["state", "retry_after_ms"])?;
+            if let Some(state) = want.get("state") {
+                equal("rejection state", rejection.state.name(), state)?;
+            }
+            match want.get("retry_after_ms") {
+                Some(expected) => check_retry_after(rejection.retry_after, expected),
+                None => Ok(()),
+            }
+        }
+        (Ok(_), _, _) => Err("expected a rejection, the call was admitted".into()),
+        (Err(r), _, _) => Err(format!("expected admission, got {r:?}")),
+    }
+}
+
+/// Runs a `call` step from `start`; returns where the clock ends.
+fn call(
+    breaker: &mut Metered,
+    start: Instant,
+    map: &Map<String, Value>,
+    seen: &mut Vec<Transition>,
+) -> Result<Instant, String> {
+    let outcome = outcome(map)?;
+    let duration = map.get("duration_ms").map(millis).transpose().map_err(|_| "duration_ms: whole ms")?;
+    let repeat = map.get("repeat").map_or(Some(1), Value::as_u64).ok_or("repeat must be a count")?;
+    let end = start + duration.unwrap_or_default();
+    // The calls run side by side: all are admitted, then all report.
+    let mut permits = Vec::new();
+    for i in 0..repeat {
+        let admission = breaker.try_acquire(start);
+        seen.extend(admission.transition);
+        permits.push(admission.decision.map_err(|r| format!("call {i} of {repeat} was rejected: {r:?}"))?);
+    }
+    for permit in permits {
+        seen.extend(breaker.record(permit, outcome, end));
+    }
+    Ok(end)
 }
 
 fn outcome(map: &Map<String, Value>) -> Result<Outcome, String> {
@@ -464,6 +551,31 @@ fn check_metrics(breaker: &Metered, now: Instant, want: &Value) -> Result<(), St
         };
         if !ok {
             return Err(format!("metrics.{key}: expected {expected}, got {got}"));
+        }
+    }
+    Ok(())
+}
+
+/// `want`: any of `len`, `evictions`, `holds` (keys that must be present),
+/// `lacks` (keys that must not be).
+fn check_registry(registry: &Registry<Gauges>, want: &Value) -> Result<(), String> {
+    let want = object(want, &["len", "evictions", "holds", "lacks"])?;
+    if let Some(len) = want.get("len")
+        && len.as_u64() != Some(registry.len() as u64)
+    {
+        return Err(format!("registry.len: expected {len}, got {}", registry.len()));
+    }
+    if let Some(n) = want.get("evictions")
+        && n.as_u64() != Some(registry.evictions())
+    {
+        return Err(format!("registry.evictions: expected {n}, got {}", registry.evictions()));
+    }
+    for (list, present) in [("holds", true), ("lacks", false)] {
+        for key in want.get(list).and_then(Value::as_array).into_iter().flatten() {
+            let key = key.as_str().ok_or("keys are strings")?;
+            if registry.peek(key).is_some() != present {
+                return Err(format!("registry.{list}: {key:?}"));
+            }
         }
     }
     Ok(())
