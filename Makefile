@@ -9,12 +9,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-nostd test-schema lint bench setup-rust setup-python
+.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool
 
 demo:
 	$(CARGO) run -q --release -p halfopen --example scripted_outage
 
-test: lint test-schema test-nostd test-rust
+test: lint test-schema test-nostd test-prometheus test-rust
 
 test-rust:
 	$(CARGO) test -p halfopen
@@ -27,12 +27,24 @@ test-long:
 # std for that target must fail, which proves the check checks something.
 test-nostd: setup-rust
 	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features
+	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features alloc
 	@if $(CARGO) build -q -p halfopen --target $(THUMB) >/dev/null 2>&1; then \
 		echo "error: halfopen with std built for $(THUMB): the no_std check proves nothing"; exit 1; fi
 	@echo "no_std: halfopen builds for $(THUMB) without std"
 
 test-schema: setup-python
 	$(PY) tests/check_conformance_schema.py
+
+# The exposition of a registry with hostile breaker names, parsed by the
+# prometheus_client package's parser and linted by promtool; the dashboard and
+# alert rules use only metrics it has; the alert rules pass their unit tests.
+PROM_EXAMPLE := examples/prometheus
+test-prometheus: setup-python setup-promtool
+	$(CARGO) run -q -p halfopen --example prometheus_text > target/exposition.txt
+	$(PY) tests/check_prometheus.py $(PROM_EXAMPLE)/grafana-dashboard.json $(PROM_EXAMPLE)/alerts.yml < target/exposition.txt
+	promtool check metrics < target/exposition.txt
+	promtool check rules $(PROM_EXAMPLE)/alerts.yml
+	cd $(PROM_EXAMPLE) && promtool test rules alerts.test.yml
 
 lint:
 	$(CARGO) fmt --check
@@ -45,8 +57,13 @@ bench:
 setup-rust:
 	@rustup target list --installed | grep -qx $(THUMB) || rustup target add $(THUMB)
 
+# promtool comes with Debian's prometheus package.
+setup-promtool:
+	@command -v promtool >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 setup-python: $(VENV)/.installed
 $(VENV)/.installed:
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check jsonschema==4.26.0
+	$(VENV)/bin/pip install -q --disable-pip-version-check jsonschema==4.26.0 prometheus_client==0.26.0
 	touch $@
