@@ -17,36 +17,17 @@
 //! `Breaker` is a plain `&mut` value, and a binding or caller that shares it
 //! across threads adds its own lock.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use failsafe::CircuitBreaker as _;
 use halfopen::{Breaker, Config, Duration, Instant, Outcome, Window};
 
-/// Counts every allocation, so the benchmark can report allocations per call.
-struct Counting;
+mod alloc_count;
+mod registry;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        ALLOCATED_BYTES.fetch_add(layout.size() as u64, Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use alloc_count::{ALLOCATED_BYTES, ALLOCATIONS};
 
 const OPS: u64 = 2_000_000;
 const ROUNDS: usize = 9;
@@ -281,5 +262,6 @@ fn main() {
     println!("halfopen bench: {OPS} ops per round, {ROUNDS} rounds, contenders interleaved in each round");
     measure("Closed state: acquire + record a success", closed_contenders());
     measure("Open state: reject a call", open_contenders());
+    registry::report();
     sizes();
 }

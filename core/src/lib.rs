@@ -65,7 +65,7 @@ pub use meter::{Meter, Report};
 pub use metrics::{Counters, Metrics, MetricsSnapshot, ReadMetrics};
 pub use permit::{Admission, Outcome, Permit, Rejection};
 #[cfg(feature = "alloc")]
-pub use registry::{Keyed, Registry, RegistryError};
+pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
 pub use state::{Mode, Reason, State, Transition};
 pub use time::{Duration, Instant};
 pub use window::{TIME_BUCKETS, Totals};

@@ -6,10 +6,16 @@
 //! that is *idle*: closed, in no manual mode, and with no failure counted that
 //! a policy uses (none in its window; none in a row, if `consecutive_failures`
 //! is set). Forgetting such a breaker loses no protection: a new one would
-//! decide the same. (Its metrics go with it; evictions are counted.) An open, half-open,
-//! forced or failing breaker is never evicted; if no idle breaker is found
-//! among the least recently used ones, the new key is refused with
-//! [`RegistryError::Full`] (never silently dropped protection).
+//! decide the same. (Its metrics go with it; evictions are counted.) An open,
+//! half-open, forced, disabled or failing breaker is never evicted.
+//!
+//! Recency is exact (a use counter per breaker), but at more than
+//! [`EVICTION_SAMPLE`] breakers the eviction looks at that many, drawn at
+//! random, and takes the least recently used idle one among them (as Redis
+//! does): keeping an exact order would cost every lookup two more cache
+//! misses. If none of them is idle the new key is refused with
+//! [`RegistryError::Full`]: protection is never dropped silently, and the
+//! caller can retry (another sample is drawn).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -30,23 +36,20 @@ use crate::time::Instant;
 /// A breaker as the registry keeps it.
 pub type Keyed<M> = Breaker<Arc<Config>, M>;
 
-/// How many of the least recently used breakers an insertion at capacity
-/// looks at for an idle one. Those it passes over (busy) count as used.
-const EVICTION_SCAN: usize = 16;
-
-const NIL: u32 = u32::MAX;
+/// How many breakers an insertion at capacity looks at for an idle one.
+pub const EVICTION_SAMPLE: usize = 16;
 
 /// Why the registry refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegistryError {
-    /// At capacity, and none of the least recently used breakers is idle.
+    /// At capacity, and none of the breakers looked at is idle.
     Full {
         /// The configured capacity.
         capacity: usize,
     },
     /// A configuration (shared or per key) is invalid.
     Config(ConfigError),
-    /// The capacity is zero or more than 2^32 − 2 breakers.
+    /// The capacity is zero or more than 2^32 − 1 breakers.
     Capacity,
 }
 
@@ -54,10 +57,10 @@ impl fmt::Display for RegistryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RegistryError::Full { capacity } => {
-                write!(f, "registry full: {capacity} breakers, none of the least recently used is idle")
+                write!(f, "registry full: {capacity} breakers, none of those sampled for eviction is idle")
             }
             RegistryError::Config(e) => e.fmt(f),
-            RegistryError::Capacity => f.write_str("registry capacity must be between 1 and 2^32 - 2"),
+            RegistryError::Capacity => f.write_str("registry capacity must be between 1 and 2^32 - 1"),
         }
     }
 }
@@ -70,12 +73,41 @@ impl From<ConfigError> for RegistryError {
     }
 }
 
+/// A key, stored inline when it is short (no allocation, no pointer to
+/// follow on lookup), on the heap otherwise.
+enum Name {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<str>),
+}
+
+const INLINE: usize = 22;
+
+impl Name {
+    fn new(name: &str) -> Self {
+        let mut bytes = [0; INLINE];
+        match bytes.get_mut(..name.len()) {
+            Some(prefix) => {
+                prefix.copy_from_slice(name.as_bytes());
+                Name::Inline { len: name.len() as u8, bytes }
+            }
+            None => Name::Heap(name.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Holds a prefix of a `&str` cut at its length: valid UTF-8.
+            Name::Inline { len, bytes } => core::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default(),
+            Name::Heap(name) => name,
+        }
+    }
+}
+
 struct Entry<M> {
-    name: Box<str>,
+    name: Name,
+    /// The registry's use counter when this breaker was last looked up.
+    used: u64,
     breaker: Keyed<M>,
-    /// Neighbours in recency order (towards `newest` / towards `oldest`).
-    newer: u32,
-    older: u32,
 }
 
 /// Breakers by name, bounded in number. `M` is each breaker's meter
@@ -87,8 +119,10 @@ pub struct Registry<M = crate::Metrics> {
     /// Indices into `entries`, hashed by name.
     index: HashTable<u32>,
     hasher: DefaultHashBuilder,
-    newest: u32,
-    oldest: u32,
+    /// Counts lookups; stamps `Entry::used`.
+    uses: u64,
+    /// State of the xorshift that draws eviction samples.
+    sampler: u64,
     capacity: usize,
     evictions: u64,
 }
@@ -97,7 +131,7 @@ impl<M: Meter + Default> Registry<M> {
     /// A registry whose breakers use `config`, holding at most `capacity`.
     pub fn new(config: Config, capacity: usize) -> Result<Self, RegistryError> {
         config.validate()?;
-        if capacity == 0 || capacity >= NIL as usize {
+        if capacity == 0 || capacity > u32::MAX as usize {
             return Err(RegistryError::Capacity);
         }
         Ok(Registry {
@@ -106,8 +140,8 @@ impl<M: Meter + Default> Registry<M> {
             entries: Vec::new(),
             index: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
-            newest: NIL,
-            oldest: NIL,
+            uses: 0,
+            sampler: 0x9E37_79B9_7F4A_7C15,
             capacity,
             evictions: 0,
         })
@@ -133,14 +167,13 @@ impl<M: Meter + Default> Registry<M> {
     /// recently used.
     pub fn get(&mut self, name: &str, now: Instant) -> Result<&mut Keyed<M>, RegistryError> {
         let i = match self.find(name) {
-            Some(i) => {
-                self.unlink(i);
-                i
-            }
+            Some(i) => i,
             None => self.insert(name, now)?,
         };
-        self.link_newest(i);
-        Ok(&mut self.entries[i as usize].breaker)
+        self.uses += 1;
+        let entry = &mut self.entries[i as usize];
+        entry.used = self.uses;
+        Ok(&mut entry.breaker)
     }
 
     /// The breaker for `name` if there is one; does not change recency.
@@ -165,7 +198,7 @@ impl<M: Meter + Default> Registry<M> {
 
     /// Every `(name, breaker)`, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Keyed<M>)> {
-        self.entries.iter().map(|e| (&*e.name, &e.breaker))
+        self.entries.iter().map(|e| (e.name.as_str(), &e.breaker))
     }
 
     /// The Prometheus text exposition of every breaker at `now`, plus
@@ -189,7 +222,7 @@ impl<M: Meter + Default> Registry<M> {
 
     fn find(&self, name: &str) -> Option<u32> {
         let entries = &self.entries;
-        self.index.find(self.hash(name), |&i| &*entries[i as usize].name == name).copied()
+        self.index.find(self.hash(name), |&i| entries[i as usize].name.as_str() == name).copied()
     }
 
     fn config_for(&self, name: &str) -> Arc<Config> {
@@ -198,18 +231,17 @@ impl<M: Meter + Default> Registry<M> {
     }
 
     /// Makes the breaker for `name` (evicting an idle one at capacity) and
-    /// returns its index, not yet linked into the recency list.
+    /// returns its index.
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
         let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
-        let entry = Entry { name: name.into(), breaker, newer: NIL, older: NIL };
+        let entry = Entry { name: Name::new(name), used: 0, breaker };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
         } else {
             let victim = self.find_idle(now).ok_or(RegistryError::Full { capacity: self.capacity })?;
-            self.unlink(victim);
             let old = core::mem::replace(&mut self.entries[victim as usize], entry);
-            let hash = self.hash(&old.name);
+            let hash = self.hash(old.name.as_str());
             if let Ok(slot) = self.index.find_entry(hash, |&j| j == victim) {
                 slot.remove();
             }
@@ -217,52 +249,41 @@ impl<M: Meter + Default> Registry<M> {
             victim
         };
         let (entries, hasher) = (&self.entries, &self.hasher);
-        self.index.insert_unique(self.hash(name), i, |&j| hasher.hash_one(&*entries[j as usize].name));
+        self.index.insert_unique(self.hash(name), i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));
         Ok(i)
     }
 
-    /// An idle breaker among the least recently used; busy ones passed
-    /// over are marked used, so the next search starts past them.
+    /// The least recently used idle breaker among all of them (at most
+    /// [`EVICTION_SAMPLE`]) or among that many drawn at random.
     fn find_idle(&mut self, now: Instant) -> Option<u32> {
-        for _ in 0..EVICTION_SCAN.min(self.entries.len()) {
-            let i = self.oldest;
-            let b = &self.entries[i as usize].breaker;
-            let counts = b.counts(now);
-            let run_matters = b.config().consecutive_failures.is_some();
-            let idle = b.state(now) == State::Closed
-                && b.mode(now) == Mode::Normal
-                && !(run_matters && counts.consecutive_failures > 0)
-                && counts.window.failures == 0;
-            if idle {
-                return Some(i);
+        let len = self.entries.len();
+        let sampled = len > EVICTION_SAMPLE;
+        let mut best: Option<(u64, u32)> = None;
+        for k in 0..len.min(EVICTION_SAMPLE) {
+            let i = if sampled { draw(&mut self.sampler, len) } else { k as u32 };
+            let entry = &self.entries[i as usize];
+            if is_idle(&entry.breaker, now) && best.is_none_or(|(used, _)| entry.used < used) {
+                best = Some((entry.used, i));
             }
-            self.unlink(i);
-            self.link_newest(i);
         }
-        None
+        best.map(|(_, i)| i)
     }
+}
 
-    fn unlink(&mut self, i: u32) {
-        let (newer, older) = (self.entries[i as usize].newer, self.entries[i as usize].older);
-        match newer {
-            NIL => self.newest = older,
-            n => self.entries[n as usize].older = older,
-        }
-        match older {
-            NIL => self.oldest = newer,
-            o => self.entries[o as usize].newer = newer,
-        }
-        self.entries[i as usize].newer = NIL;
-        self.entries[i as usize].older = NIL;
-    }
+/// A random index below `len`, from the xorshift64 state `x`.
+fn draw(x: &mut u64, len: usize) -> u32 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    (*x % len as u64) as u32
+}
 
-    fn link_newest(&mut self, i: u32) {
-        self.entries[i as usize].older = self.newest;
-        self.entries[i as usize].newer = NIL;
-        match self.newest {
-            NIL => self.oldest = i,
-            n => self.entries[n as usize].newer = i,
-        }
-        self.newest = i;
-    }
+/// Closed, normal mode, and no failure counted that a policy uses.
+fn is_idle<M: Meter>(b: &Keyed<M>, now: Instant) -> bool {
+    let counts = b.counts(now);
+    let run_matters = b.config().consecutive_failures.is_some();
+    b.state(now) == State::Closed
+        && b.mode(now) == Mode::Normal
+        && !(run_matters && counts.consecutive_failures > 0)
+        && counts.window.failures == 0
 }
