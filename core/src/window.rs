@@ -90,8 +90,10 @@ impl Bucket {
     }
 }
 
-/// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide,
-/// aligned on multiples of that width from the clock's origin. A report that
+/// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide. The
+/// first bucket starts at the clock's origin; each next one where the last
+/// ended. (Boundaries follow from `newest_end`, never from absolute time, so
+/// a restored snapshot keeps them relative to its new clock.) A report that
 /// falls in the newest bucket (the common case) costs one comparison; only
 /// moving to a new bucket divides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,10 +110,12 @@ impl TimeRing {
         TimeRing { buckets: [Bucket::default(); SLOTS], newest_end: width(span), newest_slot: 0 }
     }
 
-    /// The newest bucket's number.
-    fn newest(&self, width: u64) -> u64 {
-        // newest_end is (newest + 1) × width, or u64::MAX once saturated.
-        (self.newest_end - 1) / width
+    /// How many buckets `now` is past the newest one (0: inside it).
+    fn ahead(&self, width: u64, now: Instant) -> u64 {
+        match now.as_micros().checked_sub(self.newest_end) {
+            None => 0,
+            Some(past) => past / width + 1,
+        }
     }
 
     #[inline]
@@ -125,17 +129,12 @@ impl TimeRing {
     #[cold]
     fn rotate(&mut self, span: Duration, now: Instant) {
         let width = width(span);
-        let newest = self.newest(width);
-        let current = now.as_micros() / width;
-        if current - newest >= u64::from(TIME_BUCKETS) {
-            self.buckets = [Bucket::default(); SLOTS];
-        } else {
-            for n in newest + 1..=current {
-                self.buckets[slot(n)] = Bucket::default();
-            }
+        let ahead = self.ahead(width, now);
+        for step in 1..=ahead.min(u64::from(TIME_BUCKETS)) {
+            self.buckets[slot(u64::from(self.newest_slot) + step)] = Bucket::default();
         }
-        self.newest_end = (current + 1).saturating_mul(width);
-        self.newest_slot = slot(current) as u8;
+        self.newest_slot = slot(u64::from(self.newest_slot) + ahead) as u8;
+        self.newest_end = self.newest_end.saturating_add(ahead.saturating_mul(width));
     }
 
     #[inline]
@@ -152,17 +151,11 @@ impl TimeRing {
     }
 
     fn totals(&self, span: Duration, now: Instant) -> Totals {
-        let width = width(span);
-        let newest = self.newest(width);
-        let current = (now.as_micros() / width).max(newest);
-        let expired = current - newest;
+        let ahead = self.ahead(width(span), now);
         let mut totals = Totals::default();
-        if expired >= u64::from(TIME_BUCKETS) {
-            return totals;
-        }
-        // Buckets numbered (current - SLOTS, newest] are still inside the window.
-        for age in expired..u64::from(TIME_BUCKETS).min(current + 1) {
-            let bucket = self.buckets[slot(current - age)];
+        // The bucket `age` steps before the newest is `age + ahead` before now's.
+        for age in 0..u64::from(TIME_BUCKETS).saturating_sub(ahead) {
+            let bucket = self.buckets[slot(u64::from(self.newest_slot) + u64::from(TIME_BUCKETS) - age)];
             totals.calls += u32::from(bucket.calls);
             totals.failures += u32::from(bucket.failures);
             totals.slow += u32::from(bucket.slow);
