@@ -28,9 +28,10 @@ test-long:
 test-nostd: setup-rust
 	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features
 	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features alloc
+	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features serde
 	@if $(CARGO) build -q -p halfopen --target $(THUMB) >/dev/null 2>&1; then \
 		echo "error: halfopen with std built for $(THUMB): the no_std check proves nothing"; exit 1; fi
-	@echo "no_std: halfopen builds for $(THUMB) without std"
+	@echo "no_std: halfopen builds for $(THUMB) without std (alone, with alloc, with serde)"
 
 test-schema: setup-python
 	$(PY) tests/check_conformance_schema.py

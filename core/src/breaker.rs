@@ -493,3 +493,98 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         Some(Transition { from: State::HalfOpen, to: State::Closed, reason: Reason::ProbesSucceeded, at: now })
     }
 }
+
+#[cfg(feature = "serde")]
+mod saved {
+    use super::*;
+    use crate::snapshot::{Persist, SNAPSHOT_VERSION, SavedPhase, Snapshot, SnapshotError, fingerprint};
+
+    impl<C: Borrow<Config>, M: Meter + Persist> Breaker<C, M> {
+        /// The breaker's complete state at `now`, with times relative to `now`.
+        pub fn snapshot(&self, now: Instant) -> Snapshot {
+            let now = now.max(self.latest);
+            let config = self.config();
+            let phase = match self.phase {
+                Phase::Closed => SavedPhase::Closed,
+                Phase::Open => SavedPhase::Open,
+                Phase::HalfOpen => SavedPhase::HalfOpen,
+                Phase::ForcedOpen => SavedPhase::ForcedOpen,
+                Phase::HeldOpen => SavedPhase::HeldOpen,
+                Phase::Disabled => SavedPhase::Disabled,
+            };
+            Snapshot {
+                version: SNAPSHOT_VERSION,
+                config: fingerprint(config),
+                phase,
+                generation: self.generation,
+                deadline_in_us: (self.deadline - now).as_micros(),
+                open_for_us: self.open_for.as_micros(),
+                consecutive: self.consecutive,
+                probes_in_flight: self.probes_in_flight,
+                probe_successes: self.probe_successes,
+                window: self.window.save(config.window, now),
+                metrics: self.meter.save(now),
+            }
+        }
+
+        /// The breaker `snapshot` describes, configured by `config` (which must
+        /// be the configuration it was taken with), at `now`.
+        pub fn restore(config: C, snapshot: &Snapshot, now: Instant) -> Result<Self, SnapshotError> {
+            let s = snapshot;
+            if s.version != SNAPSHOT_VERSION {
+                return Err(if s.version > SNAPSHOT_VERSION {
+                    SnapshotError::NewerVersion { found: s.version, supported: SNAPSHOT_VERSION }
+                } else {
+                    SnapshotError::Corrupt("version")
+                });
+            }
+            let c = config.borrow();
+            if c.validate().is_err() || s.config != fingerprint(c) {
+                return Err(SnapshotError::ConfigMismatch);
+            }
+            let corrupt = |what| Err(SnapshotError::Corrupt(what));
+            let (phase, probing) = match s.phase {
+                SavedPhase::Closed => (Phase::Closed, false),
+                SavedPhase::Open => (Phase::Open, false),
+                SavedPhase::HalfOpen => (Phase::HalfOpen, true),
+                SavedPhase::ForcedOpen => (Phase::ForcedOpen, false),
+                SavedPhase::HeldOpen => (Phase::HeldOpen, false),
+                SavedPhase::Disabled => (Phase::Disabled, false),
+            };
+            if !probing && (s.probes_in_flight > 0 || s.probe_successes > 0) {
+                return corrupt("probes outside half-open");
+            }
+            if s.probes_in_flight > c.half_open_max_attempts || s.probe_successes >= c.half_open_successes {
+                return corrupt("probes");
+            }
+            let open_for = Duration::from_micros(s.open_for_us);
+            if open_for < c.open_timeout || open_for > c.max_open_timeout {
+                return corrupt("open period");
+            }
+            let deadline_in = Duration::from_micros(s.deadline_in_us);
+            let bounded = match phase {
+                Phase::Open => deadline_in <= c.max_open_timeout,
+                Phase::HalfOpen => deadline_in <= c.probe_timeout,
+                _ => true,
+            };
+            if !bounded {
+                return corrupt("deadline");
+            }
+            let window = WindowState::load(c, &s.window, now)?;
+            let meter = M::load(s.metrics.as_ref(), now)?;
+            Ok(Breaker {
+                window,
+                latest: now,
+                deadline: now + deadline_in,
+                open_for,
+                generation: s.generation,
+                consecutive: s.consecutive,
+                probes_in_flight: s.probes_in_flight,
+                probe_successes: s.probe_successes,
+                phase,
+                config,
+                meter,
+            })
+        }
+    }
+}

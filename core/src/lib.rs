@@ -53,6 +53,8 @@ mod policy;
 pub mod prometheus;
 #[cfg(feature = "alloc")]
 mod registry;
+#[cfg(feature = "serde")]
+mod snapshot;
 mod state;
 pub mod time;
 mod window;
@@ -66,6 +68,8 @@ pub use metrics::{Counters, Metrics, MetricsSnapshot, ReadMetrics};
 pub use permit::{Admission, Outcome, Permit, Rejection};
 #[cfg(feature = "alloc")]
 pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
+#[cfg(feature = "serde")]
+pub use snapshot::{Persist, RegistrySnapshot, SNAPSHOT_VERSION, SavedMetrics, Snapshot, SnapshotError};
 pub use state::{Mode, Reason, State, Transition};
 pub use time::{Duration, Instant};
 pub use window::{TIME_BUCKETS, Totals};

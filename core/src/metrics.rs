@@ -220,3 +220,68 @@ impl ReadMetrics for (Metrics, Option<LatencyHistogram>) {
         self.1.as_ref()
     }
 }
+
+#[cfg(feature = "serde")]
+mod saved {
+    use super::*;
+    use crate::snapshot::{SavedMetrics, SnapshotError};
+
+    impl Metrics {
+        /// What the metrics hold at `now`, times relative to `now`.
+        pub(crate) fn save(&self, now: Instant) -> SavedMetrics {
+            let mut time_in = self.time_in;
+            if let Some(since) = self.since {
+                time_in[slot(self.state)] += (now - since).as_micros();
+            }
+            let current = hour(now);
+            let opens_by_hour = core::array::from_fn(|age| {
+                let h = current.checked_sub(age as u32);
+                match h {
+                    Some(h) if h <= self.newest_hour && self.newest_hour - h < HOURS as u32 => {
+                        self.opens_by_hour[h as usize % HOURS]
+                    }
+                    _ => 0,
+                }
+            });
+            SavedMetrics {
+                counters: self.counters.into(),
+                opens_by_hour,
+                time_in_us: time_in,
+                state: self.state.gauge(),
+                used: self.since.is_some(),
+            }
+        }
+
+        /// The metrics `saved` describes, at `now`.
+        pub(crate) fn load(saved: &SavedMetrics, now: Instant) -> Result<Self, SnapshotError> {
+            let state = match saved.state {
+                0 => State::Closed,
+                1 => State::HalfOpen,
+                2 => State::Open,
+                _ => return Err(SnapshotError::Corrupt("metrics state")),
+            };
+            let counters: Counters = saved.counters.into();
+            let reported =
+                [counters.successes, counters.failures, counters.ignored, counters.cancelled, counters.stale];
+            let reported = reported.iter().try_fold(0u64, |sum, &n| sum.checked_add(n));
+            if reported.is_none_or(|n| n > counters.admitted) || counters.slow > counters.failures {
+                return Err(SnapshotError::Corrupt("metrics counters"));
+            }
+            let current = hour(now);
+            let mut opens_by_hour = [0; HOURS];
+            for (age, &n) in saved.opens_by_hour.iter().enumerate() {
+                if let Some(h) = current.checked_sub(age as u32) {
+                    opens_by_hour[h as usize % HOURS] = n;
+                }
+            }
+            Ok(Metrics {
+                counters,
+                opens_by_hour,
+                newest_hour: current,
+                time_in: saved.time_in_us,
+                state,
+                since: saved.used.then_some(now),
+            })
+        }
+    }
+}

@@ -287,3 +287,65 @@ fn is_idle<M: Meter>(b: &Keyed<M>, now: Instant) -> bool {
         && !(run_matters && counts.consecutive_failures > 0)
         && counts.window.failures == 0
 }
+
+#[cfg(feature = "serde")]
+mod saved {
+    use alloc::string::String;
+
+    use super::*;
+    use crate::snapshot::{Persist, RegistrySnapshot, SNAPSHOT_VERSION, SnapshotError};
+
+    impl<M: Meter + Default + Persist> Registry<M> {
+        /// Every breaker's state at `now`, least recently used first.
+        pub fn snapshot(&self, now: Instant) -> RegistrySnapshot {
+            let mut entries: Vec<&Entry<M>> = self.entries.iter().collect();
+            entries.sort_by_key(|e| e.used);
+            RegistrySnapshot {
+                version: SNAPSHOT_VERSION,
+                evictions: self.evictions,
+                breakers: entries.iter().map(|e| (String::from(e.name.as_str()), e.breaker.snapshot(now))).collect(),
+            }
+        }
+
+        /// Replaces every breaker with those `snapshot` holds, at `now`; each
+        /// must have been taken with the configuration this registry gives
+        /// its name. On error the registry is left as it was.
+        pub fn restore(&mut self, snapshot: &RegistrySnapshot, now: Instant) -> Result<(), SnapshotError> {
+            if snapshot.version != SNAPSHOT_VERSION {
+                return Err(if snapshot.version > SNAPSHOT_VERSION {
+                    SnapshotError::NewerVersion { found: snapshot.version, supported: SNAPSHOT_VERSION }
+                } else {
+                    SnapshotError::Corrupt("version")
+                });
+            }
+            if snapshot.breakers.len() > self.capacity {
+                return Err(SnapshotError::Corrupt("more breakers than the registry's capacity"));
+            }
+            let mut restored = Registry {
+                config: self.config.clone(),
+                overrides: self.overrides.clone(),
+                entries: Vec::with_capacity(snapshot.breakers.len()),
+                index: HashTable::new(),
+                hasher: self.hasher,
+                uses: 0,
+                sampler: self.sampler,
+                capacity: self.capacity,
+                evictions: snapshot.evictions,
+            };
+            for (name, saved) in &snapshot.breakers {
+                if restored.find(name).is_some() {
+                    return Err(SnapshotError::Corrupt("a name appears twice"));
+                }
+                let breaker = Keyed::restore(restored.config_for(name), saved, now)?;
+                restored.uses += 1;
+                let i = restored.entries.len() as u32;
+                restored.entries.push(Entry { name: Name::new(name), used: restored.uses, breaker });
+                let (entries, hasher) = (&restored.entries, &restored.hasher);
+                let hash = hasher.hash_one(name.as_str());
+                restored.index.insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));
+            }
+            *self = restored;
+            Ok(())
+        }
+    }
+}

@@ -214,6 +214,73 @@ fn set_bit(bits: &mut [u64; 2], i: usize, value: bool) {
     }
 }
 
+#[cfg(feature = "serde")]
+mod saved {
+    use super::*;
+    use crate::snapshot::{SavedWindow, SnapshotError};
+
+    impl WindowState {
+        /// The window as of `now`, times relative to `now`.
+        pub(crate) fn save(&self, window: Window, now: Instant) -> SavedWindow {
+            match (self, window) {
+                (WindowState::Time(ring), Window::Time(span)) => {
+                    let mut ring = ring.clone();
+                    ring.advance(span, now);
+                    SavedWindow::Time {
+                        buckets: ring.buckets.map(|b| [b.calls, b.failures, b.slow]),
+                        newest_slot: ring.newest_slot,
+                        newest_end_in_us: ring.newest_end - now.as_micros(),
+                    }
+                }
+                (WindowState::Count(ring), _) => {
+                    SavedWindow::Count { failed: ring.failed, slow: ring.slow, len: ring.len, next: ring.next }
+                }
+                (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => SavedWindow::Off,
+            }
+        }
+
+        /// The window `saved` describes, for a breaker configured as `config`, at `now`.
+        pub(crate) fn load(config: &Config, saved: &SavedWindow, now: Instant) -> Result<Self, SnapshotError> {
+            let corrupt = |what| Err(SnapshotError::Corrupt(what));
+            match (WindowState::new(config), saved, config.window) {
+                (WindowState::Off, SavedWindow::Off, _) => Ok(WindowState::Off),
+                (
+                    WindowState::Time(_),
+                    SavedWindow::Time { buckets, newest_slot, newest_end_in_us },
+                    Window::Time(span),
+                ) => {
+                    let sane = |[calls, failures, slow]: [u16; 3]| slow <= failures && failures <= calls;
+                    if !buckets.iter().all(|b| sane(*b)) {
+                        return corrupt("window bucket counts");
+                    }
+                    if usize::from(*newest_slot) >= SLOTS || *newest_end_in_us == 0 || *newest_end_in_us > width(span) {
+                        return corrupt("window bucket position");
+                    }
+                    Ok(WindowState::Time(TimeRing {
+                        buckets: buckets.map(|[calls, failures, slow]| Bucket { calls, failures, slow }),
+                        newest_slot: *newest_slot,
+                        newest_end: now.as_micros().saturating_add(*newest_end_in_us),
+                    }))
+                }
+                (WindowState::Count(empty), SavedWindow::Count { failed, slow, len, next }, _) => {
+                    let capacity = empty.capacity;
+                    let beyond =
+                        |bits: &[u64; 2]| (usize::from(capacity)..128).any(|i| bits[i / 64] & (1 << (i % 64)) != 0);
+                    let slow_not_failed = (slow[0] & !failed[0]) | (slow[1] & !failed[1]) != 0;
+                    if *len > capacity || *next >= capacity || beyond(failed) || beyond(slow) || slow_not_failed {
+                        return corrupt("count window");
+                    }
+                    if *len < capacity && *next != *len {
+                        return corrupt("count window position");
+                    }
+                    Ok(WindowState::Count(CountRing { failed: *failed, slow: *slow, len: *len, next: *next, capacity }))
+                }
+                _ => corrupt("window kind"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,217 @@
+//! Snapshots: what restoring refuses (corrupt, truncated, newer, another
+//! config) and that a restored breaker behaves identically even under a clock
+//! with another origin. (The property test in `model.rs` restores mid-sequence
+//! too, and checks every answer against the reference model.)
+
+use halfopen::{
+    Breaker, Config, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, Snapshot, SnapshotError, Window,
+};
+use serde_json::Value;
+
+fn ms(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+/// A seed-000 breaker with metrics, tripped and reopened once (open for 60 s
+/// from t = 40 s), with failures left in its window.
+fn tripped() -> Breaker<Config, Metrics> {
+    let config = Config { half_open_max_attempts: 1, half_open_successes: 1, ..Config::default() };
+    let mut b = Breaker::with_meter(config, Metrics::default()).unwrap();
+    for t in [0, 1_000, 2_000, 3_000, 4_000] {
+        let p = b.try_acquire(ms(t)).decision.unwrap();
+        b.record(p, Outcome::Failure, ms(t));
+    }
+    let p = b.try_acquire(ms(40_000)).decision.unwrap();
+    b.record(p, Outcome::Failure, ms(40_000));
+    b
+}
+
+fn json_with(snapshot: &Snapshot, edit: impl FnOnce(&mut Value)) -> String {
+    let mut v: Value = serde_json::from_str(&snapshot.to_json()).unwrap();
+    edit(&mut v);
+    v.to_string()
+}
+
+fn restore_json(text: &str) -> Result<Breaker<Config, Metrics>, SnapshotError> {
+    let config = *tripped().config();
+    Breaker::restore(config, &Snapshot::from_json(text)?, ms(50_000))
+}
+
+#[test]
+fn a_round_trip_keeps_every_answer() {
+    let b = tripped();
+    let s = b.snapshot(ms(50_000));
+    for restored in [Snapshot::from_json(&s.to_json()).unwrap(), Snapshot::from_bytes(&s.to_bytes()).unwrap()] {
+        let r = Breaker::<Config, Metrics>::restore(*b.config(), &restored, ms(50_000)).unwrap();
+        assert_eq!(r.retry_after(ms(50_000)), Some(Duration::from_secs(50)));
+        assert_eq!(r.metrics(ms(50_000)), b.metrics(ms(50_000)));
+        assert_eq!(r.counts(ms(50_000)), b.counts(ms(50_000)));
+    }
+}
+
+#[test]
+fn corrupt_fields_are_refused_with_what_is_wrong() {
+    let s = tripped().snapshot(ms(50_000));
+    let cases: [(&str, fn(&mut Value)); 6] = [
+        ("probes outside half-open", |v| v["probes_in_flight"] = 7.into()),
+        ("open period", |v| v["open_for_us"] = 1.into()),
+        ("deadline", |v| v["deadline_in_us"] = 400_000_000u64.into()),
+        ("window bucket counts", |v| v["window"]["time"]["buckets"][0] = serde_json::json!([1, 2, 0])),
+        ("window bucket position", |v| v["window"]["time"]["newest_slot"] = 8.into()),
+        ("metrics counters", |v| v["metrics"]["counters"]["failures"] = 1_000.into()),
+    ];
+    for (what, edit) in cases {
+        match restore_json(&json_with(&s, edit)) {
+            Err(SnapshotError::Corrupt(got)) => assert_eq!(got, what),
+            other => panic!("{what}: expected Corrupt, got {:?}", other.map(|_| ())),
+        }
+    }
+    let unknown_phase = json_with(&s, |v| v["phase"] = "exploded".into());
+    assert!(matches!(restore_json(&unknown_phase), Err(SnapshotError::Malformed(_))));
+    let extra_field = json_with(&s, |v| v["surprise"] = 1.into());
+    assert!(matches!(restore_json(&extra_field), Err(SnapshotError::Malformed(_))));
+    let wrong_window = json_with(&s, |v| v["window"] = "off".into());
+    assert_eq!(restore_json(&wrong_window).map(|_| ()), Err(SnapshotError::Corrupt("window kind")));
+}
+
+#[test]
+fn a_newer_version_is_reported_as_such() {
+    let s = tripped().snapshot(ms(50_000));
+    let newer = json_with(&s, |v| v["version"] = 2.into());
+    assert_eq!(Snapshot::from_json(&newer), Err(SnapshotError::NewerVersion { found: 2, supported: 1 }));
+    let mut bytes = s.to_bytes();
+    bytes[0] = 9;
+    assert_eq!(Snapshot::from_bytes(&bytes), Err(SnapshotError::NewerVersion { found: 9, supported: 1 }));
+    let mut direct = s.clone();
+    direct.version = 3;
+    let restored = Breaker::<Config, Metrics>::restore(*tripped().config(), &direct, ms(0));
+    assert!(matches!(restored, Err(SnapshotError::NewerVersion { found: 3, .. })));
+}
+
+#[test]
+fn another_configuration_is_refused() {
+    let s = tripped().snapshot(ms(50_000));
+    let other = Config { open_timeout: Duration::from_secs(31), ..*tripped().config() };
+    assert_eq!(Breaker::<Config, Metrics>::restore(other, &s, ms(0)).map(|_| ()), Err(SnapshotError::ConfigMismatch));
+}
+
+#[test]
+fn truncated_and_garbled_input_never_panics() {
+    let s = tripped().snapshot(ms(50_000));
+    let bytes = s.to_bytes();
+    for len in 0..bytes.len() {
+        assert!(Snapshot::from_bytes(&bytes[..len]).is_err(), "a {len}-byte prefix was accepted");
+    }
+    let text = s.to_json();
+    for len in 0..text.len() {
+        if text.is_char_boundary(len) {
+            assert!(Snapshot::from_json(&text[..len]).is_err(), "a {len}-char prefix was accepted");
+        }
+    }
+    // Every single-byte change either fails to decode, fails to restore, or
+    // restores a breaker that answers without panicking.
+    let config = *tripped().config();
+    for i in 0..bytes.len() {
+        for flip in [1u8, 0x80, 0xff] {
+            let mut garbled = bytes.clone();
+            garbled[i] ^= flip;
+            if let Ok(decoded) = Snapshot::from_bytes(&garbled)
+                && let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &decoded, ms(0))
+            {
+                let admission = b.try_acquire(ms(1));
+                if let Ok(p) = admission.decision {
+                    b.record(p, Outcome::Failure, ms(2));
+                }
+                let _ = b.metrics(ms(3));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restored_breaker_behaves_identically_under_a_clock_with_another_origin() {
+    let configs = [
+        Config::default(),
+        Config {
+            failure_threshold: None,
+            window: Window::Count(10),
+            failure_rate_threshold: Some(50.0),
+            ..Config::default()
+        },
+        Config { jitter: 0.5, jitter_seed: 3, ..Config::partner_webhook() },
+    ];
+    for config in configs {
+        let mut original = Breaker::with_meter(config, Metrics::default()).unwrap();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut random = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut t = 5_000_000_000u64; // µs, the original process's clock
+        let step = |b: &mut Breaker<Config, Metrics>, t: u64, fail: bool| {
+            let now = Instant::from_micros(t);
+            let admission = b.try_acquire(now);
+            let decision =
+                admission.decision.map(|p| b.record(p, if fail { Outcome::Failure } else { Outcome::Success }, now));
+            (
+                admission.transition.map(|x| (x.from, x.to, x.reason)),
+                decision.map(|x| x.map(|x| (x.from, x.to, x.reason))).map_err(|r| r.retry_after),
+            )
+        };
+        for _ in 0..200 {
+            t += random(3_000_000);
+            let _ = step(&mut original, t, random(3) == 0);
+        }
+        // The new process's clock started 4.9 ks later: its `now` is smaller.
+        let shift = 4_900_000_000u64;
+        let mut restored = Breaker::<Config, Metrics>::restore(
+            config,
+            &original.snapshot(Instant::from_micros(t)),
+            Instant::from_micros(t - shift),
+        )
+        .unwrap();
+        for _ in 0..2_000 {
+            t += random(3_000_000);
+            let fail = random(3) == 0;
+            assert_eq!(step(&mut original, t, fail), step(&mut restored, t - shift, fail));
+            let (a, b) = (original.counts(Instant::from_micros(t)), restored.counts(Instant::from_micros(t - shift)));
+            assert_eq!(
+                (a.window, a.consecutive_failures, a.probes_in_flight),
+                (b.window, b.consecutive_failures, b.probes_in_flight)
+            );
+        }
+        let (a, b) = (original.metrics(Instant::from_micros(t)), restored.metrics(Instant::from_micros(t - shift)));
+        assert_eq!(
+            (a.counters, a.time_open, a.time_closed, a.state),
+            (b.counters, b.time_open, b.time_closed, b.state)
+        );
+    }
+}
+
+#[test]
+fn a_registry_round_trip_keeps_breakers_and_recency() {
+    let mut registry: Registry<Metrics> = Registry::new(Config::default(), 3).unwrap();
+    for name in ["a", "b", "c"] {
+        let b = registry.get(name, ms(0)).unwrap();
+        let p = b.try_acquire(ms(0)).decision.unwrap();
+        b.record(p, Outcome::Success, ms(0));
+    }
+    registry.get("a", ms(1)).unwrap(); // "b" is now the least recently used
+    let saved = RegistrySnapshot::from_bytes(&registry.snapshot(ms(2)).to_bytes()).unwrap();
+    let mut restored: Registry<Metrics> = Registry::new(Config::default(), 3).unwrap();
+    restored.restore(&saved, ms(2)).unwrap();
+    assert_eq!(restored.len(), 3);
+    assert_eq!(restored.peek("c").unwrap().metrics(ms(2)).counters.successes, 1);
+    restored.get("d", ms(3)).unwrap();
+    assert!(restored.peek("b").is_none() && restored.peek("a").is_some() && restored.peek("c").is_some());
+
+    let mut twice = saved.clone();
+    twice.breakers.push(twice.breakers[0].clone());
+    let mut bigger: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+    assert_eq!(bigger.restore(&twice, ms(0)), Err(SnapshotError::Corrupt("a name appears twice")));
+    assert!(bigger.is_empty(), "a failed restore leaves the registry as it was");
+    let mut small: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
+    assert!(matches!(small.restore(&saved, ms(0)), Err(SnapshotError::Corrupt(_))));
+}
