@@ -52,7 +52,8 @@ fn a_round_trip_keeps_every_answer() {
 #[test]
 fn corrupt_fields_are_refused_with_what_is_wrong() {
     let s = tripped().snapshot(ms(50_000));
-    let cases: [(&str, fn(&mut Value)); 6] = [
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit); 6] = [
         ("probes outside half-open", |v| v["probes_in_flight"] = 7.into()),
         ("open period", |v| v["open_for_us"] = 1.into()),
         ("deadline", |v| v["deadline_in_us"] = 400_000_000u64.into()),
