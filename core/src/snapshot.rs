@@ -15,8 +15,10 @@
 //! every field against it (probes within limits, counts that add up, states
 //! that exist). Any problem is a [`SnapshotError`], never a panic.
 //!
-//! **Encodings.** JSON (`to_json` / `from_json`), and a compact binary form,
-//! postcard (`to_bytes` / `from_bytes`). The latency histogram is not saved:
+//! **Encodings.** JSON (`to_json` / `from_json`; every number in it is an
+//! integer below 2^53 for any realistic state, so it survives a JavaScript
+//! `JSON.parse`), and a compact binary form, postcard (`to_bytes` /
+//! `from_bytes`). The latency histogram is not saved:
 //! a restored breaker's latency quantiles start afresh.
 
 use alloc::string::String;
@@ -229,12 +231,14 @@ fn decode<T: DeserializeOwned>(
     value: serde_json::Value,
     parse: impl FnOnce(serde_json::Value) -> Result<T, SnapshotError>,
 ) -> Result<T, SnapshotError> {
-    let version = value.get("version").and_then(serde_json::Value::as_u64).ok_or(SnapshotError::Corrupt("version"))?;
+    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    let version = version.ok_or_else(|| SnapshotError::Malformed("no version number".into()))?;
     check_version(u32::try_from(version).map_err(|_| SnapshotError::Corrupt("version"))?)?;
     parse(value)
 }
 
-/// A stable fingerprint (FNV-1a, 64 bits) of every field of `config`.
+/// A stable fingerprint of every field of `config`: FNV-1a cut to 53 bits, so
+/// that the JSON form survives JavaScript numbers (`JSON.parse` in a binding).
 pub(crate) fn fingerprint(c: &Config) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
     let mut feed = |v: u64| {
@@ -261,7 +265,7 @@ pub(crate) fn fingerprint(c: &Config) -> u64 {
     feed(u64::from(c.half_open_max_attempts));
     feed(u64::from(c.half_open_successes));
     feed(c.probe_timeout.as_micros());
-    hash
+    hash & ((1 << 53) - 1)
 }
 
 /// Meters whose state a [`Snapshot`] can carry: `()` carries nothing;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
     Breaker, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode, Outcome, Permit,
-    Problem, Registry, RegistryError, Transition, Window,
+    Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -275,6 +275,60 @@ fn key<'a>(breakers: &Breakers, map: &'a Map<String, Value>) -> Result<Option<&'
 }
 
 impl Run {
+    /// Takes a snapshot at the current time, encodes and decodes it, and
+    /// replaces the breaker (or the registry's breakers) with its restoration.
+    fn snapshot_restore(&mut self, map: &Map<String, Value>) -> Result<(), String> {
+        let json = match map.get("encoding").and_then(Value::as_str) {
+            Some("json") => true,
+            Some("compact") => false,
+            other => return Err(format!("encoding must be \"json\" or \"compact\", got {other:?}")),
+        };
+        let now = self.clock;
+        match &mut self.breakers {
+            Breakers::One(b) => {
+                let saved = b.snapshot(now);
+                let decoded =
+                    if json { Snapshot::from_json(&saved.to_json()) } else { Snapshot::from_bytes(&saved.to_bytes()) };
+                let restored = Breaker::restore(Arc::new(*b.config()), &decoded.map_err(|e| e.to_string())?, now);
+                **b = restored.map_err(|e| e.to_string())?;
+            }
+            Breakers::Many(r) => {
+                let saved = r.snapshot(now);
+                let decoded = if json {
+                    RegistrySnapshot::from_json(&saved.to_json())
+                } else {
+                    RegistrySnapshot::from_bytes(&saved.to_bytes())
+                };
+                r.restore(&decoded.map_err(|e| e.to_string())?, now).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores the breaker from the step's JSON snapshot, or expects the
+    /// named error.
+    fn restore(&mut self, map: &Map<String, Value>) -> Result<(), String> {
+        let Breakers::One(b) = &mut self.breakers else { return Err("restore needs a single-breaker case".into()) };
+        let text = map.get("snapshot").ok_or("restore needs a snapshot")?.to_string();
+        let restored = Snapshot::from_json(&text)
+            .and_then(|s| Breaker::restore(Arc::new(*b.config()), &s, self.clock).map(Box::new));
+        let kind = |e: &SnapshotError| match e {
+            SnapshotError::Malformed(_) => "malformed",
+            SnapshotError::NewerVersion { .. } => "newer_version",
+            SnapshotError::ConfigMismatch => "config_mismatch",
+            SnapshotError::Corrupt(_) => "corrupt",
+        };
+        match (restored, map.get("error")) {
+            (Ok(restored), None) => {
+                *b = restored;
+                Ok(())
+            }
+            (Err(e), Some(want)) if want.as_str() == Some(kind(&e)) => Ok(()),
+            (Err(e), want) => Err(format!("expected {want:?}, got the error {e}")),
+            (Ok(_), Some(want)) => Err(format!("expected the error {want}, the snapshot was restored")),
+        }
+    }
+
     /// The breaker a reading step looks at, without making or touching it.
     fn view(&self, map: &Map<String, Value>) -> Result<&Metered, String> {
         match (&self.breakers, key(&self.breakers, map)?) {
@@ -294,6 +348,8 @@ impl Run {
             "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"],
             "force_open" => &["for_ms", "transition"],
             "force_close" | "disable" | "release" | "reset" | "handle_timeout" => &["transition"],
+            "snapshot_restore" => &["encoding"],
+            "restore" => &["snapshot", "error"],
             other => return Err(format!("unknown op {other:?}")),
         };
         let allowed: Vec<&str> = common.iter().chain(keys).copied().collect();
@@ -303,8 +359,11 @@ impl Run {
         }
         let now = self.clock;
         let mut seen = Vec::new();
-        if op == "expect" {
-            return self.expect(map);
+        match op {
+            "expect" => return self.expect(map),
+            "snapshot_restore" => return self.snapshot_restore(map),
+            "restore" => return self.restore(map),
+            _ => {}
         }
         let refused = map.get("refused");
         if refused.is_some_and(|r| r != "full") {
