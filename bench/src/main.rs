@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use failsafe::CircuitBreaker as _;
-use halfopen::{Breaker, Config, Duration, Instant, Outcome, Window};
+use halfopen::{Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Outcome, Registry, Window};
 
 mod alloc_count;
 mod registry;
@@ -252,10 +252,52 @@ fn sizes() {
         let (b, heap) = heap_bytes(|| Breaker::new(*config).unwrap());
         println!("| {name}, own `Config` | {} | {heap} |", size_of_val(&b));
     }
+    let (b, heap) = heap_bytes(|| Breaker::with_meter(&shared, Metrics::default()).unwrap());
+    println!("| halfopen, seed 000, shared config, with `Metrics` | {} | {heap} |", size_of_val(&b));
+    let meter = (Metrics::default(), LatencyHistogram::default());
+    let (b, heap) = heap_bytes(|| Breaker::with_meter(&shared, meter).unwrap());
+    println!(
+        "| halfopen, seed 000, shared config, with `Metrics` + `LatencyHistogram` | {} | {heap} |",
+        size_of_val(&b)
+    );
     let (r, heap) = heap_bytes(|| recloser::Recloser::custom().build());
     println!("| recloser 1.4, default (closed_len 100) | {} | {heap} |", size_of_val(&r));
     let (f, heap) = heap_bytes(|| failsafe::Config::new().build());
     println!("| failsafe 1.3, default | {} | {heap} |", size_of_val(&f));
+    snapshot_sizes(&policies);
+}
+
+/// Bytes of a breaker's snapshot, JSON and compact, for each policy: new, and
+/// after 5 failures (open, counts in its window).
+fn snapshot_sizes(policies: &[(&str, Config)]) {
+    println!("\n### Snapshot size (bytes, with `Metrics`)\n");
+    println!("| breaker | JSON, new | compact, new | JSON, tripped | compact, tripped |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, config) in policies {
+        let mut b = Breaker::with_meter(config, Metrics::default()).unwrap();
+        let now = Instant::from_millis(3_600_000);
+        let fresh = b.snapshot(now);
+        for _ in 0..5 {
+            let permit = b.try_acquire(now).decision.unwrap();
+            b.record(permit, Outcome::Failure, now);
+        }
+        let tripped = b.snapshot(now);
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            fresh.to_json().len(),
+            fresh.to_bytes().len(),
+            tripped.to_json().len(),
+            tripped.to_bytes().len()
+        );
+    }
+    let mut registry: Registry<Metrics> = Registry::new(Config::default(), 1_000).unwrap();
+    for i in 0..1_000 {
+        let b = registry.get(&format!("instance-{i:04}"), Instant::ZERO).unwrap();
+        let permit = b.try_acquire(Instant::ZERO).decision.unwrap();
+        b.record(permit, if i % 10 == 0 { Outcome::Failure } else { Outcome::Success }, Instant::ZERO);
+    }
+    let saved = registry.snapshot(Instant::from_millis(1_000));
+    println!("| registry of 1,000 breakers (seed 000) | {} | {} | | |", saved.to_json().len(), saved.to_bytes().len());
 }
 
 fn main() {
