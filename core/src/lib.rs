@@ -34,6 +34,14 @@
 //! ## Time
 //! See [`time`]: microseconds as `u64` from any origin; time never goes
 //! backwards for the breaker.
+//!
+//! ## Beyond one breaker
+//! - [`Metrics`] (and the opt-in [`LatencyHistogram`]) through the [`Meter`]
+//!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
+//! - [`Registry`] (feature `alloc`): one breaker per key, bounded.
+//! - [`prometheus`]: the text exposition format.
+//! - [`Snapshot`] and [`RegistrySnapshot`] (feature `serde`): versioned state,
+//!   JSON or compact.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
