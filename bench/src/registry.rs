@@ -137,7 +137,9 @@ fn metered_row() {
 /// Prints the registry table.
 pub fn report() {
     println!("\n### Registry (keys like `instance-0000042`)\n");
-    println!("| map | breakers | memory | per breaker | ns per lookup + acquire, uniform keys | same, 90 % on 1 % of keys |");
+    println!(
+        "| map | breakers | memory | per breaker | ns per lookup + acquire, uniform keys | same, 90 % on 1 % of keys |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     row::<Registry<()>>("`Registry<()>` (no metrics)", KEYS);
     metered_row();
