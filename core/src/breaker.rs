@@ -206,6 +206,39 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
     }
 
+    /// Whether a caller may admit calls and count their fast successes on its
+    /// own, then hand them over with [`record_successes`](Self::record_successes):
+    /// true while closed, in no manual mode, with no slow-call threshold. (Then
+    /// every [`try_acquire`](Self::try_acquire) admits and a success only resets
+    /// the run and counts in the window; nothing else can change until a call
+    /// into the breaker, which the caller makes first for anything else.)
+    pub fn admits_freely(&self) -> bool {
+        self.phase == Phase::Closed && self.config().slow_call_duration.is_none()
+    }
+
+    /// Reports `count` successful calls admitted without asking while
+    /// [`admits_freely`](Self::admits_freely) held in `generation`, as if each had
+    /// been acquired and reported at `now` (so their latency is not measured).
+    /// If the generation has passed, they are stale.
+    pub fn record_successes(&mut self, generation: u32, count: u32, now: Instant) -> Option<Transition> {
+        let mut transition = None;
+        for _ in 0..count {
+            self.meter.admitted(self.latest.max(now));
+            let reported = self.record(Permit { generation, issued_at: now }, Outcome::Success, now);
+            transition = transition.or(reported);
+        }
+        transition
+    }
+
+    /// Counts `count` calls rejected without asking, while the caller knew the
+    /// breaker was open (from an earlier [`Rejection`]); only the meter sees them.
+    pub fn count_rejections(&mut self, count: u32, now: Instant) {
+        self.latest = self.latest.max(now);
+        for _ in 0..count {
+            self.meter.rejected(self.latest);
+        }
+    }
+
     /// Applies any timed change due by `now` (open time ending). Call it when
     /// [`poll_timeout`](Self::poll_timeout) says, to learn of transitions
     /// without waiting for the next call.

@@ -24,6 +24,14 @@ impl Permit {
     pub fn generation(&self) -> u32 {
         self.generation
     }
+
+    /// Rebuilds a permit from its [`generation`](Self::generation) and
+    /// [`issued_at`](Self::issued_at), for a binding that hands permits across
+    /// a language boundary as plain numbers. Like the original, it must be
+    /// reported at most once.
+    pub fn from_parts(generation: u32, issued_at: Instant) -> Self {
+        Permit { generation, issued_at }
+    }
 }
 
 /// How a call ended.

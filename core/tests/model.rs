@@ -465,6 +465,30 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
                 assert_eq!(got, want, "{}", ctx(step, "manual op"));
                 transitions.extend(got);
             }
+            98 => {
+                // A binding's batch: calls admitted without asking while the
+                // breaker admits freely, their successes handed over at once.
+                let freely = matches!(model.peek(now).0, State::Closed)
+                    && model.state == ModelState::Closed
+                    && config.slow_call_duration.is_none();
+                assert_eq!(breaker.admits_freely(), freely, "{}", ctx(step, "admits_freely"));
+                if freely {
+                    let count = 1 + rng.below(5) as u32;
+                    first_use.get_or_insert(model.now);
+                    let generation = breaker.counts(at).generation;
+                    assert_eq!(breaker.record_successes(generation, count, at), None, "{}", ctx(step, "batch"));
+                    for k in 0..count {
+                        let id = (step as u64 + 1) * 1_000 + u64::from(k);
+                        assert!(model.acquire(id).0.is_ok());
+                        assert_eq!(model.record(id, model.generation, now, Outcome::Success), None);
+                    }
+                } else {
+                    // Let the breaker see this step's time, as every other step does.
+                    let got = breaker.handle_timeout(at);
+                    assert_eq!(got, model.tick(now), "{}", ctx(step, "handle_timeout"));
+                    transitions.extend(got);
+                }
+            }
             _ => {
                 let got = breaker.handle_timeout(at);
                 assert_eq!(got, model.tick(now), "{}", ctx(step, "handle_timeout"));
