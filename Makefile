@@ -9,12 +9,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool
+.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool node-build test-node
 
 demo:
 	$(CARGO) run -q --release -p halfopen --example scripted_outage
 
-test: lint test-schema test-nostd test-prometheus test-rust
+test: lint test-schema test-nostd test-prometheus test-rust test-node
 
 test-rust:
 	$(CARGO) test -p halfopen
@@ -54,6 +54,18 @@ lint:
 
 bench:
 	$(CARGO) run -q --release -p halfopen-bench
+
+# The Node addon: build it (writing native.js / native.d.ts, which are
+# committed and must not change), then its tests with node's runner.
+NODE_DIR := bindings-node
+node-build:
+	cd $(NODE_DIR) && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
+	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
+	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts || \
+		{ echo "native.js / native.d.ts changed: commit the regenerated files"; exit 1; }
+
+test-node: node-build
+	cd $(NODE_DIR) && node --test test/
 
 setup-rust:
 	@rustup target list --installed | grep -qx $(THUMB) || rustup target add $(THUMB)

@@ -110,6 +110,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         &self.meter
     }
 
+    /// The meter, to change (switch an `Option` meter on, say).
+    pub fn meter_mut(&mut self) -> &mut M {
+        &mut self.meter
+    }
+
     /// Asks to make a call. Admitted calls get a [`Permit`] that must be
     /// reported with [`record`](Self::record).
     #[inline(always)]
@@ -206,25 +211,24 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
     }
 
-    /// Whether a caller may admit calls and count their fast successes on its
-    /// own, then hand them over with [`record_successes`](Self::record_successes):
-    /// true while closed, in no manual mode, with no slow-call threshold. (Then
-    /// every [`try_acquire`](Self::try_acquire) admits and a success only resets
-    /// the run and counts in the window; nothing else can change until a call
-    /// into the breaker, which the caller makes first for anything else.)
+    /// Whether a caller may admit calls on its own and hand their outcomes over
+    /// later with [`record_batch`](Self::record_batch): true while closed, in no
+    /// manual mode, with no slow-call threshold. (Then every
+    /// [`try_acquire`](Self::try_acquire) admits, and nothing changes until a
+    /// report or a manual call, which the caller makes through the breaker.)
     pub fn admits_freely(&self) -> bool {
         self.phase == Phase::Closed && self.config().slow_call_duration.is_none()
     }
 
-    /// Reports `count` successful calls admitted without asking while
-    /// [`admits_freely`](Self::admits_freely) held in `generation`, as if each had
-    /// been acquired and reported at `now` (so their latency is not measured).
-    /// If the generation has passed, they are stale.
-    pub fn record_successes(&mut self, generation: u32, count: u32, now: Instant) -> Option<Transition> {
+    /// Reports `count` calls with the same `outcome`, admitted without asking
+    /// while [`admits_freely`](Self::admits_freely) held in `generation`, as if
+    /// each had been acquired and reported at `now` (their latency is not
+    /// measured). Calls from a generation that has passed are stale.
+    pub fn record_batch(&mut self, generation: u32, outcome: Outcome, count: u32, now: Instant) -> Option<Transition> {
         let mut transition = None;
         for _ in 0..count {
             self.meter.admitted(self.latest.max(now));
-            let reported = self.record(Permit { generation, issued_at: now }, Outcome::Success, now);
+            let reported = self.record(Permit { generation, issued_at: now }, outcome, now);
             transition = transition.or(reported);
         }
         transition

@@ -476,7 +476,12 @@ fn run_sequence(seed: u64, steps: usize, seen: &mut HashMap<Reason, u64>) {
                     let count = 1 + rng.below(5) as u32;
                     first_use.get_or_insert(model.now);
                     let generation = breaker.counts(at).generation;
-                    assert_eq!(breaker.record_successes(generation, count, at), None, "{}", ctx(step, "batch"));
+                    assert_eq!(
+                        breaker.record_batch(generation, Outcome::Success, count, at),
+                        None,
+                        "{}",
+                        ctx(step, "batch")
+                    );
                     for k in 0..count {
                         let id = (step as u64 + 1) * 1_000 + u64::from(k);
                         assert!(model.acquire(id).0.is_ok());

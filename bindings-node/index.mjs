@@ -1,0 +1,5 @@
+// ESM entry: the same classes as the CommonJS entry.
+import halfopen from './index.js'
+
+export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = halfopen
+export default halfopen

@@ -1,0 +1,338 @@
+//! `NativeBreaker`: one core breaker (with metrics, and latency when asked),
+//! driven with plain numbers so that a call crosses the boundary cheaply. The
+//! JavaScript class `CircuitBreaker` (index.js) wraps it.
+
+use std::sync::Arc;
+
+use halfopen::{
+    Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Snapshot, State, Transition,
+};
+use napi::bindgen_prelude::{Buffer, Error, Result};
+use napi_derive::napi;
+
+use crate::options::{NativeOptions, Refused};
+
+type Gauges = (Metrics, Option<LatencyHistogram>);
+
+/// A transition, for events.
+#[napi(object)]
+pub struct NativeTransition {
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    pub at_ms: f64,
+}
+
+/// Counters and derived figures, for `metrics()`.
+#[napi(object)]
+pub struct NativeMetrics {
+    pub state: String,
+    pub admitted: f64,
+    pub successes: f64,
+    pub failures: f64,
+    pub slow: f64,
+    pub rejections: f64,
+    pub ignored: f64,
+    pub cancelled: f64,
+    pub stale: f64,
+    pub opens: f64,
+    #[napi(js_name = "opensLast24h")]
+    pub opens_last_24h: f64,
+    pub time_closed_ms: f64,
+    pub time_open_ms: f64,
+    pub time_half_open_ms: f64,
+    pub mean_time_open_ms: Option<f64>,
+    pub error_rate: Option<f64>,
+    pub latency_count: Option<f64>,
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p95_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
+    pub latency_max_ms: Option<f64>,
+    pub consecutive_failures: f64,
+    pub window_calls: f64,
+    pub window_failures: f64,
+    pub window_slow: f64,
+    pub probes_in_flight: f64,
+    pub probe_successes: f64,
+}
+
+#[napi]
+pub struct NativeBreaker {
+    breaker: Breaker<Arc<Config>, Gauges>,
+    /// Transitions not yet taken by JavaScript, oldest first.
+    transitions: Vec<Transition>,
+}
+
+fn refused(r: Refused) -> Error {
+    Error::from_reason(format!("{}|{}", r.0, r.1))
+}
+
+/// Milliseconds from the caller's clock; anything but a finite, non-negative
+/// number is taken as the origin (and so as time not moving).
+/// Whole milliseconds and the microseconds below are converted apart, so that
+/// every integer millisecond up to 2^53 maps exactly.
+fn instant(ms: f64) -> Instant {
+    if !(ms.is_finite() && ms > 0.0) {
+        return Instant::ZERO;
+    }
+    let whole = ms.trunc();
+    let micros = ((ms - whole) * 1000.0).round() as u64;
+    Instant::from_micros((whole as u64).saturating_mul(1000).saturating_add(micros))
+}
+
+/// Milliseconds, exact for whole milliseconds up to 2^53.
+fn ms(d: Duration) -> f64 {
+    let us = d.as_micros();
+    (us / 1000) as f64 + (us % 1000) as f64 / 1000.0
+}
+
+fn outcome(code: u32) -> Outcome {
+    match code {
+        0 => Outcome::Success,
+        1 => Outcome::Failure,
+        2 => Outcome::Ignored,
+        _ => Outcome::Cancelled,
+    }
+}
+
+/// What `acquire` returns for a rejection: `-1 - retryAfterMs`, or `-Infinity`
+/// when held open until released.
+fn rejection_code(retry_after: Option<Duration>) -> f64 {
+    retry_after.map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d))
+}
+
+/// Added to an admission's generation when a transition waits in `takeTransitions`.
+const TRANSITION_PENDING: f64 = 4_294_967_296.0;
+
+impl NativeBreaker {
+    fn keep(&mut self, t: Option<Transition>) -> bool {
+        self.transitions.extend(t);
+        t.is_some()
+    }
+}
+
+#[napi]
+impl NativeBreaker {
+    /// A breaker from `options`; throws `"field|problem"` for an invalid one.
+    #[napi(constructor)]
+    pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
+        let config = options.config().map_err(refused)?;
+        let meter = (Metrics::default(), latency_histogram.then(LatencyHistogram::default));
+        let breaker = Breaker::with_meter(Arc::new(config), meter)
+            .map_err(|e| refused(Refused(e.field.name(), e.problem.describe())))?;
+        Ok(NativeBreaker { breaker, transitions: Vec::new() })
+    }
+
+    /// Admission: the permit's generation (plus 2^32 if a transition is
+    /// waiting), or a negative number for a rejection (see `rejection_code`).
+    #[napi(catch_unwind)]
+    pub fn acquire(&mut self, now_ms: f64) -> f64 {
+        let admission = self.breaker.try_acquire(instant(now_ms));
+        let pending = self.keep(admission.transition);
+        match admission.decision {
+            Ok(permit) => f64::from(permit.generation()) + if pending { TRANSITION_PENDING } else { 0.0 },
+            Err(rejection) => rejection_code(rejection.retry_after),
+        }
+    }
+
+    /// Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
+    /// success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
+    #[napi(catch_unwind)]
+    pub fn record(&mut self, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
+        let permit = Permit::from_parts(generation, instant(issued_at_ms));
+        let t = self.breaker.record(permit, outcome(outcome_code), instant(now_ms));
+        self.keep(t)
+    }
+
+    /// Hands over `count` calls with outcome `outcomeCode`, admitted without
+    /// asking in `generation`. True if a transition waits.
+    #[napi(catch_unwind)]
+    pub fn record_batch(&mut self, generation: u32, outcome_code: u32, count: u32, now_ms: f64) -> bool {
+        let t = self.breaker.record_batch(generation, outcome(outcome_code), count, instant(now_ms));
+        self.keep(t)
+    }
+
+    /// Counts `count` calls rejected without asking.
+    #[napi(catch_unwind)]
+    pub fn count_rejections(&mut self, count: u32, now_ms: f64) {
+        self.breaker.count_rejections(count, instant(now_ms));
+    }
+
+    /// The transitions that happened since the last call, oldest first.
+    #[napi]
+    pub fn take_transitions(&mut self) -> Vec<NativeTransition> {
+        self.transitions
+            .drain(..)
+            .map(|t| NativeTransition {
+                from: t.from.name().into(),
+                to: t.to.name().into(),
+                reason: t.reason.name().into(),
+                at_ms: ms(t.at - Instant::ZERO),
+            })
+            .collect()
+    }
+
+    /// `generation × 16 + (admits freely ? 8 : 0) + gauge` (0 closed, 1
+    /// half-open, 2 open) at `nowMs`.
+    #[napi(catch_unwind)]
+    pub fn status(&self, now_ms: f64) -> f64 {
+        let now = instant(now_ms);
+        let freely = self.breaker.admits_freely() && self.breaker.state(now) == State::Closed;
+        let generation = f64::from(self.breaker.counts(now).generation);
+        generation * 16.0 + if freely { 8.0 } else { 0.0 } + f64::from(self.breaker.state(now).gauge())
+    }
+
+    /// Milliseconds until a call may be admitted: 0 now, Infinity when held open.
+    #[napi(catch_unwind)]
+    pub fn retry_after(&self, now_ms: f64) -> f64 {
+        self.breaker.retry_after(instant(now_ms)).map_or(f64::INFINITY, ms)
+    }
+
+    /// `"normal"`, `"forced_open"` or `"disabled"`.
+    #[napi]
+    pub fn mode(&self, now_ms: f64) -> String {
+        match self.breaker.mode(instant(now_ms)) {
+            Mode::Normal => "normal",
+            Mode::ForcedOpen { .. } => "forced_open",
+            Mode::Disabled => "disabled",
+        }
+        .into()
+    }
+
+    /// Holds the breaker open for `forMs`, or until `release` without it.
+    #[napi(catch_unwind)]
+    pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) -> bool {
+        let duration = for_ms.map(|f| Duration::from_micros((f.max(0.0) * 1000.0) as u64));
+        let t = self.breaker.force_open(instant(now_ms), duration);
+        self.keep(t)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn force_close(&mut self, now_ms: f64) -> bool {
+        let t = self.breaker.force_close(instant(now_ms));
+        self.keep(t)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn disable(&mut self, now_ms: f64) -> bool {
+        let t = self.breaker.disable(instant(now_ms));
+        self.keep(t)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn release(&mut self, now_ms: f64) -> bool {
+        let t = self.breaker.release(instant(now_ms));
+        self.keep(t)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn reset(&mut self, now_ms: f64) -> bool {
+        let t = self.breaker.reset(instant(now_ms));
+        self.keep(t)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn handle_timeout(&mut self, now_ms: f64) -> bool {
+        let t = self.breaker.handle_timeout(instant(now_ms));
+        self.keep(t)
+    }
+
+    /// When the breaker next changes by itself (ms on the caller's clock), if it will.
+    #[napi]
+    pub fn poll_timeout_ms(&self) -> Option<f64> {
+        self.breaker.poll_timeout().map(|t| ms(t - Instant::ZERO))
+    }
+
+    /// Everything measured at `nowMs`, with the breaker's counts.
+    #[napi(catch_unwind)]
+    pub fn metrics(&self, now_ms: f64) -> NativeMetrics {
+        let now = instant(now_ms);
+        let m = self.breaker.metrics(now);
+        let k = self.breaker.counts(now);
+        let c = m.counters;
+        let n = |v: u64| v as f64;
+        NativeMetrics {
+            state: m.state.name().into(),
+            admitted: n(c.admitted),
+            successes: n(c.successes),
+            failures: n(c.failures),
+            slow: n(c.slow),
+            rejections: n(c.rejections),
+            ignored: n(c.ignored),
+            cancelled: n(c.cancelled),
+            stale: n(c.stale),
+            opens: n(c.opens),
+            opens_last_24h: f64::from(m.opens_last_24h),
+            time_closed_ms: ms(m.time_closed),
+            time_open_ms: ms(m.time_open),
+            time_half_open_ms: ms(m.time_half_open),
+            mean_time_open_ms: m.mean_time_open.map(ms),
+            error_rate: m.error_rate,
+            latency_count: m.latency.map(|l| n(l.count)),
+            latency_p50_ms: m.latency.map(|l| ms(l.p50)),
+            latency_p95_ms: m.latency.map(|l| ms(l.p95)),
+            latency_p99_ms: m.latency.map(|l| ms(l.p99)),
+            latency_max_ms: m.latency.map(|l| ms(l.max)),
+            consecutive_failures: f64::from(k.consecutive_failures),
+            window_calls: f64::from(k.window.calls),
+            window_failures: f64::from(k.window.failures),
+            window_slow: f64::from(k.window.slow),
+            probes_in_flight: f64::from(k.probes_in_flight),
+            probe_successes: f64::from(k.probe_successes),
+        }
+    }
+
+    /// The Prometheus text exposition of this breaker under `name`.
+    #[napi(catch_unwind)]
+    pub fn prometheus(&self, name: String, now_ms: f64) -> String {
+        let m = self.breaker.metrics(instant(now_ms));
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
+        out
+    }
+
+    /// The breaker's state as JSON (the core's versioned snapshot form).
+    #[napi(catch_unwind)]
+    pub fn snapshot_json(&self, now_ms: f64) -> String {
+        self.breaker.snapshot(instant(now_ms)).to_json()
+    }
+
+    /// The breaker's state as compact bytes.
+    #[napi(catch_unwind)]
+    pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
+        self.breaker.snapshot(instant(now_ms)).to_bytes().into()
+    }
+
+    /// Replaces this breaker's state with a snapshot (JSON text or bytes);
+    /// throws `"snapshot|kind|message"`, leaving the breaker as it was.
+    #[napi(catch_unwind)]
+    pub fn restore(&mut self, json: Option<String>, bytes: Option<Buffer>, now_ms: f64) -> Result<()> {
+        let decoded = match (json, bytes) {
+            (Some(text), _) => Snapshot::from_json(&text),
+            (None, Some(b)) => Snapshot::from_bytes(&b),
+            (None, None) => return Err(Error::from_reason("snapshot|malformed|no snapshot given")),
+        };
+        let config = Arc::new(*self.breaker.config());
+        let latency = self.breaker.meter().1.is_some();
+        let restored = decoded.and_then(|s| Breaker::<Arc<Config>, Gauges>::restore(config, &s, instant(now_ms)));
+        match restored {
+            Ok(mut breaker) => {
+                // The histogram is not in snapshots: it starts afresh.
+                breaker.meter_mut().1 = latency.then(LatencyHistogram::default);
+                self.breaker = breaker;
+                self.transitions.clear();
+                Ok(())
+            }
+            Err(e) => {
+                let kind = match e {
+                    halfopen::SnapshotError::Malformed(_) => "malformed",
+                    halfopen::SnapshotError::NewerVersion { .. } => "newer_version",
+                    halfopen::SnapshotError::ConfigMismatch => "config_mismatch",
+                    halfopen::SnapshotError::Corrupt(_) => "corrupt",
+                };
+                Err(Error::from_reason(format!("snapshot|{kind}|{e}")))
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The options object a `CircuitBreaker` is built from, translated into a
+//! core [`Config`]. The JavaScript wrapper has checked every option's type;
+//! here values that no `Config` can hold (negative, fractional counts,
+//! infinite durations) are refused, naming the core field, and the core
+//! validates the rest.
+
+use halfopen::{Config, Duration, Field, Window};
+use napi_derive::napi;
+
+/// Options as numbers (milliseconds for times); `null`/absent keeps the default.
+#[napi(object)]
+#[derive(Default)]
+pub struct NativeOptions {
+    pub failure_threshold: Option<f64>,
+    /// `true` when `failureThreshold: null` was given: no window-count policy.
+    pub no_failure_threshold: Option<bool>,
+    pub window_ms: Option<f64>,
+    pub window_calls: Option<f64>,
+    pub consecutive_failures: Option<f64>,
+    pub failure_rate_threshold: Option<f64>,
+    pub minimum_calls: Option<f64>,
+    pub slow_call_ms: Option<f64>,
+    pub slow_call_rate_threshold: Option<f64>,
+    pub open_timeout_ms: Option<f64>,
+    pub backoff_factor: Option<f64>,
+    pub max_open_timeout_ms: Option<f64>,
+    pub jitter: Option<f64>,
+    pub jitter_seed: Option<f64>,
+    pub half_open_max_attempts: Option<f64>,
+    pub half_open_successes: Option<f64>,
+    pub probe_timeout_ms: Option<f64>,
+}
+
+/// A refused option: the core field's name and why.
+pub struct Refused(pub &'static str, pub &'static str);
+
+fn count(value: f64, field: Field) -> Result<u32, Refused> {
+    if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
+        return Err(Refused(field.name(), "must be a whole number from 0 to 4294967295"));
+    }
+    Ok(value as u32)
+}
+
+fn millis(value: f64, field: Field) -> Result<Duration, Refused> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(Refused(field.name(), "must be a finite, non-negative number of milliseconds"));
+    }
+    Ok(Duration::from_micros((value * 1000.0).round() as u64))
+}
+
+fn small(value: f64, field: Field) -> Result<u16, Refused> {
+    let n = count(value, field)?;
+    u16::try_from(n).map_err(|_| Refused(field.name(), "is too large"))
+}
+
+impl NativeOptions {
+    /// The configuration these options describe (seed 000's defaults for the rest).
+    pub fn config(&self) -> Result<Config, Refused> {
+        let mut c = Config::default();
+        if self.no_failure_threshold == Some(true) {
+            c.failure_threshold = None;
+        }
+        if let Some(v) = self.failure_threshold {
+            c.failure_threshold = Some(count(v, Field::FailureThreshold)?);
+        }
+        if let Some(v) = self.window_ms {
+            c.window = Window::Time(millis(v, Field::Window)?);
+        }
+        if let Some(v) = self.window_calls {
+            c.window = Window::Count(small(v, Field::Window)?);
+        }
+        if let Some(v) = self.consecutive_failures {
+            c.consecutive_failures = Some(count(v, Field::ConsecutiveFailures)?);
+        }
+        c.failure_rate_threshold = self.failure_rate_threshold.or(c.failure_rate_threshold);
+        if let Some(v) = self.minimum_calls {
+            c.minimum_calls = count(v, Field::MinimumCalls)?;
+        }
+        if let Some(v) = self.slow_call_ms {
+            c.slow_call_duration = Some(millis(v, Field::SlowCallDuration)?);
+        }
+        c.slow_call_rate_threshold = self.slow_call_rate_threshold.or(c.slow_call_rate_threshold);
+        if let Some(v) = self.open_timeout_ms {
+            c.open_timeout = millis(v, Field::OpenTimeout)?;
+        }
+        c.backoff_factor = self.backoff_factor.unwrap_or(c.backoff_factor);
+        if let Some(v) = self.max_open_timeout_ms {
+            c.max_open_timeout = millis(v, Field::MaxOpenTimeout)?;
+        } else if c.max_open_timeout < c.open_timeout {
+            // Seed 000's cap is 5 min; a longer open time than that is its own cap.
+            c.max_open_timeout = c.open_timeout;
+        }
+        c.jitter = self.jitter.unwrap_or(c.jitter);
+        if let Some(v) = self.jitter_seed {
+            if v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
+                return Err(Refused("jitter_seed", "must be a whole number from 0 to 2^53 - 1"));
+            }
+            c.jitter_seed = v as u64;
+        }
+        if let Some(v) = self.half_open_max_attempts {
+            c.half_open_max_attempts = small(v, Field::HalfOpenMaxAttempts)?;
+            if self.half_open_successes.is_none() {
+                // Seed 000: the breaker closes when all N probes succeed.
+                c.half_open_successes = c.half_open_max_attempts;
+            }
+        }
+        if let Some(v) = self.half_open_successes {
+            c.half_open_successes = small(v, Field::HalfOpenSuccesses)?;
+        }
+        if let Some(v) = self.probe_timeout_ms {
+            c.probe_timeout = millis(v, Field::ProbeTimeout)?;
+        }
+        c.validate().map_err(|e| Refused(e.field.name(), e.problem.describe()))?;
+        Ok(c)
+    }
+}

@@ -1,0 +1,321 @@
+'use strict'
+// Runs every scenario file of tests/conformance/ (format: its README) against
+// the `CircuitBreaker` class, one test per case: `call` steps go through
+// `execute` (so the batched fast path is exercised), `acquire`/`record`
+// through `tryAcquire`/`record`, with an injected clock. Unknown keys, ops or
+// files fail the run.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { CircuitBreaker } = require('..')
+
+const DIR = path.join(__dirname, '..', '..', 'tests', 'conformance')
+const NOT_SCENARIOS = new Set(['README.md', 'schema.json'])
+const FORMAT = 1
+
+// Cases this binding cannot pass yet, with the reason. Matched by file.
+const EXPECTED_FAILURES = {
+  'registry.json': 'the Node registry class is not built yet',
+}
+
+const CONFIG_KEYS = {
+  failure_threshold: 'failureThreshold',
+  window_ms: 'windowMs',
+  window_calls: 'windowCalls',
+  consecutive_failures: 'consecutiveFailures',
+  failure_rate_threshold: 'failureRateThreshold',
+  minimum_calls: 'minimumCalls',
+  slow_call_duration_ms: 'slowCallMs',
+  slow_call_rate_threshold: 'slowCallRateThreshold',
+  open_timeout_ms: 'openTimeoutMs',
+  backoff_factor: 'backoffFactor',
+  max_open_timeout_ms: 'maxOpenTimeoutMs',
+  jitter: 'jitter',
+  jitter_seed: 'jitterSeed',
+  half_open_max_attempts: 'halfOpenMaxAttempts',
+  half_open_successes: 'halfOpenSuccesses',
+  probe_timeout_ms: 'probeTimeoutMs',
+  latency_histogram: 'latencyHistogram',
+}
+const PRESETS = {
+  whatsapp_gateway: {},
+  partner_webhook: {
+    failureThreshold: null,
+    consecutiveFailures: 5,
+    slowCallMs: 10000,
+    openTimeoutMs: 10000,
+    backoffFactor: 1,
+    maxOpenTimeoutMs: 10000,
+    halfOpenMaxAttempts: 1,
+    halfOpenSuccesses: 1,
+  },
+}
+const FIELD_OPTIONS = {
+  failure_threshold: ['failureThreshold'],
+  window: ['windowMs', 'windowCalls'],
+  slow_call_duration: ['slowCallMs'],
+  open_timeout: ['openTimeoutMs'],
+  max_open_timeout: ['maxOpenTimeoutMs'],
+  probe_timeout: ['probeTimeoutMs'],
+}
+const SPECIAL = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity }
+const METRICS = {
+  admitted: 'admitted',
+  successes: 'successes',
+  failures: 'failures',
+  slow: 'slow',
+  rejections: 'rejections',
+  ignored: 'ignored',
+  cancelled: 'cancelled',
+  stale: 'stale',
+  opens: 'opens',
+  opens_last_24h: 'opensLast24h',
+  time_closed_ms: 'timeClosedMs',
+  time_open_ms: 'timeOpenMs',
+  time_half_open_ms: 'timeHalfOpenMs',
+  mean_time_open_ms: 'meanTimeOpenMs',
+  error_rate: 'errorRate',
+  latency_count: 'latencyCount',
+  latency_p50_ms: 'latencyP50Ms',
+  latency_p95_ms: 'latencyP95Ms',
+  latency_p99_ms: 'latencyP99Ms',
+  latency_max_ms: 'latencyMaxMs',
+}
+const COUNTS = {
+  consecutive_failures: 'consecutiveFailures',
+  window_calls: 'windowCalls',
+  window_failures: 'windowFailures',
+  window_slow: 'windowSlow',
+  probes_in_flight: 'probesInFlight',
+  probe_successes: 'probeSuccesses',
+}
+const STATE = { closed: 'CLOSED', open: 'OPEN', half_open: 'HALF_OPEN' }
+const STEP_KEYS = {
+  acquire: ['permit', 'rejected', 'refused', 'transition'],
+  record: ['permit', 'outcome', 'transition'],
+  call: ['outcome', 'duration_ms', 'repeat', 'transition', 'transitions'],
+  expect: ['state', 'retry_after_ms', 'mode', 'counts', 'poll_timeout_ms', 'metrics', 'registry'],
+  force_open: ['for_ms', 'transition'],
+  force_close: ['transition'],
+  disable: ['transition'],
+  release: ['transition'],
+  reset: ['transition'],
+  handle_timeout: ['transition'],
+  snapshot_restore: ['encoding'],
+  restore: ['snapshot', 'error'],
+}
+
+let steps = 0
+
+function options(config, clock) {
+  // Errors marked `ignored` say nothing about the upstream (the spec's "ignored").
+  const out = { name: 'conformance', clock, isFailure: (err) => !err.ignored }
+  Object.assign(out, PRESETS[config.preset || 'whatsapp_gateway'])
+  for (const [key, value] of Object.entries(config)) {
+    if (key === 'preset') continue
+    const option = CONFIG_KEYS[key]
+    if (option === undefined) throw new Error(`unknown config key ${key}`)
+    out[option] = typeof value === 'string' && value in SPECIAL ? SPECIAL[value] : value
+  }
+  return out
+}
+
+function checkKeys(object, allowed, what) {
+  for (const key of Object.keys(object)) {
+    if (!allowed.includes(key)) throw new Error(`unknown key ${key} in ${what}`)
+  }
+}
+
+function checkRetry(gotMs, want) {
+  if (want === null) return assert.equal(gotMs, Infinity, 'retry after: held open')
+  if (typeof want === 'number') return assert.ok(Math.abs(gotMs - want) < 1e-6, `retry after ${gotMs} != ${want}`)
+  checkKeys(want, ['min', 'max'], 'retry range')
+  assert.ok(gotMs >= want.min && gotMs <= want.max, `retry after ${gotMs} not in [${want.min}, ${want.max}]`)
+}
+
+function checkTransitions(seen, step) {
+  const want = step.transitions || (step.transition ? [step.transition] : [])
+  assert.equal(seen.length, want.length, `transitions ${JSON.stringify(seen)} != ${JSON.stringify(want)}`)
+  want.forEach((w, i) => {
+    checkKeys(w, ['from', 'to', 'reason', 'at'], 'transition')
+    const got = seen[i]
+    assert.deepEqual([got.from, got.to, got.reason], [STATE[w.from], STATE[w.to], w.reason])
+    if (w.at !== undefined) assert.equal(got.atMs, w.at, 'transition at')
+  })
+}
+
+function checkMetrics(breaker, want) {
+  const m = breaker.metrics()
+  for (const [key, expected] of Object.entries(want)) {
+    const name = METRICS[key]
+    if (name === undefined) throw new Error(`unknown metric ${key}`)
+    const got = m[name] === undefined ? null : m[name]
+    if (expected === null) assert.equal(got, null, `metrics.${key}`)
+    else if (typeof expected === 'number') assert.ok(Math.abs(got - expected) <= 1e-9, `metrics.${key}: ${got} != ${expected}`)
+    else {
+      checkKeys(expected, ['min', 'max'], 'metric range')
+      assert.ok(got >= expected.min && got <= expected.max, `metrics.${key}: ${got} not in range`)
+    }
+  }
+}
+
+async function runCase(c) {
+  let clock = 0
+  const now = () => clock
+  const opts = options(c.config, now)
+  let breaker = new CircuitBreaker(opts)
+  const seen = []
+  const listen = (b) => b.on('stateChange', (t) => seen.push(t))
+  listen(breaker)
+  const permits = new Map()
+  for (const step of c.steps) {
+    const keys = STEP_KEYS[step.op]
+    if (keys === undefined) throw new Error(`unknown op ${step.op}`)
+    checkKeys(step, ['op', 'at', ...keys], `step ${step.op}`)
+    if (step.at !== undefined) clock = step.at
+    seen.length = 0
+    switch (step.op) {
+      case 'acquire': {
+        const got = breaker.tryAcquire()
+        if (step.permit !== undefined) {
+          assert.ok(got.admitted, `expected admission, got ${JSON.stringify(got)}`)
+          permits.set(step.permit, got)
+        } else {
+          assert.equal(got.admitted, false, 'expected a rejection')
+          if (step.rejected.state) assert.equal(got.state, STATE[step.rejected.state])
+          if ('retry_after_ms' in step.rejected) checkRetry(got.retryAfterMs, step.rejected.retry_after_ms)
+        }
+        break
+      }
+      case 'record':
+        breaker.record(permits.get(step.permit), step.outcome)
+        permits.delete(step.permit)
+        break
+      case 'call': {
+        const settle = []
+        const calls = []
+        const abort = new AbortController()
+        const cancelled = step.outcome === 'cancelled' ? { signal: abort.signal } : undefined
+        for (let i = 0; i < (step.repeat || 1); i++) {
+          calls.push(
+            breaker
+              .execute(() => new Promise((resolve, reject) => settle.push({ resolve, reject })), cancelled)
+              .then(
+                () => 'ok',
+                (err) => err,
+              ),
+          )
+        }
+        await Promise.resolve()
+        assert.equal(settle.length, step.repeat || 1, 'every call must be admitted')
+        clock += step.duration_ms || 0
+        if (cancelled) abort.abort()
+        for (const s of settle) {
+          if (step.outcome === 'success') s.resolve('ok')
+          else if (step.outcome === 'failure') s.reject(new Error('failure'))
+          else if (step.outcome === 'ignored') s.reject(Object.assign(new Error('ignored'), { ignored: true }))
+        }
+        await Promise.all(calls)
+        break
+      }
+      case 'expect':
+        if (step.registry) throw new Error('registry expectations need the registry class')
+        if (step.state) assert.equal(breaker.getState(), STATE[step.state], 'state')
+        if ('retry_after_ms' in step) {
+          checkRetry(breaker.retryAfterMs(), step.retry_after_ms)
+          assert.equal(breaker.isCallPermitted(), step.retry_after_ms === 0, 'isCallPermitted')
+        }
+        if (step.mode) assert.equal(breaker.mode(), step.mode.toUpperCase(), 'mode')
+        if ('poll_timeout_ms' in step) assert.equal(breaker.pollTimeoutMs(), step.poll_timeout_ms, 'poll timeout')
+        if (step.counts) {
+          const m = breaker.metrics()
+          for (const [key, want] of Object.entries(step.counts)) {
+            if (COUNTS[key] === undefined) throw new Error(`unknown count ${key}`)
+            assert.equal(m[COUNTS[key]], want, `counts.${key}`)
+          }
+        }
+        if (step.metrics) checkMetrics(breaker, step.metrics)
+        break
+      case 'force_open':
+        breaker.forceOpen(step.for_ms)
+        break
+      case 'force_close':
+        breaker.forceClose()
+        break
+      case 'disable':
+        breaker.disable()
+        break
+      case 'release':
+        breaker.release()
+        break
+      case 'reset':
+        breaker.reset()
+        break
+      case 'handle_timeout':
+        breaker.handleTimeout()
+        break
+      case 'snapshot_restore':
+        breaker =
+          step.encoding === 'json'
+            ? CircuitBreaker.fromJSON(opts, JSON.parse(JSON.stringify(breaker)))
+            : CircuitBreaker.fromBytes(opts, breaker.toBytes())
+        listen(breaker)
+        break
+      case 'restore':
+        try {
+          breaker = CircuitBreaker.fromJSON(opts, step.snapshot)
+          listen(breaker)
+          assert.equal(step.error, undefined, `expected the error ${step.error}`)
+        } catch (err) {
+          if (err.code === 'ERR_ASSERTION') throw err
+          assert.equal(err.name, 'SnapshotError', String(err))
+          assert.equal(err.kind, step.error, `snapshot error kind (${err.message})`)
+        }
+        break
+    }
+    if (step.op !== 'expect') checkTransitions(seen, step)
+    steps += 1
+  }
+}
+
+function runInvalid(c) {
+  let opts
+  try {
+    opts = options(c.config, () => 0)
+  } catch (err) {
+    throw new Error(`config: ${err.message}`)
+  }
+  assert.throws(
+    () => new CircuitBreaker(opts),
+    (err) => {
+      assert.ok(err instanceof TypeError || err instanceof RangeError, `${err.name}: ${err.message}`)
+      const names = FIELD_OPTIONS[c.invalid] || [CONFIG_KEYS[c.invalid] || c.invalid.replace(/_(.)/g, (_, l) => l.toUpperCase())]
+      assert.ok(names.includes(err.option), `error names ${err.option}, expected ${names}: ${err.message}`)
+      return true
+    },
+  )
+}
+
+const files = fs.readdirSync(DIR).filter((f) => !NOT_SCENARIOS.has(f)).sort()
+let cases = 0
+for (const file of files) {
+  assert.ok(file.endsWith('.json'), `${file} is not a scenario file`)
+  const doc = JSON.parse(fs.readFileSync(path.join(DIR, file), 'utf8'))
+  checkKeys(doc, ['format', 'description', 'cases'], file)
+  assert.equal(doc.format, FORMAT, `${file}: format`)
+  for (const c of doc.cases) {
+    checkKeys(c, ['description', 'config', 'registry', 'steps', 'invalid'], c.description)
+    cases += 1
+    const expected = EXPECTED_FAILURES[file] || (c.registry && EXPECTED_FAILURES['registry.json'])
+    test(`${file.replace('.json', '')}::${c.description}`, { todo: expected }, async () => {
+      if (c.invalid !== undefined) return runInvalid(c)
+      await runCase(c)
+    })
+  }
+}
+
+test.after(() => {
+  console.log(`conformance (node): ${files.length} files, ${cases} scenarios, ${steps} steps run`)
+})
