@@ -428,6 +428,8 @@ class CircuitBreaker extends EventEmitter {
         outcome = FAILURE
       }
     }
+    // The failure is told first, then the transition it caused.
+    if (outcome === FAILURE) this._emitResult('failure', err)
     const now = this._now()
     if (issuedAt === undefined) {
       // Admitted without asking: the core counts the admission now.
@@ -436,7 +438,6 @@ class CircuitBreaker extends EventEmitter {
     } else {
       this._report(generation, issuedAt, outcome, now)
     }
-    if (outcome === FAILURE) this._emitResult('failure', err)
     return err
   }
 
@@ -521,8 +522,8 @@ class CircuitBreaker extends EventEmitter {
           finish(FAILURE, () => {
             const err = new CircuitBreakerTimeoutError(this.name, this._timeoutMs)
             controller.abort(err)
-            this._report(generation, now, FAILURE)
             this._emitResult('failure', err)
+            this._report(generation, now, FAILURE)
             reject(err)
           })
         }, this._timeoutMs)

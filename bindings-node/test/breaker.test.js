@@ -1,0 +1,240 @@
+'use strict'
+// The CircuitBreaker class as a Node user meets it: options and their errors,
+// execute, events, concurrency, cancellation and timeouts, snapshots, and the
+// batched fast path's bookkeeping. Time comes from an injected clock.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require('..')
+
+function clocked(options = {}) {
+  const clock = { now: 0 }
+  const breaker = new CircuitBreaker({ name: 'instance-1', clock: () => clock.now, ...options })
+  return { breaker, clock }
+}
+
+const fail = () => Promise.reject(new Error('upstream said 429'))
+const ok = (v = 'sent') => () => Promise.resolve(v)
+
+async function trip(breaker, n = 5) {
+  for (let i = 0; i < n; i++) await breaker.execute(fail).catch(() => {})
+}
+
+test('invalid options throw a TypeError or RangeError naming the option', () => {
+  const cases = [
+    [{ name: 'x', failureThreshold: 0 }, RangeError, 'failureThreshold'],
+    [{ name: 'x', failureThreshold: -1 }, RangeError, 'failureThreshold'],
+    [{ name: 'x', failureThreshold: 2.5 }, RangeError, 'failureThreshold'],
+    [{ name: 'x', windowMs: NaN }, RangeError, 'windowMs'],
+    [{ name: 'x', windowMs: 0 }, RangeError, 'windowMs'],
+    [{ name: 'x', openTimeoutMs: Infinity }, RangeError, 'openTimeoutMs'],
+    [{ name: 'x', openTimeoutMs: -30000 }, RangeError, 'openTimeoutMs'],
+    [{ name: 'x', halfOpenMaxAttempts: 0 }, RangeError, 'halfOpenMaxAttempts'],
+    [{ name: 'x', halfOpenMaxAttempts: 3, halfOpenSuccesses: 4 }, RangeError, 'halfOpenSuccesses'],
+    [{ name: 'x', failureRateThreshold: 150 }, RangeError, 'failureRateThreshold'],
+    [{ name: 'x', backoffFactor: 0.5 }, RangeError, 'backoffFactor'],
+    [{ name: 'x', windowCalls: 129 }, RangeError, 'windowCalls'],
+    [{ name: 'x', failureThreshold: '5' }, TypeError, 'failureThreshold'],
+    [{ name: 'x', openTimeoutMs: '30s' }, TypeError, 'openTimeoutMs'],
+    [{ name: 'x', isFailure: 'yes' }, TypeError, 'isFailure'],
+    [{ name: 'x', timeoutMs: 0 }, RangeError, 'timeoutMs'],
+    [{ name: 'x', windowMs: 1000, windowCalls: 10 }, TypeError, 'windowCalls'],
+    [{ name: 'x', windowMsTypo: 1000 }, TypeError, 'windowMsTypo'],
+    [{ failureThreshold: 5 }, TypeError, 'name'],
+    [{ name: '' }, TypeError, 'name'],
+  ]
+  for (const [options, kind, option] of cases) {
+    assert.throws(
+      () => new CircuitBreaker(options),
+      (err) => err instanceof kind && err.option === option,
+      `${JSON.stringify(options)} should throw ${kind.name} naming ${option}`,
+    )
+  }
+  assert.throws(() => new CircuitBreaker(null), TypeError)
+})
+
+test("seed 000's options behave as the seed describes", async () => {
+  const { breaker, clock } = clocked({ failureThreshold: 5, windowMs: 60000, openTimeoutMs: 30000, halfOpenMaxAttempts: 3 })
+  assert.equal(breaker.getState(), 'CLOSED')
+  await trip(breaker, 4)
+  assert.equal(breaker.getState(), 'CLOSED')
+  await trip(breaker, 1)
+  assert.equal(breaker.getState(), 'OPEN')
+  let called = false
+  const err = await breaker.execute(async () => (called = true)).catch((e) => e)
+  assert.ok(err instanceof CircuitBreakerOpenError)
+  assert.equal(called, false)
+  assert.deepEqual([err.breakerName, err.state, err.retryAfterMs], ['instance-1', 'OPEN', 30000])
+  clock.now = 30000
+  assert.equal(breaker.getState(), 'HALF_OPEN', 'getState accounts for elapsed time')
+  await breaker.execute(fail).catch(() => {})
+  assert.equal(breaker.retryAfterMs(), 60000, 'a failed trial doubles the open time')
+  clock.now = 90000
+  for (let i = 0; i < 3; i++) assert.equal(await breaker.execute(ok()), 'sent')
+  assert.equal(breaker.getState(), 'CLOSED')
+})
+
+test('execute settles exactly as fn does', async () => {
+  const { breaker } = clocked()
+  const value = { id: 7 }
+  assert.equal(await breaker.execute(async () => value), value)
+  assert.equal(await breaker.execute(() => 'sync value'), 'sync value')
+  const boom = new Error('boom')
+  assert.equal(await breaker.execute(() => Promise.reject(boom)).catch((e) => e), boom)
+  assert.equal(
+    await breaker
+      .execute(() => {
+        throw boom
+      })
+      .catch((e) => e),
+    boom,
+  )
+  assert.equal(breaker.metrics().failures, 2)
+})
+
+test('events carry the transition and its reason', async () => {
+  const { breaker, clock } = clocked({ halfOpenMaxAttempts: 1 })
+  const events = []
+  for (const name of ['open', 'halfOpen', 'close', 'reject', 'success', 'failure']) {
+    breaker.on(name, (e) => events.push([name, e && e.reason ? e.reason : e instanceof Error ? e.name : e]))
+  }
+  await trip(breaker)
+  await breaker.execute(ok()).catch(() => {})
+  clock.now = 30000
+  await breaker.execute(ok('probe'))
+  assert.deepEqual(events.slice(3), [
+    ['failure', 'Error'],
+    ['failure', 'Error'],
+    ['open', 'failure_threshold'],
+    ['reject', 'CircuitBreakerOpenError'],
+    ['halfOpen', 'open_timeout'],
+    ['close', 'probes_succeeded'],
+    ['success', 'probe'],
+  ])
+})
+
+test('10,000 concurrent calls against a half-open breaker reach fn exactly halfOpenMaxAttempts times', async () => {
+  const { breaker, clock } = clocked({ halfOpenMaxAttempts: 3 })
+  await trip(breaker)
+  clock.now = 30000
+  let reached = 0
+  const release = []
+  const calls = Array.from({ length: 10000 }, () =>
+    breaker
+      .execute(() => {
+        reached += 1
+        return new Promise((resolve) => release.push(resolve))
+      })
+      .then(
+        () => 'ok',
+        (e) => e.name,
+      ),
+  )
+  await Promise.resolve()
+  release.forEach((r) => r())
+  const results = await Promise.all(calls)
+  assert.equal(reached, 3)
+  assert.equal(results.filter((r) => r === 'ok').length, 3)
+  assert.equal(results.filter((r) => r === 'CircuitBreakerOpenError').length, 9997)
+  assert.equal(breaker.getState(), 'CLOSED')
+})
+
+test('an aborted call is cancelled: its probe slot is freed and nothing is counted', async () => {
+  const { breaker, clock } = clocked({ halfOpenMaxAttempts: 1 })
+  await trip(breaker)
+  clock.now = 30000
+  const abort = new AbortController()
+  let seen
+  const call = breaker.execute(
+    (signal) => {
+      seen = signal
+      return new Promise(() => {})
+    },
+    { signal: abort.signal },
+  )
+  abort.abort(new Error('user gave up'))
+  assert.equal((await call.catch((e) => e)).message, 'user gave up')
+  assert.equal(seen.aborted, true, 'fn was told through its signal')
+  const m = breaker.metrics()
+  assert.deepEqual([m.cancelled, m.probesInFlight, m.state], [1, 0, 'HALF_OPEN'])
+  assert.equal(await breaker.execute(ok('second probe')), 'second probe')
+})
+
+test('a call over timeoutMs is aborted and counts as a failure', async () => {
+  const breaker = new CircuitBreaker({ name: 'slow-partner', timeoutMs: 20, consecutiveFailures: 1, failureThreshold: null })
+  let signal
+  const err = await breaker
+    .execute((s) => {
+      signal = s
+      return new Promise(() => {})
+    })
+    .catch((e) => e)
+  assert.ok(err instanceof CircuitBreakerTimeoutError)
+  assert.equal(signal.aborted, true)
+  assert.equal(breaker.getState(), 'OPEN')
+  assert.equal(breaker.metrics().failures, 1)
+})
+
+test('successes admitted without asking are all counted, and late ones become stale', async () => {
+  const { breaker } = clocked()
+  for (let i = 0; i < 1000; i++) await breaker.execute(ok())
+  let m = breaker.metrics()
+  assert.deepEqual([m.admitted, m.successes, m.windowCalls], [1000, 1000, 1000])
+  // Calls in flight when the breaker trips report into an older period.
+  const release = []
+  const inFlight = Array.from({ length: 10 }, () => breaker.execute(() => new Promise((r) => release.push(r))))
+  await trip(breaker)
+  release.forEach((r) => r())
+  await Promise.all(inFlight)
+  m = breaker.metrics()
+  assert.deepEqual([m.state, m.stale, m.admitted], ['OPEN', 10, 1015])
+  assert.equal(m.admitted, m.successes + m.failures + m.ignored + m.cancelled + m.stale)
+})
+
+test('forceOpen holds the breaker open (the throttle webhook), then probes', async () => {
+  const { breaker, clock } = clocked()
+  breaker.forceOpen(60000)
+  assert.equal(breaker.getState(), 'OPEN')
+  assert.equal(breaker.mode(), 'FORCED_OPEN')
+  clock.now = 59999
+  assert.equal(breaker.isCallPermitted(), false)
+  clock.now = 60000
+  assert.equal(breaker.isCallPermitted(), true)
+  breaker.forceOpen()
+  assert.equal(breaker.retryAfterMs(), Infinity)
+  breaker.forceClose()
+  assert.equal(breaker.getState(), 'CLOSED')
+  assert.throws(() => breaker.forceOpen(-1), RangeError)
+})
+
+test('snapshots round-trip through JSON and bytes; corrupt ones are refused', async () => {
+  const options = { name: 'snap', clock: () => 1000 }
+  const breaker = new CircuitBreaker(options)
+  await trip(breaker)
+  for (const restored of [
+    CircuitBreaker.fromJSON(options, JSON.parse(JSON.stringify(breaker))),
+    CircuitBreaker.fromBytes(options, breaker.toBytes()),
+  ]) {
+    assert.equal(restored.getState(), 'OPEN')
+    assert.equal(restored.retryAfterMs(), 30000)
+    assert.equal(restored.metrics().failures, 5)
+  }
+  const corrupt = { ...breaker.toJSON(), probes_in_flight: 9 }
+  assert.throws(() => CircuitBreaker.fromJSON(options, corrupt), (e) => e.name === 'SnapshotError' && e.kind === 'corrupt')
+  assert.throws(
+    () => CircuitBreaker.fromJSON({ ...options, openTimeoutMs: 1000 }, breaker.toJSON()),
+    (e) => e.kind === 'config_mismatch',
+  )
+  assert.throws(() => CircuitBreaker.fromBytes(options, Buffer.from([1, 2, 3])), (e) => e.kind === 'malformed')
+})
+
+test('metrics and Prometheus text', async () => {
+  const { breaker } = clocked({ latencyHistogram: true })
+  await breaker.execute(ok())
+  await breaker.execute(fail).catch(() => {})
+  const m = breaker.metrics()
+  assert.deepEqual([m.admitted, m.successes, m.failures, m.errorRate, m.latencyCount], [2, 1, 1, 50, 2])
+  const text = breaker.prometheus()
+  assert.match(text, /^circuit_state\{name="instance-1"\} 0$/m)
+  assert.match(text, /^circuit_failures_total\{name="instance-1"\} 1$/m)
+})

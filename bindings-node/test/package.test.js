@@ -1,0 +1,68 @@
+'use strict'
+// The package as npm delivers it: `npm pack`, install the tarball in a fresh
+// folder, then `require` it, `import` it, and type-check a TypeScript user of
+// it with `tsc --strict`.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const PACKAGE = path.join(__dirname, '..')
+const TSC = path.join(PACKAGE, 'node_modules', '.bin', 'tsc')
+
+test('the packed tarball installs, loads from CommonJS and ESM, and type-checks', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-pack-'))
+  try {
+    const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: PACKAGE, encoding: 'utf8' })
+    const tarball = path.join(dir, out.trim().split('\n').pop())
+    execFileSync('npm', ['init', '-y'], { cwd: dir, stdio: 'ignore' })
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: dir, stdio: 'ignore' })
+    const listed = fs.readdirSync(path.join(dir, 'node_modules', 'halfopen')).sort()
+    for (const file of ['index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json']) {
+      assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
+    }
+    assert.ok(listed.some((f) => f.endsWith('.node')), 'the native addon is in the package')
+    assert.ok(!listed.includes('src') && !listed.includes('test'), 'sources and tests stay out')
+
+    const cjs = `const { CircuitBreaker } = require('halfopen')
+      const b = new CircuitBreaker({ name: 'cjs' })
+      b.execute(async () => 42).then((v) => console.log(v, b.getState()))`
+    assert.equal(execFileSync('node', ['-e', cjs], { cwd: dir, encoding: 'utf8' }).trim(), '42 CLOSED')
+    const esm = `import { CircuitBreaker, CircuitBreakerOpenError } from 'halfopen'
+      const b = new CircuitBreaker({ name: 'esm' })
+      b.forceOpen()
+      b.execute(async () => 1).catch((e) => console.log(e instanceof CircuitBreakerOpenError, e.retryAfterMs))`
+    const printed = execFileSync('node', ['--input-type=module', '-e', esm], { cwd: dir, encoding: 'utf8' })
+    assert.equal(printed.trim(), 'true Infinity')
+
+    fs.writeFileSync(
+      path.join(dir, 'use.ts'),
+      `import { CircuitBreaker, CircuitBreakerOpenError, type CircuitState } from 'halfopen'
+const breaker = new CircuitBreaker({ name: 'ts', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 })
+const state: CircuitState = breaker.getState()
+breaker.on('open', (t) => console.log(t.reason, t.atMs))
+async function send(): Promise<number> {
+  try {
+    return await breaker.execute(async () => 200)
+  } catch (err) {
+    if (err instanceof CircuitBreakerOpenError) return err.retryAfterMs
+    throw err
+  }
+}
+void send().then((n: number) => console.log(n, state, breaker.metrics().admitted))
+`,
+    )
+    const typeRoots = path.join(PACKAGE, 'node_modules', '@types')
+    const tsc = ['--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022']
+    try {
+      execFileSync(TSC, [...tsc, '--typeRoots', typeRoots, '--types', 'node', 'use.ts'], { cwd: dir, encoding: 'utf8' })
+    } catch (err) {
+      assert.fail(`tsc: ${err.stdout}`)
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
