@@ -135,3 +135,47 @@ export declare class CircuitBreaker extends EventEmitter {
   on(event: 'success', listener: (value: unknown) => void): this
   on(event: 'failure', listener: (err: unknown) => void): this
 }
+
+/** A call refused because the registry is full and none of its breakers is idle. */
+export declare class RegistryFullError extends Error {
+  readonly breakerName: string
+}
+
+export interface RegistryOptions extends Omit<CircuitOptions, 'name' | 'latencyHistogram' | 'timeoutMs'> {
+  /** Most breakers held (default 10,000); beyond it idle ones are evicted. */
+  capacity?: number
+}
+
+/** One registry breaker, by name. */
+export declare class KeyedBreaker {
+  readonly name: string
+  execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
+  tryAcquire(): Permit | (Refusal & { error: CircuitBreakerOpenError | RegistryFullError })
+  record(permit: Permit, outcome: Outcome): void
+  getState(): CircuitState
+  retryAfterMs(): number
+  isCallPermitted(): boolean
+  metrics(): Metrics | null
+  forceOpen(ms?: number): void
+  forceClose(): void
+  disable(): void
+  release(): void
+  reset(): void
+}
+
+/** One breaker per name (seed 000's `breakerFor`), bounded; events carry the breaker's `name`. */
+export declare class Registry extends EventEmitter {
+  constructor(options?: RegistryOptions)
+  get(name: string): KeyedBreaker
+  configure(name: string, options: Omit<CircuitOptions, 'name' | 'clock' | 'isFailure' | 'timeoutMs' | 'latencyHistogram'>): void
+  has(name: string): boolean
+  readonly size: number
+  readonly evictions: number
+  prometheus(): string
+  toJSON(): object
+  restore(snapshot: object | string): void
+  on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
+  on(event: 'reject', listener: (err: CircuitBreakerOpenError) => void): this
+  on(event: 'success', listener: (value: unknown) => void): this
+  on(event: 'failure', listener: (err: unknown) => void): this
+}

@@ -18,7 +18,7 @@
 
 const { EventEmitter } = require('node:events')
 const { performance } = require('node:perf_hooks')
-const { NativeBreaker } = require('./native.js')
+const { NativeBreaker, NativeRegistry } = require('./native.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
@@ -51,7 +51,7 @@ const NUMERIC_OPTIONS = {
   halfOpenSuccesses: ['halfOpenSuccesses', 'number'],
   probeTimeoutMs: ['probeTimeoutMs', 'number'],
 }
-const OTHER_OPTIONS = ['name', 'isFailure', 'clock', 'timeoutMs', 'latencyHistogram']
+const OTHER_OPTIONS = ['name', 'isFailure', 'clock', 'timeoutMs', 'latencyHistogram', 'capacity']
 
 // Core field -> the option that sets it (for error messages).
 const OPTION_OF_FIELD = {
@@ -99,7 +99,7 @@ function typeError(option, expected, value) {
 }
 
 /** The native options and the JS-side settings, or a TypeError naming the option. */
-function translate(options) {
+function translate(options, registry = false) {
   if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
   const native = {}
   for (const key of Object.keys(options)) {
@@ -124,8 +124,15 @@ function translate(options) {
     err.option = 'windowCalls'
     throw err
   }
-  const { name, isFailure, clock, timeoutMs, latencyHistogram } = options
-  if (typeof name !== 'string' || name === '') throw typeError('name', 'a non-empty string', name)
+  const { name, isFailure, clock, timeoutMs, latencyHistogram, capacity } = options
+  if (registry) {
+    if (name !== undefined) throw typeError('name', 'absent (a registry names its breakers by key)', name)
+    if (capacity !== undefined && typeof capacity !== 'number') throw typeError('capacity', 'a number', capacity)
+    if (latencyHistogram !== undefined) throw typeError('latencyHistogram', 'absent in a registry', latencyHistogram)
+  } else {
+    if (typeof name !== 'string' || name === '') throw typeError('name', 'a non-empty string', name)
+    if (capacity !== undefined) throw typeError('capacity', 'absent (it is a registry option)', capacity)
+  }
   if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
   if (clock !== undefined && typeof clock !== 'function') throw typeError('clock', 'a function', clock)
   if (latencyHistogram !== undefined && typeof latencyHistogram !== 'boolean') {
@@ -139,7 +146,7 @@ function translate(options) {
       throw err
     }
   }
-  return { native, name, isFailure, clock, timeoutMs, latencyHistogram: latencyHistogram === true }
+  return { native, name, isFailure, clock, timeoutMs, latencyHistogram: latencyHistogram === true, capacity }
 }
 
 /** Turns a native "field|problem" into a RangeError naming the option. */
@@ -550,4 +557,237 @@ class CircuitBreaker extends EventEmitter {
   }
 }
 
-module.exports = { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError }
+/** A call refused because the registry is full and no breaker in it is idle. */
+class RegistryFullError extends Error {
+  constructor(breakerName) {
+    super(`registry full: no idle breaker to evict for ${breakerName}`)
+    this.name = 'RegistryFullError'
+    this.breakerName = breakerName
+  }
+}
+
+/**
+ * One breaker per name (seed 000's `breakerFor`), made on first use, at most
+ * `capacity` (default 10,000): beyond it the least recently used *idle*
+ * breaker is evicted, never an open, half-open, forced or failing one; if none
+ * is idle the call is rejected with `RegistryFullError`. Events are emitted
+ * here, with the breaker's `name` in each.
+ *
+ * Calls through a registry always cross into the addon (no batching yet).
+ */
+class Registry extends EventEmitter {
+  constructor(options = {}) {
+    super()
+    const t = translate(options, true)
+    this._isFailure = t.isFailure
+    this._clock = t.clock || performance.now.bind(performance)
+    this._last = -Infinity
+    const capacity = t.capacity === undefined ? 10000 : t.capacity
+    try {
+      this._native = new NativeRegistry(t.native, capacity)
+    } catch (err) {
+      const [field, problem] = String(err.message).split('|')
+      if (field === 'capacity') {
+        const out = new RangeError(`option capacity ${problem}`)
+        out.option = 'capacity'
+        throw out
+      }
+      throw nativeError(err, options)
+    }
+  }
+
+  /** The breaker for `name` (made on its first call). */
+  get(name) {
+    if (typeof name !== 'string') throw typeError('name', 'a string', name)
+    return new KeyedBreaker(this, name)
+  }
+
+  /** Gives `name` its own options (numbers only; replacing a breaker it has). */
+  configure(name, options) {
+    const t = translate({ ...options, name }, false)
+    try {
+      this._native.configure(name, t.native)
+    } catch (err) {
+      throw nativeError(err, options)
+    }
+  }
+
+  /** Whether `name` has a breaker now. */
+  has(name) {
+    return this._native.has(name)
+  }
+
+  /** Breakers held. */
+  get size() {
+    return this._native.size
+  }
+
+  /** Idle breakers evicted so far. */
+  get evictions() {
+    return this._native.evictions
+  }
+
+  /** The Prometheus text exposition of every breaker. */
+  prometheus() {
+    return this._native.prometheus(this._now())
+  }
+
+  /** Every breaker's state (the core's versioned snapshot), as a plain object. */
+  toJSON() {
+    return JSON.parse(this._native.snapshotJson(this._now()))
+  }
+
+  /** Replaces every breaker with those of `snapshot` (from `toJSON`). */
+  restore(snapshot) {
+    const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+    try {
+      this._native.restoreJson(text, this._now())
+    } catch (err) {
+      throw snapshotError(err)
+    }
+  }
+
+  _now() {
+    const now = this._clock()
+    if (now > this._last) this._last = now
+    return this._last
+  }
+
+  _transitions() {
+    for (const t of this._native.takeTransitions()) {
+      const event = { name: t.name, from: STATE_OF[t.from], to: STATE_OF[t.to], reason: t.reason, atMs: t.atMs }
+      this.emit(EVENT_OF[t.to], event)
+      this.emit('stateChange', event)
+    }
+  }
+}
+
+/** A registry's breaker for one name: the `CircuitBreaker` methods that make sense per key. */
+class KeyedBreaker {
+  constructor(registry, name) {
+    this._registry = registry
+    this.name = name
+  }
+
+  /** Runs `fn` if this name's breaker admits it (see `CircuitBreaker.execute`). */
+  execute(fn, options) {
+    if (typeof fn !== 'function') return Promise.reject(typeError('fn', 'a function', fn))
+    const signal = options && options.signal
+    if (signal && signal.aborted) return Promise.reject(signal.reason)
+    const permit = this.tryAcquire()
+    if (!permit.admitted) return Promise.reject(permit.error)
+    let result
+    try {
+      result = fn(signal)
+    } catch (err) {
+      result = Promise.reject(err)
+    }
+    return Promise.resolve(result).then(
+      (value) => {
+        this.record(permit, 'success')
+        this._registry.emit('success', value)
+        return value
+      },
+      (err) => {
+        if (signal && signal.aborted) {
+          this.record(permit, 'cancelled')
+          throw err
+        }
+        const failure = this._registry._isFailure === undefined || this._registry._isFailure(err)
+        if (failure) this._registry.emit('failure', err)
+        this.record(permit, failure ? 'failure' : 'ignored')
+        throw err
+      },
+    )
+  }
+
+  /** A permit, or `{ admitted: false, state, retryAfterMs, error }` (never throws). */
+  tryAcquire() {
+    const r = this._registry
+    const now = r._now()
+    const code = r._native.acquire(this.name, now)
+    if (code === -0.5) {
+      return { admitted: false, state: 'OPEN', retryAfterMs: Infinity, error: new RegistryFullError(this.name) }
+    }
+    if (code < 0) {
+      const retryAfterMs = code === -Infinity ? Infinity : -1 - code
+      const state = STATES[r._native.state(this.name, now)]
+      const error = new CircuitBreakerOpenError(this.name, state, retryAfterMs)
+      if (r.listenerCount('reject') > 0) r.emit('reject', error)
+      return { admitted: false, state, retryAfterMs, error }
+    }
+    const pending = code >= TRANSITION_PENDING
+    if (pending) r._transitions()
+    return { admitted: true, generation: pending ? code - TRANSITION_PENDING : code, issuedAtMs: now }
+  }
+
+  /** Reports how a permitted call ended. */
+  record(permit, outcome) {
+    const code = OUTCOMES[outcome]
+    if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
+    const r = this._registry
+    if (r._native.record(this.name, permit.generation, permit.issuedAtMs, code, r._now())) r._transitions()
+  }
+
+  getState() {
+    const state = this._registry._native.state(this.name, this._registry._now())
+    return state < 0 ? 'CLOSED' : STATES[state]
+  }
+
+  retryAfterMs() {
+    return this._registry._native.retryAfter(this.name, this._registry._now())
+  }
+
+  isCallPermitted() {
+    return this.retryAfterMs() === 0
+  }
+
+  metrics() {
+    const m = this._registry._native.metrics(this.name, this._registry._now())
+    if (m) m.state = STATE_OF[m.state]
+    return m
+  }
+
+  forceOpen(ms) {
+    if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
+      throw new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
+    }
+    this._manual('force_open', ms)
+  }
+
+  forceClose() {
+    this._manual('force_close')
+  }
+
+  disable() {
+    this._manual('disable')
+  }
+
+  release() {
+    this._manual('release')
+  }
+
+  reset() {
+    this._manual('reset')
+  }
+
+  _manual(op, ms) {
+    const r = this._registry
+    let changed
+    try {
+      changed = r._native.manual(this.name, op, r._now(), ms)
+    } catch (err) {
+      if (String(err.message).startsWith('full|')) throw new RegistryFullError(this.name)
+      throw err
+    }
+    if (changed) r._transitions()
+  }
+}
+
+module.exports = {
+  CircuitBreaker,
+  CircuitBreakerOpenError,
+  CircuitBreakerTimeoutError,
+  Registry,
+  RegistryFullError,
+}

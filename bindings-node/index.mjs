@@ -1,5 +1,6 @@
 // ESM entry: the same classes as the CommonJS entry.
 import halfopen from './index.js'
 
-export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = halfopen
+export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry, RegistryFullError } =
+  halfopen
 export default halfopen

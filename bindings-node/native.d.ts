@@ -64,6 +64,45 @@ export declare class NativeBreaker {
   restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number): void
 }
 
+export declare class NativeRegistry {
+  /** A registry of at most `capacity` breakers configured by `options`. */
+  constructor(options: NativeOptions, capacity: number)
+  /** Gives `name` its own options (replacing a breaker it has). */
+  configure(name: string, options: NativeOptions): void
+  /**
+   * Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
+   * or -0.5 when the registry is full.
+   */
+  acquire(name: string, nowMs: number): number
+  /** Reports a call of `name`'s breaker. True if a transition waits. */
+  record(name: string, generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
+  /**
+   * Applies a manual operation to `name`'s breaker: "force_open" (with
+   * `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
+   */
+  manual(name: string, op: string, nowMs: number, forMs?: number | undefined | null): boolean
+  /** Transitions since the last call, oldest first, with the breaker's name as `name`. */
+  takeTransitions(): Array<NativeTransition>
+  /** `name`'s state gauge (0 closed, 1 half-open, 2 open) at `nowMs`, or -1 if it has no breaker. */
+  state(name: string, nowMs: number): number
+  /** ms until `name`'s breaker admits (0 also when it has none). */
+  retryAfter(name: string, nowMs: number): number
+  /** `name`'s metrics, if it has a breaker. */
+  metrics(name: string, nowMs: number): NativeMetrics | null
+  /** Whether `name` has a breaker. */
+  has(name: string): boolean
+  /** Breakers held. */
+  get size(): number
+  /** Idle breakers evicted so far. */
+  get evictions(): number
+  /** The Prometheus text exposition of every breaker. */
+  prometheus(nowMs: number): string
+  /** Every breaker's state as JSON. */
+  snapshotJson(nowMs: number): string
+  /** Replaces every breaker with a snapshot's; throws `"snapshot|kind|message"`. */
+  restoreJson(json: string, nowMs: number): void
+}
+
 /** Counters and derived figures, for `metrics()`. */
 export interface NativeMetrics {
   state: string
@@ -117,8 +156,9 @@ export interface NativeOptions {
   probeTimeoutMs?: number
 }
 
-/** A transition, for events. */
+/** A transition, for events (`name`: the breaker's, from a registry). */
 export interface NativeTransition {
+  name?: string
   from: string
   to: string
   reason: string

@@ -14,9 +14,10 @@ use crate::options::{NativeOptions, Refused};
 
 type Gauges = (Metrics, Option<LatencyHistogram>);
 
-/// A transition, for events.
+/// A transition, for events (`name`: the breaker's, from a registry).
 #[napi(object)]
 pub struct NativeTransition {
+    pub name: Option<String>,
     pub from: String,
     pub to: String,
     pub reason: String,
@@ -71,7 +72,7 @@ fn refused(r: Refused) -> Error {
 /// number is taken as the origin (and so as time not moving).
 /// Whole milliseconds and the microseconds below are converted apart, so that
 /// every integer millisecond up to 2^53 maps exactly.
-fn instant(ms: f64) -> Instant {
+pub(crate) fn instant(ms: f64) -> Instant {
     if !(ms.is_finite() && ms > 0.0) {
         return Instant::ZERO;
     }
@@ -81,12 +82,12 @@ fn instant(ms: f64) -> Instant {
 }
 
 /// Milliseconds, exact for whole milliseconds up to 2^53.
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     let us = d.as_micros();
     (us / 1000) as f64 + (us % 1000) as f64 / 1000.0
 }
 
-fn outcome(code: u32) -> Outcome {
+pub(crate) fn outcome(code: u32) -> Outcome {
     match code {
         0 => Outcome::Success,
         1 => Outcome::Failure,
@@ -97,7 +98,7 @@ fn outcome(code: u32) -> Outcome {
 
 /// What `acquire` returns for a rejection: `-1 - retryAfterMs`, or `-Infinity`
 /// when held open until released.
-fn rejection_code(retry_after: Option<Duration>) -> f64 {
+pub(crate) fn rejection_code(retry_after: Option<Duration>) -> f64 {
     retry_after.map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d))
 }
 
@@ -161,15 +162,7 @@ impl NativeBreaker {
     /// The transitions that happened since the last call, oldest first.
     #[napi]
     pub fn take_transitions(&mut self) -> Vec<NativeTransition> {
-        self.transitions
-            .drain(..)
-            .map(|t| NativeTransition {
-                from: t.from.name().into(),
-                to: t.to.name().into(),
-                reason: t.reason.name().into(),
-                at_ms: ms(t.at - Instant::ZERO),
-            })
-            .collect()
+        self.transitions.drain(..).map(transition_of).collect()
     }
 
     /// `generation × 16 + (admits freely ? 8 : 0) + gauge` (0 closed, 1
@@ -246,40 +239,7 @@ impl NativeBreaker {
     /// Everything measured at `nowMs`, with the breaker's counts.
     #[napi(catch_unwind)]
     pub fn metrics(&self, now_ms: f64) -> NativeMetrics {
-        let now = instant(now_ms);
-        let m = self.breaker.metrics(now);
-        let k = self.breaker.counts(now);
-        let c = m.counters;
-        let n = |v: u64| v as f64;
-        NativeMetrics {
-            state: m.state.name().into(),
-            admitted: n(c.admitted),
-            successes: n(c.successes),
-            failures: n(c.failures),
-            slow: n(c.slow),
-            rejections: n(c.rejections),
-            ignored: n(c.ignored),
-            cancelled: n(c.cancelled),
-            stale: n(c.stale),
-            opens: n(c.opens),
-            opens_last_24h: f64::from(m.opens_last_24h),
-            time_closed_ms: ms(m.time_closed),
-            time_open_ms: ms(m.time_open),
-            time_half_open_ms: ms(m.time_half_open),
-            mean_time_open_ms: m.mean_time_open.map(ms),
-            error_rate: m.error_rate,
-            latency_count: m.latency.map(|l| n(l.count)),
-            latency_p50_ms: m.latency.map(|l| ms(l.p50)),
-            latency_p95_ms: m.latency.map(|l| ms(l.p95)),
-            latency_p99_ms: m.latency.map(|l| ms(l.p99)),
-            latency_max_ms: m.latency.map(|l| ms(l.max)),
-            consecutive_failures: f64::from(k.consecutive_failures),
-            window_calls: f64::from(k.window.calls),
-            window_failures: f64::from(k.window.failures),
-            window_slow: f64::from(k.window.slow),
-            probes_in_flight: f64::from(k.probes_in_flight),
-            probe_successes: f64::from(k.probe_successes),
-        }
+        metrics_of(&self.breaker, instant(now_ms))
     }
 
     /// The Prometheus text exposition of this breaker under `name`.
@@ -324,15 +284,64 @@ impl NativeBreaker {
                 self.transitions.clear();
                 Ok(())
             }
-            Err(e) => {
-                let kind = match e {
-                    halfopen::SnapshotError::Malformed(_) => "malformed",
-                    halfopen::SnapshotError::NewerVersion { .. } => "newer_version",
-                    halfopen::SnapshotError::ConfigMismatch => "config_mismatch",
-                    halfopen::SnapshotError::Corrupt(_) => "corrupt",
-                };
-                Err(Error::from_reason(format!("snapshot|{kind}|{e}")))
-            }
+            Err(e) => Err(Error::from_reason(format!("snapshot|{}|{e}", snapshot_kind(&e)))),
         }
+    }
+}
+
+/// The kind of a snapshot error, as JavaScript's `SnapshotError.kind`.
+pub(crate) fn snapshot_kind(e: &halfopen::SnapshotError) -> &'static str {
+    match e {
+        halfopen::SnapshotError::Malformed(_) => "malformed",
+        halfopen::SnapshotError::NewerVersion { .. } => "newer_version",
+        halfopen::SnapshotError::ConfigMismatch => "config_mismatch",
+        halfopen::SnapshotError::Corrupt(_) => "corrupt",
+    }
+}
+
+pub(crate) fn transition_of(t: Transition) -> NativeTransition {
+    NativeTransition {
+        name: None,
+        from: t.from.name().into(),
+        to: t.to.name().into(),
+        reason: t.reason.name().into(),
+        at_ms: ms(t.at - Instant::ZERO),
+    }
+}
+
+/// A breaker's metrics and counts at `now`.
+pub(crate) fn metrics_of(breaker: &Breaker<Arc<Config>, Gauges>, now: Instant) -> NativeMetrics {
+    let m = breaker.metrics(now);
+    let k = breaker.counts(now);
+    let c = m.counters;
+    let n = |v: u64| v as f64;
+    NativeMetrics {
+        state: m.state.name().into(),
+        admitted: n(c.admitted),
+        successes: n(c.successes),
+        failures: n(c.failures),
+        slow: n(c.slow),
+        rejections: n(c.rejections),
+        ignored: n(c.ignored),
+        cancelled: n(c.cancelled),
+        stale: n(c.stale),
+        opens: n(c.opens),
+        opens_last_24h: f64::from(m.opens_last_24h),
+        time_closed_ms: ms(m.time_closed),
+        time_open_ms: ms(m.time_open),
+        time_half_open_ms: ms(m.time_half_open),
+        mean_time_open_ms: m.mean_time_open.map(ms),
+        error_rate: m.error_rate,
+        latency_count: m.latency.map(|l| n(l.count)),
+        latency_p50_ms: m.latency.map(|l| ms(l.p50)),
+        latency_p95_ms: m.latency.map(|l| ms(l.p95)),
+        latency_p99_ms: m.latency.map(|l| ms(l.p99)),
+        latency_max_ms: m.latency.map(|l| ms(l.max)),
+        consecutive_failures: f64::from(k.consecutive_failures),
+        window_calls: f64::from(k.window.calls),
+        window_failures: f64::from(k.window.failures),
+        window_slow: f64::from(k.window.slow),
+        probes_in_flight: f64::from(k.probes_in_flight),
+        probe_successes: f64::from(k.probe_successes),
     }
 }

@@ -6,3 +6,4 @@
 
 mod breaker;
 mod options;
+mod registry;

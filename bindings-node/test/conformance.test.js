@@ -9,16 +9,14 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { CircuitBreaker } = require('..')
+const { CircuitBreaker, Registry } = require('..')
 
 const DIR = path.join(__dirname, '..', '..', 'tests', 'conformance')
 const NOT_SCENARIOS = new Set(['README.md', 'schema.json'])
 const FORMAT = 1
 
-// Cases this binding cannot pass yet, with the reason. Matched by file.
-const EXPECTED_FAILURES = {
-  'registry.json': 'the Node registry class is not built yet',
-}
+// Cases this binding cannot pass yet, with the reason, by file. None.
+const EXPECTED_FAILURES = {}
 
 const CONFIG_KEYS = {
   failure_threshold: 'failureThreshold',
@@ -161,25 +159,45 @@ function checkMetrics(breaker, want) {
   }
 }
 
+function makeRegistry(spec, config, clock) {
+  checkKeys(spec, ['capacity', 'configure'], 'registry')
+  const { name, ...shared } = options(config, clock)
+  const registry = new Registry({ ...shared, capacity: spec.capacity })
+  for (const [key, own] of Object.entries(spec.configure || {})) {
+    const { name: _, clock: __, isFailure: ___, ...numbers } = options(own, clock)
+    registry.configure(key, numbers)
+  }
+  return registry
+}
+
 async function runCase(c) {
   let clock = 0
   const now = () => clock
   const opts = options(c.config, now)
-  let breaker = new CircuitBreaker(opts)
+  const registry = c.registry ? makeRegistry(c.registry, c.config, now) : undefined
+  let single = registry ? undefined : new CircuitBreaker(opts)
   const seen = []
   const listen = (b) => b.on('stateChange', (t) => seen.push(t))
-  listen(breaker)
+  listen(registry || single)
   const permits = new Map()
   for (const step of c.steps) {
     const keys = STEP_KEYS[step.op]
     if (keys === undefined) throw new Error(`unknown op ${step.op}`)
-    checkKeys(step, ['op', 'at', ...keys], `step ${step.op}`)
+    checkKeys(step, ['op', 'at', 'key', ...keys], `step ${step.op}`)
     if (step.at !== undefined) clock = step.at
+    if (registry && step.key === undefined && !(step.op === 'expect' && step.registry) && step.op !== 'snapshot_restore') {
+      throw new Error('a registry case needs a key on this step')
+    }
+    if (!registry && step.key !== undefined) throw new Error('key given, but the case has no registry')
+    const breaker = registry && step.key !== undefined ? registry.get(step.key) : single
     seen.length = 0
     switch (step.op) {
       case 'acquire': {
         const got = breaker.tryAcquire()
-        if (step.permit !== undefined) {
+        if (step.refused !== undefined) {
+          assert.equal(step.refused, 'full')
+          assert.equal(got.error && got.error.name, 'RegistryFullError', 'expected the registry to refuse')
+        } else if (step.permit !== undefined) {
           assert.ok(got.admitted, `expected admission, got ${JSON.stringify(got)}`)
           permits.set(step.permit, got)
         } else {
@@ -221,7 +239,14 @@ async function runCase(c) {
         break
       }
       case 'expect':
-        if (step.registry) throw new Error('registry expectations need the registry class')
+        if (step.registry) {
+          checkKeys(step.registry, ['len', 'evictions', 'holds', 'lacks'], 'registry expectation')
+          if (step.registry.len !== undefined) assert.equal(registry.size, step.registry.len, 'registry.len')
+          if (step.registry.evictions !== undefined) assert.equal(registry.evictions, step.registry.evictions, 'evictions')
+          for (const k of step.registry.holds || []) assert.ok(registry.has(k), `registry holds ${k}`)
+          for (const k of step.registry.lacks || []) assert.ok(!registry.has(k), `registry lacks ${k}`)
+          if (step.key === undefined) break
+        }
         if (step.state) assert.equal(breaker.getState(), STATE[step.state], 'state')
         if ('retry_after_ms' in step) {
           checkRetry(breaker.retryAfterMs(), step.retry_after_ms)
@@ -257,16 +282,21 @@ async function runCase(c) {
         breaker.handleTimeout()
         break
       case 'snapshot_restore':
-        breaker =
+        if (registry) {
+          // A registry's snapshot is offered in JSON only.
+          registry.restore(JSON.parse(JSON.stringify(registry)))
+          break
+        }
+        single =
           step.encoding === 'json'
-            ? CircuitBreaker.fromJSON(opts, JSON.parse(JSON.stringify(breaker)))
-            : CircuitBreaker.fromBytes(opts, breaker.toBytes())
-        listen(breaker)
+            ? CircuitBreaker.fromJSON(opts, JSON.parse(JSON.stringify(single)))
+            : CircuitBreaker.fromBytes(opts, single.toBytes())
+        listen(single)
         break
       case 'restore':
         try {
-          breaker = CircuitBreaker.fromJSON(opts, step.snapshot)
-          listen(breaker)
+          single = CircuitBreaker.fromJSON(opts, step.snapshot)
+          listen(single)
           assert.equal(step.error, undefined, `expected the error ${step.error}`)
         } catch (err) {
           if (err.code === 'ERR_ASSERTION') throw err
