@@ -116,7 +116,7 @@ impl NativeRegistry {
     pub fn retry_after(&self, name: String, now_ms: f64) -> f64 {
         self.registry
             .peek(&name)
-            .map_or(0.0, |b| b.retry_after(instant(now_ms)).map_or(f64::INFINITY, |d| crate::breaker::ms(d)))
+            .map_or(0.0, |b| b.retry_after(instant(now_ms)).map_or(f64::INFINITY, crate::breaker::ms))
     }
 
     /// `name`'s metrics, if it has a breaker.
