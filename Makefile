@@ -52,8 +52,9 @@ lint:
 	$(CARGO) clippy -q --all-targets -- -D warnings
 	$(CARGO) clippy -q -p halfopen --no-default-features -- -D warnings
 
-bench:
+bench: node-build
 	$(CARGO) run -q --release -p halfopen-bench
+	cd bindings-node && node --expose-gc bench/bench.js
 
 # The Node addon: build it (writing native.js / native.d.ts, which are
 # committed and must not change), then its tests with node's runner.

@@ -12,7 +12,8 @@ use napi_derive::napi;
 
 use crate::options::{NativeOptions, Refused};
 
-type Gauges = (Metrics, Option<LatencyHistogram>);
+/// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
+pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
 /// A transition, for events (`name`: the breaker's, from a registry).
 #[napi(object)]
@@ -118,7 +119,7 @@ impl NativeBreaker {
     #[napi(constructor)]
     pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
         let config = options.config().map_err(refused)?;
-        let meter = (Metrics::default(), latency_histogram.then(LatencyHistogram::default));
+        let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
         let breaker = Breaker::with_meter(Arc::new(config), meter)
             .map_err(|e| refused(Refused(e.field.name(), e.problem.describe())))?;
         Ok(NativeBreaker { breaker, transitions: Vec::new() })
@@ -279,7 +280,7 @@ impl NativeBreaker {
         match restored {
             Ok(mut breaker) => {
                 // The histogram is not in snapshots: it starts afresh.
-                breaker.meter_mut().1 = latency.then(LatencyHistogram::default);
+                breaker.meter_mut().1 = latency.then(Box::<LatencyHistogram>::default);
                 self.breaker = breaker;
                 self.transitions.clear();
                 Ok(())

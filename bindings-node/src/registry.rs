@@ -1,14 +1,14 @@
 //! `NativeRegistry`: the core registry (one breaker per name, bounded), driven
 //! with plain numbers and names. The JavaScript class `Registry` wraps it.
 
-use halfopen::{Config, LatencyHistogram, Metrics, Permit, Registry, RegistryError, RegistrySnapshot};
+use halfopen::{Config, Permit, Registry, RegistryError, RegistrySnapshot};
 use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
-use crate::breaker::{NativeMetrics, NativeTransition, instant, metrics_of, outcome, rejection_code, transition_of};
+use crate::breaker::{
+    Gauges, NativeMetrics, NativeTransition, instant, metrics_of, outcome, rejection_code, transition_of,
+};
 use crate::options::{NativeOptions, Refused};
-
-type Gauges = (Metrics, Option<LatencyHistogram>);
 
 /// What `acquire` returns when the registry is full (no idle breaker to evict).
 const FULL: f64 = -0.5;

@@ -69,6 +69,23 @@ impl<M: Meter> Meter for Option<M> {
     }
 }
 
+/// A boxed meter (a large one, kept off the breaker's own memory).
+#[cfg(feature = "alloc")]
+impl<M: Meter + ?Sized> Meter for alloc::boxed::Box<M> {
+    fn admitted(&mut self, now: Instant) {
+        (**self).admitted(now);
+    }
+    fn rejected(&mut self, now: Instant) {
+        (**self).rejected(now);
+    }
+    fn reported(&mut self, report: Report) {
+        (**self).reported(report);
+    }
+    fn transitioned(&mut self, transition: &Transition) {
+        (**self).transitioned(transition);
+    }
+}
+
 impl<A: Meter, B: Meter> Meter for (A, B) {
     fn admitted(&mut self, now: Instant) {
         self.0.admitted(now);

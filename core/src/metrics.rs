@@ -285,3 +285,14 @@ mod saved {
         }
     }
 }
+
+/// The histogram boxed: a breaker that may keep one costs a pointer, not 4 KB.
+#[cfg(feature = "alloc")]
+impl ReadMetrics for (Metrics, Option<alloc::boxed::Box<LatencyHistogram>>) {
+    fn metrics(&self) -> &Metrics {
+        &self.0
+    }
+    fn latency(&self) -> Option<&LatencyHistogram> {
+        self.1.as_deref()
+    }
+}

@@ -1,0 +1,151 @@
+'use strict'
+// `make bench` (Node part): one run, side by side: a raw `await fn()`, the
+// seed's class (plain-JS port), opossum 10, cockatiel 4 and halfopen.
+// - closed: overhead per call over the raw await;
+// - open: cost of a rejected call;
+// - memory per breaker, 100,000 breakers (V8 heap and process RSS: the
+//   addon's breakers live outside the V8 heap).
+// Rounds interleave the contenders; medians of ROUNDS are printed, as a
+// Markdown table. Run with --expose-gc.
+
+const opossum = require('opossum')
+const cockatiel = require('cockatiel')
+const { CircuitBreaker } = require('..')
+const Seed = require('./seed-circuit-breaker.js').CircuitBreaker
+
+const CALLS = 200_000
+const ROUNDS = 7
+const BREAKERS = 100_000
+const seedOptions = { name: 'bench', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 }
+const fn = () => Promise.resolve(1)
+const failing = () => Promise.reject(new Error('down'))
+
+function cockatielBreaker() {
+  return cockatiel.circuitBreaker(cockatiel.handleAll, {
+    halfOpenAfter: 30_000,
+    breaker: new cockatiel.ConsecutiveBreaker(5),
+  })
+}
+
+function opossumBreaker() {
+  // The call is passed per fire(), so one breaker serves any fn.
+  return new opossum((f) => f(), { timeout: false, errorThresholdPercentage: 50, resetTimeout: 30_000, volumeThreshold: 5 })
+}
+
+const contenders = {
+  'raw await fn()': { closed: () => ({ run: () => fn() }) },
+  'seed class (plain-JS port)': {
+    closed: () => {
+      const b = new Seed(seedOptions)
+      return { run: () => b.execute(fn) }
+    },
+    open: async () => {
+      const b = new Seed(seedOptions)
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
+    make: () => new Seed(seedOptions),
+  },
+  'opossum 10': {
+    closed: () => {
+      const b = opossumBreaker()
+      return { run: () => b.fire(fn) }
+    },
+    open: async () => {
+      const b = opossumBreaker()
+      b.open()
+      return { run: () => b.fire(fn) }
+    },
+    make: () => opossumBreaker(),
+  },
+  'cockatiel 4': {
+    closed: () => {
+      const b = cockatielBreaker()
+      return { run: () => b.execute(fn) }
+    },
+    open: async () => {
+      const b = cockatielBreaker()
+      b.isolate()
+      return { run: () => b.execute(fn) }
+    },
+    make: () => cockatielBreaker(),
+  },
+  halfopen: {
+    closed: () => {
+      const b = new CircuitBreaker(seedOptions)
+      return { run: () => b.execute(fn) }
+    },
+    open: async () => {
+      const b = new CircuitBreaker(seedOptions)
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
+    make: () => new CircuitBreaker(seedOptions),
+  },
+}
+
+async function time(run, calls) {
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < calls; i++) {
+    try {
+      await run()
+    } catch {}
+  }
+  return Number(process.hrtime.bigint() - start) / calls
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
+
+async function measure(kind) {
+  const results = {}
+  const runs = {}
+  for (const [name, c] of Object.entries(contenders)) if (c[kind]) runs[name] = await c[kind]()
+  for (const name of Object.keys(runs)) await time(runs[name].run, CALLS / 10) // warm up
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, r] of Object.entries(runs)) (results[name] ||= []).push(await time(r.run, CALLS))
+  }
+  return Object.fromEntries(Object.entries(results).map(([n, xs]) => [n, median(xs)]))
+}
+
+function memory(make) {
+  global.gc()
+  const before = process.memoryUsage()
+  const keep = []
+  for (let i = 0; i < BREAKERS; i++) keep.push(make())
+  global.gc()
+  const after = process.memoryUsage()
+  const per = (k) => (after[k] - before[k]) / BREAKERS
+  keep.length = 0
+  return { heap: per('heapUsed'), rss: per('rss') }
+}
+
+async function main() {
+  if (typeof global.gc !== 'function') throw new Error('run with node --expose-gc')
+  console.log(`node ${process.version}; ${CALLS} calls per round, ${ROUNDS} rounds, medians\n`)
+  const closed = await measure('closed')
+  const raw = closed['raw await fn()']
+  const seed = closed['seed class (plain-JS port)'] - raw
+  console.log('### Closed state: ns per call\n')
+  console.log('| contender | ns/call | overhead over raw await | × seed class overhead |')
+  console.log('|---|---:|---:|---:|')
+  for (const [name, ns] of Object.entries(closed)) {
+    const over = ns - raw
+    console.log(`| ${name} | ${ns.toFixed(0)} | ${name.startsWith('raw') ? '' : over.toFixed(0)} | ${name.startsWith('raw') ? '' : (over / seed).toFixed(2)} |`)
+  }
+  const open = await measure('open')
+  const best = Math.min(...Object.entries(open).filter(([n]) => n !== 'halfopen').map(([, v]) => v))
+  console.log('\n### Open state: ns per rejected call\n')
+  console.log('| contender | ns/call | × best peer |')
+  console.log('|---|---:|---:|')
+  for (const [name, ns] of Object.entries(open)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
+  console.log(`\n### Memory per breaker (${BREAKERS} breakers)\n`)
+  console.log('| contender | V8 heap bytes | process RSS bytes |')
+  console.log('|---|---:|---:|')
+  for (const [name, c] of Object.entries(contenders)) {
+    if (!c.make) continue
+    const m = memory(c.make)
+    console.log(`| ${name} | ${m.heap.toFixed(0)} | ${m.rss.toFixed(0)} |`)
+  }
+}
+
+main()
