@@ -9,12 +9,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool node-build test-node
+.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool node-build test-node test-examples setup-redis
 
 demo:
 	$(CARGO) run -q --release -p halfopen --example scripted_outage
 
-test: lint test-schema test-nostd test-prometheus test-rust test-node
+test: lint test-schema test-nostd test-prometheus test-rust test-node test-examples
 
 test-rust:
 	$(CARGO) test -p halfopen
@@ -67,6 +67,17 @@ node-build:
 
 test-node: node-build
 	cd $(NODE_DIR) && node --test test/
+
+# Seed 000's sender for real: redis-server + BullMQ + a local gateway.
+BULLMQ_DIR := examples/whatsapp-bullmq
+test-examples: node-build setup-redis
+	cd $(BULLMQ_DIR) && npm ci --no-audit --no-fund
+	cd $(BULLMQ_DIR) && node --test test/
+
+# redis-server comes from Debian.
+setup-redis:
+	@command -v redis-server >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
 
 setup-rust:
 	@rustup target list --installed | grep -qx $(THUMB) || rustup target add $(THUMB)

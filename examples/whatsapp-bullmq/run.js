@@ -1,0 +1,143 @@
+'use strict'
+// Seed 000's campaign, for real and small: a redis-server, a BullMQ queue of
+// messages for two WhatsApp instances, a worker (concurrency 20) posting to a
+// local gateway that rate-limits, and one halfopen breaker per instance.
+// When a breaker rejects, the job goes back to the queue, delayed until the
+// breaker's retryAfterMs: not failed, no attempt consumed. At the end every
+// message must have been delivered exactly once.
+//
+// node run.js [--messages N] [--json]
+
+const { spawn } = require('node:child_process')
+const net = require('node:net')
+const { Queue, Worker, DelayedError } = require('bullmq')
+const { CircuitBreaker, CircuitBreakerOpenError } = require('halfopen')
+const { startGateway } = require('./gateway.js')
+
+const args = process.argv.slice(2)
+const MESSAGES = Number(args[args.indexOf('--messages') + 1]) || 1000
+const JSON_OUTPUT = args.includes('--json')
+const INSTANCES = ['instance-a', 'instance-b']
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+async function startRedis() {
+  const port = await freePort()
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  await new Promise((resolve, reject) => {
+    redis.on('error', reject)
+    redis.stdout.on('data', (d) => String(d).includes('Ready to accept connections') && resolve())
+  })
+  return { port, stop: () => redis.kill('SIGTERM') }
+}
+
+async function main() {
+  const redis = await startRedis()
+  const gateway = await startGateway({ ratePerSecond: 100, abuseLimit: 60, suspendMs: 3000 })
+  const connection = { host: '127.0.0.1', port: redis.port, maxRetriesPerRequest: null }
+  const queue = new Queue('messages', { connection })
+
+  // Seed 000: one breaker per instance. Time scaled for a quick run: 5
+  // failures in 1 s open it for 300 ms, doubling up to 1 s; 3 probes.
+  const breakers = new Map()
+  const events = { opens: 0, delayed: 0 }
+  function breakerFor(instanceId) {
+    if (!breakers.has(instanceId)) {
+      const breaker = new CircuitBreaker({
+        name: instanceId,
+        failureThreshold: 5,
+        windowMs: 1000,
+        openTimeoutMs: 300,
+        maxOpenTimeoutMs: 1000,
+        halfOpenMaxAttempts: 3,
+        jitter: 0.3, // breakers of many instances do not reopen in step
+      })
+      breaker.on('open', () => (events.opens += 1))
+      breakers.set(instanceId, breaker)
+    }
+    return breakers.get(instanceId)
+  }
+
+  const worker = new Worker(
+    'messages',
+    async (job, token) => {
+      const { instanceId, id, phone, text } = job.data
+      try {
+        await breakerFor(instanceId).execute(async () => {
+          const res = await fetch(`${gateway.url}/instances/${instanceId}/messages`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ id, to: phone, type: 'text', text }),
+          })
+          if (!res.ok) throw new Error(`gateway answered ${res.status}`)
+        })
+      } catch (err) {
+        if (err instanceof CircuitBreakerOpenError) {
+          // Back to the queue until the breaker may admit again; no attempt
+          // used. While half-open, retryAfterMs is only the latest moment the
+          // probes in flight would be given up: their answers come sooner,
+          // so look again shortly, spread out so the jobs do not come back
+          // all at once.
+          events.delayed += 1
+          const wait = err.state === 'HALF_OPEN' ? 100 + Math.random() * 200 : err.retryAfterMs
+          await job.moveToDelayed(Date.now() + wait, token)
+          throw new DelayedError()
+        }
+        throw err // a 429/503 that got through: BullMQ retries it
+      }
+    },
+    { connection, concurrency: 20 },
+  )
+
+  const started = Date.now()
+  await queue.addBulk(
+    Array.from({ length: MESSAGES }, (_, i) => ({
+      name: 'send',
+      data: { instanceId: INSTANCES[i % INSTANCES.length], id: `m${i}`, phone: `+55119${String(i).padStart(8, '0')}`, text: 'Black Friday!' },
+      opts: { attempts: 25, backoff: { type: 'exponential', delay: 50 }, removeOnComplete: true },
+    })),
+  )
+  let failed = 0
+  worker.on('failed', (job) => job && job.attemptsMade >= 25 && (failed += 1))
+  while ((await queue.getJobCountByTypes('waiting', 'delayed', 'active', 'prioritized', 'waiting-children')) > 0) {
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  const elapsedMs = Date.now() - started
+  await worker.close()
+  await queue.close()
+  gateway.close()
+  redis.stop()
+
+  const counts = [...gateway.delivered.values()]
+  const result = {
+    messages: MESSAGES,
+    delivered: gateway.delivered.size,
+    deliveredTwice: counts.filter((n) => n > 1).length,
+    failedForGood: failed,
+    breakerOpens: events.opens,
+    delayedByBreaker: events.delayed,
+    gateway: gateway.stats,
+    elapsedMs,
+  }
+  if (JSON_OUTPUT) console.log(JSON.stringify(result))
+  else {
+    console.log(`${result.delivered}/${MESSAGES} messages delivered (${result.deliveredTwice} twice) in ${elapsedMs} ms`)
+    console.log(`breakers opened ${result.breakerOpens} times; ${result.delayedByBreaker} jobs delayed by a breaker`)
+    console.log(`gateway: ${JSON.stringify(gateway.stats)}`)
+  }
+  process.exitCode = result.delivered === MESSAGES && result.deliveredTwice === 0 && failed === 0 ? 0 : 1
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})
