@@ -169,6 +169,7 @@ export declare class Registry extends EventEmitter {
   get(name: string): KeyedBreaker
   configure(name: string, options: Omit<CircuitOptions, 'name' | 'clock' | 'isFailure' | 'timeoutMs' | 'latencyHistogram'>): void
   has(name: string): boolean
+  names(): string[]
   readonly size: number
   readonly evictions: number
   prometheus(): string

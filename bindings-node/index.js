@@ -174,6 +174,15 @@ function nativeError(err, options) {
   return out
 }
 
+const OPTIONAL_METRICS = ['meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
+
+/** The addon's metrics object as documented: upper-case state, `null` for what is not measured. */
+function metricsOf(m) {
+  m.state = STATE_OF[m.state]
+  for (const key of OPTIONAL_METRICS) if (m[key] === undefined) m[key] = null
+  return m
+}
+
 function snapshotError(err) {
   const [tag, kind, message] = String(err.message).split('|')
   if (tag !== 'snapshot') return err
@@ -349,9 +358,7 @@ class CircuitBreaker extends EventEmitter {
   metrics() {
     const now = this._now()
     this._flush(now)
-    const m = this._native.metrics(now)
-    m.state = STATE_OF[m.state]
-    return m
+    return metricsOf(this._native.metrics(now))
   }
 
   /** The Prometheus text exposition of this breaker. */
@@ -626,6 +633,11 @@ class Registry extends EventEmitter {
     }
   }
 
+  /** The names of every breaker held. */
+  names() {
+    return this._native.names()
+  }
+
   /** Whether `name` has a breaker now. */
   has(name) {
     return this._native.has(name)
@@ -758,8 +770,7 @@ class KeyedBreaker {
 
   metrics() {
     const m = this._registry._native.metrics(this.name, this._registry._now())
-    if (m) m.state = STATE_OF[m.state]
-    return m
+    return m ? metricsOf(m) : null
   }
 
   forceOpen(ms) {

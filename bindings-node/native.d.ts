@@ -89,6 +89,8 @@ export declare class NativeRegistry {
   retryAfter(name: string, nowMs: number): number
   /** `name`'s metrics, if it has a breaker. */
   metrics(name: string, nowMs: number): NativeMetrics | null
+  /** The names of every breaker held. */
+  names(): Array<string>
   /** Whether `name` has a breaker. */
   has(name: string): boolean
   /** Breakers held. */

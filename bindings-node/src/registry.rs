@@ -125,6 +125,12 @@ impl NativeRegistry {
         self.registry.peek(&name).map(|b| metrics_of(b, instant(now_ms)))
     }
 
+    /// The names of every breaker held.
+    #[napi]
+    pub fn names(&self) -> Vec<String> {
+        self.registry.iter().map(|(name, _)| name.to_owned()).collect()
+    }
+
     /// Whether `name` has a breaker.
     #[napi]
     pub fn has(&self, name: String) -> bool {
