@@ -11,13 +11,15 @@ THUMB := thumbv7em-none-eabihf
 
 .PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool node-build test-node test-examples setup-redis
 
+# Seed 000's campaigns simulated with and without the breaker; tables on
+# stdout, pictures in docs/sim/ (the README shows them).
 demo:
-	$(CARGO) run -q --release -p halfopen --example scripted_outage
+	$(CARGO) run -q --release -p halfopen-sim
 
 test: lint test-schema test-nostd test-prometheus test-rust test-node test-examples
 
 test-rust:
-	$(CARGO) test -p halfopen
+	$(CARGO) test -p halfopen -p halfopen-sim
 
 # The property test with 1,000,000 random sequences (about half a minute).
 test-long:

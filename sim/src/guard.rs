@@ -1,0 +1,201 @@
+//! What stands between the sender and the gateway: nothing, seed 000's
+//! TypeScript class (ported below, line for line), or halfopen's core.
+
+use halfopen::{Breaker, Config, Instant, Metrics, Outcome, Permit, State};
+
+use crate::gateway::{Micros, SECOND};
+
+/// The strategies compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// No breaker; a failed send is retried at once (seed 000's disaster).
+    NoBreaker,
+    /// Seed 000's class; its rejection fails the job, BullMQ retries it later
+    /// (an attempt is used, as with the seed's worker).
+    SeedClass,
+    /// halfopen with its defaults (seed 000's values); a rejected job goes back
+    /// to the queue until the breaker's retry time, without using an attempt.
+    Halfopen,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 3] = [Strategy::NoBreaker, Strategy::SeedClass, Strategy::Halfopen];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::NoBreaker => "no breaker, immediate retry",
+            Strategy::SeedClass => "seed 000's class",
+            Strategy::Halfopen => "halfopen (defaults)",
+        }
+    }
+}
+
+/// The answer to "may I send?".
+pub enum Admit {
+    /// Send; report back with this permit (halfopen only).
+    Go(Option<Permit>),
+    /// Not now: try again after `retry_after`; `uses_attempt` if the job's
+    /// attempt is spent (seed class + BullMQ).
+    Wait { retry_after: Micros, uses_attempt: bool },
+}
+
+/// One guard per instance.
+pub enum Guard {
+    None,
+    Seed(SeedBreaker),
+    Halfopen(Box<Breaker<Config, Metrics>>),
+}
+
+fn at(t: Micros) -> Instant {
+    Instant::from_micros(t)
+}
+
+impl Guard {
+    pub fn new(strategy: Strategy) -> Self {
+        match strategy {
+            Strategy::NoBreaker => Guard::None,
+            Strategy::SeedClass => Guard::Seed(SeedBreaker::new()),
+            Strategy::Halfopen => {
+                let breaker = Breaker::with_meter(Config::default(), Metrics::default()).expect("defaults are valid");
+                Guard::Halfopen(Box::new(breaker))
+            }
+        }
+    }
+
+    pub fn admit(&mut self, now: Micros, jitter: f64) -> Admit {
+        match self {
+            Guard::None => Admit::Go(None),
+            Guard::Seed(b) => match b.begin(now) {
+                true => Admit::Go(None),
+                false => Admit::Wait { retry_after: SECOND, uses_attempt: true },
+            },
+            Guard::Halfopen(b) => match b.try_acquire(at(now)).decision {
+                Ok(permit) => Admit::Go(Some(permit)),
+                Err(rejection) => {
+                    // Open: come back when the breaker says, spread over the
+                    // next second so the jobs do not return all at once.
+                    // Half-open: its retry time is only when probes would be
+                    // given up; look again after 1–2 s (about one answer's time).
+                    let spread = (jitter * SECOND as f64) as Micros;
+                    let retry_after = match (rejection.state, rejection.retry_after) {
+                        (State::HalfOpen, _) | (_, None) => SECOND + spread,
+                        (_, Some(d)) => d.as_micros() + spread,
+                    };
+                    Admit::Wait { retry_after, uses_attempt: false }
+                }
+            },
+        }
+    }
+
+    pub fn report(&mut self, permit: Option<Permit>, ok: bool, now: Micros) {
+        match (self, permit) {
+            (Guard::Seed(b), _) => b.end(ok, now),
+            (Guard::Halfopen(b), Some(p)) => {
+                b.record(p, if ok { Outcome::Success } else { Outcome::Failure }, at(now));
+            }
+            _ => {}
+        }
+    }
+
+    /// 0 closed, 1 half-open, 2 open; `None` without a breaker.
+    pub fn state(&mut self, now: Micros) -> Option<u8> {
+        match self {
+            Guard::None => None,
+            Guard::Seed(b) => {
+                b.transition_if_needed(now);
+                Some(match b.state {
+                    SeedState::Closed => 0,
+                    SeedState::HalfOpen => 1,
+                    SeedState::Open => 2,
+                })
+            }
+            Guard::Halfopen(b) => Some(b.state(at(now)).gauge()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+/// Seed 000's `CircuitBreaker` (TypeScript), ported: same fields, same rules,
+/// with the seed's options (5 failures in 60 s, 30 s open, 3 half-open
+/// attempts, doubling to 5 min). `begin`/`end` are `execute`'s two halves.
+pub struct SeedBreaker {
+    state: SeedState,
+    failures: Vec<Micros>,
+    opened_at: Micros,
+    half_open_attempts: u32,
+    half_open_successes: u32,
+    current_timeout: Micros,
+}
+
+const SEED_THRESHOLD: usize = 5;
+const SEED_WINDOW: Micros = 60 * SECOND;
+const SEED_OPEN: Micros = 30 * SECOND;
+const SEED_HALF_OPEN: u32 = 3;
+
+impl SeedBreaker {
+    fn new() -> Self {
+        SeedBreaker {
+            state: SeedState::Closed,
+            failures: Vec::new(),
+            opened_at: 0,
+            half_open_attempts: 0,
+            half_open_successes: 0,
+            current_timeout: SEED_OPEN,
+        }
+    }
+
+    /// `execute` up to calling `fn`: whether it is called.
+    fn begin(&mut self, now: Micros) -> bool {
+        self.transition_if_needed(now);
+        match self.state {
+            SeedState::Open => false,
+            SeedState::HalfOpen if self.half_open_attempts >= SEED_HALF_OPEN => false,
+            SeedState::HalfOpen => {
+                self.half_open_attempts += 1;
+                true
+            }
+            SeedState::Closed => true,
+        }
+    }
+
+    fn transition_if_needed(&mut self, now: Micros) {
+        if self.state == SeedState::Open && now - self.opened_at >= self.current_timeout {
+            self.state = SeedState::HalfOpen;
+            self.half_open_attempts = 0;
+            self.half_open_successes = 0;
+        }
+        self.failures.retain(|&t| now - t < SEED_WINDOW);
+    }
+
+    /// `execute` after `fn` settled.
+    fn end(&mut self, ok: bool, now: Micros) {
+        if ok {
+            if self.state == SeedState::HalfOpen {
+                self.half_open_successes += 1;
+                if self.half_open_successes >= SEED_HALF_OPEN {
+                    self.state = SeedState::Closed;
+                    self.failures.clear();
+                    self.current_timeout = SEED_OPEN;
+                }
+            }
+            return;
+        }
+        if self.state == SeedState::HalfOpen {
+            self.state = SeedState::Open;
+            self.opened_at = now;
+            self.current_timeout = (self.current_timeout * 2).min(300 * SECOND);
+            return;
+        }
+        self.failures.push(now);
+        if self.failures.len() >= SEED_THRESHOLD {
+            self.state = SeedState::Open;
+            self.opened_at = now;
+        }
+    }
+}
