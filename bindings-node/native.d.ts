@@ -10,6 +10,12 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 export declare class NativeBreaker {
+  /**
+   * Bytes of one native breaker (its Rust struct, allocated once per
+   * `CircuitBreaker`; the shared configuration and the napi wrapper aside),
+   * for the memory benchmark.
+   */
+  static bytes(): number
   /** A breaker from `options`; throws `"field|problem"` for an invalid one. */
   constructor(options: NativeOptions, latencyHistogram: boolean)
   /**

@@ -11,6 +11,7 @@
 const opossum = require('opossum')
 const cockatiel = require('cockatiel')
 const { CircuitBreaker } = require('..')
+const { NativeBreaker } = require('../native.js')
 const Seed = require('./seed-circuit-breaker.js').CircuitBreaker
 
 const CALLS = 200_000
@@ -139,13 +140,14 @@ async function main() {
   console.log('|---|---:|---:|')
   for (const [name, ns] of Object.entries(open)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
   console.log(`\n### Memory per breaker (${BREAKERS} breakers)\n`)
-  console.log('| contender | V8 heap bytes | process RSS bytes |')
+  console.log('| contender | V8 heap bytes | process RSS bytes (noisy) |')
   console.log('|---|---:|---:|')
   for (const [name, c] of Object.entries(contenders)) {
     if (!c.make) continue
     const m = memory(c.make)
     console.log(`| ${name} | ${m.heap.toFixed(0)} | ${m.rss.toFixed(0)} |`)
   }
+  console.log(`\nhalfopen's native struct per breaker: ${NativeBreaker.bytes()} bytes (its configuration is shared).`)
 }
 
 main()

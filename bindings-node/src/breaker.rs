@@ -115,12 +115,20 @@ impl NativeBreaker {
 
 #[napi]
 impl NativeBreaker {
+    /// Bytes of one native breaker (its Rust struct, allocated once per
+    /// `CircuitBreaker`; the shared configuration and the napi wrapper aside),
+    /// for the memory benchmark.
+    #[napi]
+    pub fn bytes() -> u32 {
+        std::mem::size_of::<NativeBreaker>() as u32
+    }
+
     /// A breaker from `options`; throws `"field|problem"` for an invalid one.
     #[napi(constructor)]
     pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
         let config = options.config().map_err(refused)?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
-        let breaker = Breaker::with_meter(Arc::new(config), meter)
+        let breaker = Breaker::with_meter(crate::shared::shared(config), meter)
             .map_err(|e| refused(Refused(e.field.name(), e.problem.describe())))?;
         Ok(NativeBreaker { breaker, transitions: Vec::new() })
     }
@@ -274,7 +282,7 @@ impl NativeBreaker {
             (None, Some(b)) => Snapshot::from_bytes(&b),
             (None, None) => return Err(Error::from_reason("snapshot|malformed|no snapshot given")),
         };
-        let config = Arc::new(*self.breaker.config());
+        let config = crate::shared::shared(*self.breaker.config());
         let latency = self.breaker.meter().1.is_some();
         let restored = decoded.and_then(|s| Breaker::<Arc<Config>, Gauges>::restore(config, &s, instant(now_ms)));
         match restored {

@@ -7,3 +7,4 @@
 mod breaker;
 mod options;
 mod registry;
+mod shared;

@@ -534,7 +534,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
 #[cfg(feature = "serde")]
 mod saved {
     use super::*;
-    use crate::snapshot::{Persist, SNAPSHOT_VERSION, SavedPhase, Snapshot, SnapshotError, fingerprint};
+    use crate::snapshot::{Persist, SNAPSHOT_VERSION, SavedPhase, Snapshot, SnapshotError};
 
     impl<C: Borrow<Config>, M: Meter + Persist> Breaker<C, M> {
         /// The breaker's complete state at `now`, with times relative to `now`.
@@ -551,7 +551,7 @@ mod saved {
             };
             Snapshot {
                 version: SNAPSHOT_VERSION,
-                config: fingerprint(config),
+                config: config.fingerprint(),
                 phase,
                 generation: self.generation,
                 deadline_in_us: (self.deadline - now).as_micros(),
@@ -576,7 +576,7 @@ mod saved {
                 });
             }
             let c = config.borrow();
-            if c.validate().is_err() || s.config != fingerprint(c) {
+            if c.validate().is_err() || s.config != c.fingerprint() {
                 return Err(SnapshotError::ConfigMismatch);
             }
             let corrupt = |what| Err(SnapshotError::Corrupt(what));

@@ -115,6 +115,14 @@ impl Config {
         }
     }
 
+    /// A stable fingerprint of every field (53 bits, so it survives a
+    /// JavaScript number): equal configurations have equal fingerprints. Used
+    /// by snapshots to recognise their configuration, and by bindings to share
+    /// one `Config` among breakers built from the same options.
+    pub fn fingerprint(&self) -> u64 {
+        fingerprint(self)
+    }
+
     /// Checks every field; the error names the first field that is wrong.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, problem| Err(ConfigError { field, problem });
@@ -202,4 +210,35 @@ fn check_percent(value: Option<f64>, field: Field) -> Result<(), ConfigError> {
         Some(_) => return Ok(()),
     };
     Err(ConfigError { field, problem })
+}
+
+/// A stable fingerprint of every field of `config`: FNV-1a cut to 53 bits, so
+/// that the JSON form survives JavaScript numbers (`JSON.parse` in a binding).
+fn fingerprint(c: &Config) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut feed = |v: u64| {
+        for byte in v.to_le_bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    let opt = |v: Option<u64>| v.map_or(u64::MAX, |v| v.wrapping_add(1));
+    feed(opt(c.failure_threshold.map(u64::from)));
+    match c.window {
+        Window::Time(d) => feed(d.as_micros() << 1),
+        Window::Count(n) => feed((u64::from(n) << 1) | 1),
+    }
+    feed(opt(c.consecutive_failures.map(u64::from)));
+    feed(opt(c.failure_rate_threshold.map(f64::to_bits)));
+    feed(u64::from(c.minimum_calls));
+    feed(opt(c.slow_call_duration.map(|d| d.as_micros())));
+    feed(opt(c.slow_call_rate_threshold.map(f64::to_bits)));
+    feed(c.open_timeout.as_micros());
+    feed(c.backoff_factor.to_bits());
+    feed(c.max_open_timeout.as_micros());
+    feed(c.jitter.to_bits());
+    feed(c.jitter_seed);
+    feed(u64::from(c.half_open_max_attempts));
+    feed(u64::from(c.half_open_successes));
+    feed(c.probe_timeout.as_micros());
+    hash & ((1 << 53) - 1)
 }

@@ -28,7 +28,6 @@ use core::fmt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Window};
 use crate::metrics::{Counters, Metrics};
 use crate::time::Instant;
 
@@ -235,37 +234,6 @@ fn decode<T: DeserializeOwned>(
     let version = version.ok_or_else(|| SnapshotError::Malformed("no version number".into()))?;
     check_version(u32::try_from(version).map_err(|_| SnapshotError::Corrupt("version"))?)?;
     parse(value)
-}
-
-/// A stable fingerprint of every field of `config`: FNV-1a cut to 53 bits, so
-/// that the JSON form survives JavaScript numbers (`JSON.parse` in a binding).
-pub(crate) fn fingerprint(c: &Config) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    let mut feed = |v: u64| {
-        for byte in v.to_le_bytes() {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    let opt = |v: Option<u64>| v.map_or(u64::MAX, |v| v.wrapping_add(1));
-    feed(opt(c.failure_threshold.map(u64::from)));
-    match c.window {
-        Window::Time(d) => feed(d.as_micros() << 1),
-        Window::Count(n) => feed((u64::from(n) << 1) | 1),
-    }
-    feed(opt(c.consecutive_failures.map(u64::from)));
-    feed(opt(c.failure_rate_threshold.map(f64::to_bits)));
-    feed(u64::from(c.minimum_calls));
-    feed(opt(c.slow_call_duration.map(|d| d.as_micros())));
-    feed(opt(c.slow_call_rate_threshold.map(f64::to_bits)));
-    feed(c.open_timeout.as_micros());
-    feed(c.backoff_factor.to_bits());
-    feed(c.max_open_timeout.as_micros());
-    feed(c.jitter.to_bits());
-    feed(c.jitter_seed);
-    feed(u64::from(c.half_open_max_attempts));
-    feed(u64::from(c.half_open_successes));
-    feed(c.probe_timeout.as_micros());
-    hash & ((1 << 53) - 1)
 }
 
 /// Meters whose state a [`Snapshot`] can carry: `()` carries nothing;
