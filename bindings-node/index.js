@@ -183,6 +183,20 @@ function metricsOf(m) {
   return m
 }
 
+/** `forceOpen`'s duration: absent, or a finite number of ms >= 0. */
+function checkForceOpenMs(ms) {
+  if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
+    throw new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
+  }
+}
+
+/** Reads `owner._clock`, never earlier than its latest reading (`owner._last`). */
+function latestReading(owner) {
+  const now = owner._clock()
+  if (now > owner._last) owner._last = now
+  return owner._last
+}
+
 function snapshotError(err) {
   const [tag, kind, message] = String(err.message).split('|')
   if (tag !== 'snapshot') return err
@@ -219,9 +233,7 @@ class CircuitBreaker {
   }
 
   _now() {
-    const now = this._clock()
-    if (now > this._last) this._last = now
-    return this._last
+    return latestReading(this)
   }
 
   /** Runs `fn` if the breaker admits it; resolves/rejects exactly as `fn` does. */
@@ -327,9 +339,7 @@ class CircuitBreaker {
 
   /** Holds the breaker open for `ms`, or until `forceClose`/`release` without it. */
   forceOpen(ms) {
-    if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
-      throw new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
-    }
+    checkForceOpenMs(ms)
     this._manual((now) => this._native.forceOpen(now, ms))
   }
 
@@ -418,6 +428,8 @@ class CircuitBreaker {
     const code = this._native.acquire(now)
     if (code < 0) {
       this._openUntil = code === -Infinity ? Infinity : now + (-1 - code)
+      // The core's state for this rejection (and the local ones until then).
+      this._refresh(now)
       return -1
     }
     if (code >= TRANSITION_PENDING) {
@@ -429,8 +441,7 @@ class CircuitBreaker {
 
   _rejection(now) {
     const retryAfterMs = this._openUntil === Infinity ? Infinity : Math.max(0, this._openUntil - now)
-    const state = STATES[this._state]
-    const err = new CircuitBreakerOpenError(this.name, state === 'CLOSED' ? 'OPEN' : state, retryAfterMs)
+    const err = new CircuitBreakerOpenError(this.name, STATES[this._state], retryAfterMs)
     if (this.listenerCount('reject') > 0) this.emit('reject', err)
     return err
   }
@@ -679,9 +690,7 @@ class Registry extends EventEmitter {
   }
 
   _now() {
-    const now = this._clock()
-    if (now > this._last) this._last = now
-    return this._last
+    return latestReading(this)
   }
 
   _transitions() {
@@ -779,9 +788,7 @@ class KeyedBreaker {
   }
 
   forceOpen(ms) {
-    if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
-      throw new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
-    }
+    checkForceOpenMs(ms)
     this._manual('force_open', ms)
   }
 

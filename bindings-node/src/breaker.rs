@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use halfopen::{
-    Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Snapshot, State, Transition,
+    Admission, Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Snapshot, State,
+    Transition,
 };
 use napi::bindgen_prelude::{Buffer, Error, Result};
 use napi_derive::napi;
@@ -65,7 +66,7 @@ pub struct NativeBreaker {
     transitions: Vec<Transition>,
 }
 
-fn refused(r: Refused) -> Error {
+pub(crate) fn refused(r: Refused) -> Error {
     Error::from_reason(format!("{}|{}", r.0, r.1))
 }
 
@@ -106,6 +107,17 @@ pub(crate) fn rejection_code(retry_after: Option<Duration>) -> f64 {
 /// Added to an admission's generation when a transition waits in `takeTransitions`.
 const TRANSITION_PENDING: f64 = 4_294_967_296.0;
 
+/// What `acquire` returns: the permit's generation (plus 2^32 if a transition
+/// waits), or `rejection_code` for a rejection.
+pub(crate) fn admission_code(admission: &Admission) -> f64 {
+    match &admission.decision {
+        Ok(permit) => {
+            f64::from(permit.generation()) + if admission.transition.is_some() { TRANSITION_PENDING } else { 0.0 }
+        }
+        Err(rejection) => rejection_code(rejection.retry_after),
+    }
+}
+
 impl NativeBreaker {
     fn keep(&mut self, t: Option<Transition>) -> bool {
         self.transitions.extend(t);
@@ -138,11 +150,8 @@ impl NativeBreaker {
     #[napi(catch_unwind)]
     pub fn acquire(&mut self, now_ms: f64) -> f64 {
         let admission = self.breaker.try_acquire(instant(now_ms));
-        let pending = self.keep(admission.transition);
-        match admission.decision {
-            Ok(permit) => f64::from(permit.generation()) + if pending { TRANSITION_PENDING } else { 0.0 },
-            Err(rejection) => rejection_code(rejection.retry_after),
-        }
+        self.keep(admission.transition);
+        admission_code(&admission)
     }
 
     /// Reports a call admitted in `generation` at `issuedAtMs`; outcome 0

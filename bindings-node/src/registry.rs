@@ -6,7 +6,7 @@ use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
 use crate::breaker::{
-    Gauges, NativeMetrics, NativeTransition, instant, metrics_of, outcome, rejection_code, transition_of,
+    Gauges, NativeMetrics, NativeTransition, admission_code, instant, metrics_of, outcome, refused, transition_of,
 };
 use crate::options::{NativeOptions, Refused};
 
@@ -18,10 +18,6 @@ pub struct NativeRegistry {
     registry: Registry<Gauges>,
     /// Transitions not yet taken, with the name of their breaker.
     transitions: Vec<(String, halfopen::Transition)>,
-}
-
-fn refused(r: Refused) -> Error {
-    Error::from_reason(format!("{}|{}", r.0, r.1))
 }
 
 fn registry_error(e: RegistryError) -> Error {
@@ -62,12 +58,9 @@ impl NativeRegistry {
             Err(_) => return FULL,
         };
         let admission = breaker.try_acquire(now);
-        let pending = admission.transition.is_some();
+        let code = admission_code(&admission);
         self.transitions.extend(admission.transition.map(|t| (name, t)));
-        match admission.decision {
-            Ok(permit) => f64::from(permit.generation()) + if pending { 4_294_967_296.0 } else { 0.0 },
-            Err(rejection) => rejection_code(rejection.retry_after),
-        }
+        code
     }
 
     /// Reports a call of `name`'s breaker. True if a transition waits.
