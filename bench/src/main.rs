@@ -123,7 +123,7 @@ fn open_contenders() -> Vec<Contender> {
     let origin = StdInstant::now();
     let hour = StdDuration::from_secs(3600);
     let hour_open = Duration::from_secs(3600);
-    let config = Config { open_timeout: hour_open, max_open_timeout: hour_open, ..Config::default() };
+    let config = Config { open_timeout: hour_open, max_open_timeout: Some(hour_open), ..Config::default() };
     let mut halfopen = Breaker::new(config).unwrap();
     for _ in 0..5 {
         let now = clock_now(origin);

@@ -1,17 +1,19 @@
 //! `NativeBreaker`: one core breaker (with metrics, and latency when asked),
 //! driven with plain numbers so that a call crosses the boundary cheaply. The
-//! JavaScript class `CircuitBreaker` (index.js) wraps it.
+//! JavaScript class `CircuitBreaker` (lib/breaker.js) wraps it.
 
 use std::sync::Arc;
 
 use halfopen::{
-    Admission, Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Mode, Outcome, Permit, Snapshot, State,
+    Admission, Breaker, Config, Instant, LatencyHistogram, Licence, Metrics, Mode, Outcome, Permit, Snapshot,
     Transition,
 };
 use napi::bindgen_prelude::{Buffer, Error, Result};
 use napi_derive::napi;
 
-use crate::options::{NativeOptions, Refused};
+use crate::error::Refusal;
+use crate::options::NativeOptions;
+use crate::time::{duration, instant, ms, ms_at};
 
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
@@ -24,6 +26,20 @@ pub struct NativeTransition {
     pub to: String,
     pub reason: String,
     pub at_ms: f64,
+}
+
+/// What JavaScript may do without asking (the core's `Licence`), and the
+/// state, at one reading.
+#[napi(object)]
+pub struct NativeLicence {
+    /// 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`.
+    pub kind: u32,
+    /// The generation of permits admitted under it.
+    pub generation: u32,
+    /// When it ends (ms on the caller's clock); `Infinity`: not by time.
+    pub until_ms: f64,
+    /// The state gauge: 0 closed, 1 half-open, 2 open.
+    pub gauge: u32,
 }
 
 /// Counters and derived figures, for `metrics()`.
@@ -59,34 +75,13 @@ pub struct NativeMetrics {
     pub probe_successes: f64,
 }
 
+pub(crate) type Native = Breaker<Arc<Config>, Gauges>;
+
 #[napi]
 pub struct NativeBreaker {
-    breaker: Breaker<Arc<Config>, Gauges>,
+    breaker: Native,
     /// Transitions not yet taken by JavaScript, oldest first.
     transitions: Vec<Transition>,
-}
-
-pub(crate) fn refused(r: Refused) -> Error {
-    Error::from_reason(format!("{}|{}", r.0, r.1))
-}
-
-/// Milliseconds from the caller's clock; anything but a finite, non-negative
-/// number is taken as the origin (and so as time not moving).
-/// Whole milliseconds and the microseconds below are converted apart, so that
-/// every integer millisecond up to 2^53 maps exactly.
-pub(crate) fn instant(ms: f64) -> Instant {
-    if !(ms.is_finite() && ms > 0.0) {
-        return Instant::ZERO;
-    }
-    let whole = ms.trunc();
-    let micros = ((ms - whole) * 1000.0).round() as u64;
-    Instant::from_micros((whole as u64).saturating_mul(1000).saturating_add(micros))
-}
-
-/// Milliseconds, exact for whole milliseconds up to 2^53.
-pub(crate) fn ms(d: Duration) -> f64 {
-    let us = d.as_micros();
-    (us / 1000) as f64 + (us % 1000) as f64 / 1000.0
 }
 
 pub(crate) fn outcome(code: u32) -> Outcome {
@@ -98,30 +93,38 @@ pub(crate) fn outcome(code: u32) -> Outcome {
     }
 }
 
-/// What `acquire` returns for a rejection: `-1 - retryAfterMs`, or `-Infinity`
-/// when held open until released.
-pub(crate) fn rejection_code(retry_after: Option<Duration>) -> f64 {
-    retry_after.map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d))
-}
-
 /// Added to an admission's generation when a transition waits in `takeTransitions`.
 const TRANSITION_PENDING: f64 = 4_294_967_296.0;
 
 /// What `acquire` returns: the permit's generation (plus 2^32 if a transition
-/// waits), or `rejection_code` for a rejection.
+/// waits), or for a rejection `-1 - retryAfterMs` (`-Infinity` when held
+/// open until released).
 pub(crate) fn admission_code(admission: &Admission) -> f64 {
     match &admission.decision {
         Ok(permit) => {
             f64::from(permit.generation()) + if admission.transition.is_some() { TRANSITION_PENDING } else { 0.0 }
         }
-        Err(rejection) => rejection_code(rejection.retry_after),
+        Err(rejection) => rejection.retry_after().map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d)),
     }
 }
 
+/// The licence and state of `breaker` at `now`.
+pub(crate) fn licence_of(breaker: &Native, now: Instant) -> NativeLicence {
+    let gauge = u32::from(breaker.state(now).gauge());
+    let generation = breaker.counts(now).generation;
+    let (kind, until) = match breaker.licence(now) {
+        Licence::Ask => (0, Instant::MAX),
+        Licence::Admit { until, .. } => (1, until),
+        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX)),
+    };
+    NativeLicence { kind, generation, until_ms: ms_at(until), gauge }
+}
+
 impl NativeBreaker {
-    fn keep(&mut self, t: Option<Transition>) -> bool {
+    fn keep(&mut self, t: impl IntoIterator<Item = Transition>) -> bool {
+        let before = self.transitions.len();
         self.transitions.extend(t);
-        t.is_some()
+        self.transitions.len() > before
     }
 }
 
@@ -135,18 +138,16 @@ impl NativeBreaker {
         std::mem::size_of::<NativeBreaker>() as u32
     }
 
-    /// A breaker from `options`; throws `"field|problem"` for an invalid one.
+    /// A breaker from `options`; throws a structured error for an invalid one.
     #[napi(constructor)]
     pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
-        let config = options.config().map_err(refused)?;
+        let config = options.config()?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
-        let breaker = Breaker::with_meter(crate::shared::shared(config), meter)
-            .map_err(|e| refused(Refused(e.field.name(), e.problem.describe())))?;
+        let breaker = Breaker::with_meter(crate::shared::shared(config), meter).map_err(Refusal::from)?;
         Ok(NativeBreaker { breaker, transitions: Vec::new() })
     }
 
-    /// Admission: the permit's generation (plus 2^32 if a transition is
-    /// waiting), or a negative number for a rejection (see `rejection_code`).
+    /// Admission: see `admission_code`.
     #[napi(catch_unwind)]
     pub fn acquire(&mut self, now_ms: f64) -> f64 {
         let admission = self.breaker.try_acquire(instant(now_ms));
@@ -163,15 +164,27 @@ impl NativeBreaker {
         self.keep(t)
     }
 
-    /// Hands over `count` calls with outcome `outcomeCode`, admitted without
-    /// asking in `generation`. True if a transition waits.
+    /// What JavaScript may do without asking from `nowMs`.
     #[napi(catch_unwind)]
-    pub fn record_batch(&mut self, generation: u32, outcome_code: u32, count: u32, now_ms: f64) -> bool {
-        let t = self.breaker.record_batch(generation, outcome(outcome_code), count, instant(now_ms));
+    pub fn licence(&self, now_ms: f64) -> NativeLicence {
+        licence_of(&self.breaker, instant(now_ms))
+    }
+
+    /// Counts `count` calls admitted under a licence, the first at `firstMs`.
+    #[napi(catch_unwind)]
+    pub fn admit_licensed(&mut self, count: u32, first_ms: f64) {
+        self.breaker.admit_licensed(count, instant(first_ms));
+    }
+
+    /// Reports `count` successes of licensed calls of `generation`, the
+    /// latest read at `atMs`. True if a transition waits.
+    #[napi(catch_unwind)]
+    pub fn record_successes(&mut self, generation: u32, count: u32, at_ms: f64) -> bool {
+        let t = self.breaker.record_successes(generation, count, instant(at_ms));
         self.keep(t)
     }
 
-    /// Counts `count` calls rejected without asking.
+    /// Counts `count` calls rejected under a licence.
     #[napi(catch_unwind)]
     pub fn count_rejections(&mut self, count: u32, now_ms: f64) {
         self.breaker.count_rejections(count, instant(now_ms));
@@ -183,17 +196,7 @@ impl NativeBreaker {
         self.transitions.drain(..).map(transition_of).collect()
     }
 
-    /// `generation × 16 + (admits freely ? 8 : 0) + gauge` (0 closed, 1
-    /// half-open, 2 open) at `nowMs`.
-    #[napi(catch_unwind)]
-    pub fn status(&self, now_ms: f64) -> f64 {
-        let now = instant(now_ms);
-        let freely = self.breaker.admits_freely() && self.breaker.state(now) == State::Closed;
-        let generation = f64::from(self.breaker.counts(now).generation);
-        generation * 16.0 + if freely { 8.0 } else { 0.0 } + f64::from(self.breaker.state(now).gauge())
-    }
-
-    /// Milliseconds until a call may be admitted: 0 now, Infinity when held open.
+    /// Milliseconds until a call is worth trying: 0 now, Infinity when held open.
     #[napi(catch_unwind)]
     pub fn retry_after(&self, now_ms: f64) -> f64 {
         self.breaker.retry_after(instant(now_ms)).map_or(f64::INFINITY, ms)
@@ -202,19 +205,14 @@ impl NativeBreaker {
     /// `"normal"`, `"forced_open"` or `"disabled"`.
     #[napi]
     pub fn mode(&self, now_ms: f64) -> String {
-        match self.breaker.mode(instant(now_ms)) {
-            Mode::Normal => "normal",
-            Mode::ForcedOpen { .. } => "forced_open",
-            Mode::Disabled => "disabled",
-        }
-        .into()
+        mode_name(self.breaker.mode(instant(now_ms))).into()
     }
 
-    /// Holds the breaker open for `forMs`, or until `release` without it.
+    /// Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
+    /// `release` without it. True if a transition waits.
     #[napi(catch_unwind)]
     pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) -> bool {
-        let duration = for_ms.map(|f| Duration::from_micros((f.max(0.0) * 1000.0) as u64));
-        let t = self.breaker.force_open(instant(now_ms), duration);
+        let t = self.breaker.force_open(instant(now_ms), for_ms.map(duration));
         self.keep(t)
     }
 
@@ -251,7 +249,7 @@ impl NativeBreaker {
     /// When the breaker next changes by itself (ms on the caller's clock), if it will.
     #[napi]
     pub fn poll_timeout_ms(&self) -> Option<f64> {
-        self.breaker.poll_timeout().map(|t| ms(t - Instant::ZERO))
+        self.breaker.poll_timeout().map(ms_at)
     }
 
     /// Everything measured at `nowMs`, with the breaker's counts.
@@ -282,38 +280,33 @@ impl NativeBreaker {
         self.breaker.snapshot(instant(now_ms)).to_bytes().into()
     }
 
-    /// Replaces this breaker's state with a snapshot (JSON text or bytes);
-    /// throws `"snapshot|kind|message"`, leaving the breaker as it was.
+    /// Replaces this breaker's state with a snapshot (JSON text or bytes),
+    /// leaving it as it was on error.
     #[napi(catch_unwind)]
     pub fn restore(&mut self, json: Option<String>, bytes: Option<Buffer>, now_ms: f64) -> Result<()> {
         let decoded = match (json, bytes) {
             (Some(text), _) => Snapshot::from_json(&text),
             (None, Some(b)) => Snapshot::from_bytes(&b),
-            (None, None) => return Err(Error::from_reason("snapshot|malformed|no snapshot given")),
+            (None, None) => Err(halfopen::SnapshotError::Malformed("no snapshot given".into())),
         };
         let config = crate::shared::shared(*self.breaker.config());
         let latency = self.breaker.meter().1.is_some();
-        let restored = decoded.and_then(|s| Breaker::<Arc<Config>, Gauges>::restore(config, &s, instant(now_ms)));
-        match restored {
-            Ok(mut breaker) => {
-                // The histogram is not in snapshots: it starts afresh.
-                breaker.meter_mut().1 = latency.then(Box::<LatencyHistogram>::default);
-                self.breaker = breaker;
-                self.transitions.clear();
-                Ok(())
-            }
-            Err(e) => Err(Error::from_reason(format!("snapshot|{}|{e}", snapshot_kind(&e)))),
-        }
+        let mut breaker = decoded
+            .and_then(|s| Native::restore(config, &s, instant(now_ms)))
+            .map_err(|e| Error::from(Refusal::from(e)))?;
+        // The histogram is not in snapshots: it starts afresh.
+        breaker.meter_mut().1 = latency.then(Box::<LatencyHistogram>::default);
+        self.breaker = breaker;
+        self.transitions.clear();
+        Ok(())
     }
 }
 
-/// The kind of a snapshot error, as JavaScript's `SnapshotError.kind`.
-pub(crate) fn snapshot_kind(e: &halfopen::SnapshotError) -> &'static str {
-    match e {
-        halfopen::SnapshotError::Malformed(_) => "malformed",
-        halfopen::SnapshotError::NewerVersion { .. } => "newer_version",
-        halfopen::SnapshotError::ConfigMismatch => "config_mismatch",
-        halfopen::SnapshotError::Corrupt(_) => "corrupt",
+pub(crate) fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Normal => "normal",
+        Mode::ForcedOpen { .. } => "forced_open",
+        Mode::Disabled => "disabled",
     }
 }
 
@@ -323,12 +316,12 @@ pub(crate) fn transition_of(t: Transition) -> NativeTransition {
         from: t.from.name().into(),
         to: t.to.name().into(),
         reason: t.reason.name().into(),
-        at_ms: ms(t.at - Instant::ZERO),
+        at_ms: ms_at(t.at),
     }
 }
 
 /// A breaker's metrics and counts at `now`.
-pub(crate) fn metrics_of(breaker: &Breaker<Arc<Config>, Gauges>, now: Instant) -> NativeMetrics {
+pub(crate) fn metrics_of(breaker: &Native, now: Instant) -> NativeMetrics {
     let m = breaker.metrics(now);
     let k = breaker.counts(now);
     let c = m.counters;

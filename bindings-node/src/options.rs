@@ -1,16 +1,23 @@
 //! The options object a `CircuitBreaker` is built from, translated into a
-//! core [`Config`]. The JavaScript wrapper has checked every option's type;
+//! core [`Config`]. The JavaScript side has checked every option's type;
 //! here values that no `Config` can hold (negative, fractional counts,
 //! infinite durations) are refused, naming the core field, and the core
-//! validates the rest.
+//! validates the rest and owns every default (`null`/absent keeps it).
 
 use halfopen::{Config, Duration, Field, Window};
+use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
-/// Options as numbers (milliseconds for times); `null`/absent keeps the default.
+use crate::error::{Refusal, config as refused};
+use crate::time::micros;
+
+/// Options as numbers (milliseconds for times).
 #[napi(object)]
 #[derive(Default)]
 pub struct NativeOptions {
+    /// `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's
+    /// preset the other options change.
+    pub preset: Option<String>,
     pub failure_threshold: Option<f64>,
     /// `true` when `failureThreshold: null` was given: no window-count policy.
     pub no_failure_threshold: Option<bool>,
@@ -31,32 +38,36 @@ pub struct NativeOptions {
     pub probe_timeout_ms: Option<f64>,
 }
 
-/// A refused option: the core field's name and why.
-pub struct Refused(pub &'static str, pub &'static str);
-
-fn count(value: f64, field: Field) -> Result<u32, Refused> {
+fn count(value: f64, field: Field) -> Result<u32> {
     if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
-        return Err(Refused(field.name(), "must be a whole number from 0 to 4294967295"));
+        return Err(refused(field.name(), "must be a whole number from 0 to 4294967295"));
     }
     Ok(value as u32)
 }
 
-fn millis(value: f64, field: Field) -> Result<Duration, Refused> {
-    if !value.is_finite() || value < 0.0 {
-        return Err(Refused(field.name(), "must be a finite, non-negative number of milliseconds"));
-    }
-    Ok(Duration::from_micros((value * 1000.0).round() as u64))
+fn millis(value: f64, field: Field) -> Result<Duration> {
+    micros(value)
+        .map(Duration::from_micros)
+        .ok_or_else(|| refused(field.name(), "must be a finite, non-negative number of milliseconds"))
 }
 
-fn small(value: f64, field: Field) -> Result<u16, Refused> {
-    let n = count(value, field)?;
-    u16::try_from(n).map_err(|_| Refused(field.name(), "is too large"))
+fn small(value: f64, field: Field) -> Result<u16> {
+    u16::try_from(count(value, field)?).map_err(|_| refused(field.name(), "is too large"))
+}
+
+/// The core's preset called `name`.
+fn preset(name: Option<&str>) -> Result<Config> {
+    match name {
+        None | Some("whatsapp_gateway") => Ok(Config::whatsapp_gateway()),
+        Some("partner_webhook") => Ok(Config::partner_webhook()),
+        Some(_) => Err(refused("preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")),
+    }
 }
 
 impl NativeOptions {
-    /// The configuration these options describe (seed 000's defaults for the rest).
-    pub fn config(&self) -> Result<Config, Refused> {
-        let mut c = Config::default();
+    /// The configuration these options describe.
+    pub(crate) fn config(&self) -> Result<Config> {
+        let mut c = preset(self.preset.as_deref())?;
         if self.no_failure_threshold == Some(true) {
             c.failure_threshold = None;
         }
@@ -85,32 +96,25 @@ impl NativeOptions {
         }
         c.backoff_factor = self.backoff_factor.unwrap_or(c.backoff_factor);
         if let Some(v) = self.max_open_timeout_ms {
-            c.max_open_timeout = millis(v, Field::MaxOpenTimeout)?;
-        } else if c.max_open_timeout < c.open_timeout {
-            // Seed 000's cap is 5 min; a longer open time than that is its own cap.
-            c.max_open_timeout = c.open_timeout;
+            c.max_open_timeout = Some(millis(v, Field::MaxOpenTimeout)?);
         }
         c.jitter = self.jitter.unwrap_or(c.jitter);
         if let Some(v) = self.jitter_seed {
             if v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
-                return Err(Refused("jitter_seed", "must be a whole number from 0 to 2^53 - 1"));
+                return Err(refused("jitter_seed", "must be a whole number from 0 to 2^53 - 1"));
             }
             c.jitter_seed = v as u64;
         }
         if let Some(v) = self.half_open_max_attempts {
             c.half_open_max_attempts = small(v, Field::HalfOpenMaxAttempts)?;
-            if self.half_open_successes.is_none() {
-                // Seed 000: the breaker closes when all N probes succeed.
-                c.half_open_successes = c.half_open_max_attempts;
-            }
         }
         if let Some(v) = self.half_open_successes {
-            c.half_open_successes = small(v, Field::HalfOpenSuccesses)?;
+            c.half_open_successes = Some(small(v, Field::HalfOpenSuccesses)?);
         }
         if let Some(v) = self.probe_timeout_ms {
             c.probe_timeout = millis(v, Field::ProbeTimeout)?;
         }
-        c.validate().map_err(|e| Refused(e.field.name(), e.problem.describe()))?;
+        c.validate().map_err(|e| Error::from(Refusal::Config(e)))?;
         Ok(c)
     }
 }

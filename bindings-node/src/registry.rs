@@ -1,14 +1,19 @@
 //! `NativeRegistry`: the core registry (one breaker per name, bounded), driven
-//! with plain numbers and names. The JavaScript class `Registry` wraps it.
+//! with plain numbers and names. The JavaScript class `Registry`
+//! (lib/registry.js) wraps it. Calls go through the registry's own
+//! `try_acquire`/`record`, so a breaker with a call in flight is never evicted.
 
-use halfopen::{Config, Permit, Registry, RegistryError, RegistrySnapshot};
+use halfopen::{Config, Permit, Registry, RegistrySnapshot, Transition};
 use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
 use crate::breaker::{
-    Gauges, NativeMetrics, NativeTransition, admission_code, instant, metrics_of, outcome, refused, transition_of,
+    Gauges, NativeLicence, NativeMetrics, NativeTransition, admission_code, licence_of, metrics_of, mode_name, outcome,
+    transition_of,
 };
-use crate::options::{NativeOptions, Refused};
+use crate::error::Refusal;
+use crate::options::NativeOptions;
+use crate::time::{duration, instant, ms};
 
 /// What `acquire` returns when the registry is full (no idle breaker to evict).
 const FULL: f64 = -0.5;
@@ -17,14 +22,14 @@ const FULL: f64 = -0.5;
 pub struct NativeRegistry {
     registry: Registry<Gauges>,
     /// Transitions not yet taken, with the name of their breaker.
-    transitions: Vec<(String, halfopen::Transition)>,
+    transitions: Vec<(String, Transition)>,
 }
 
-fn registry_error(e: RegistryError) -> Error {
-    match e {
-        RegistryError::Config(c) => refused(Refused(c.field.name(), c.problem.describe())),
-        RegistryError::Capacity => Error::from_reason("capacity|must be a whole number from 1 to 4294967295"),
-        RegistryError::Full { .. } => Error::from_reason(format!("full|{e}")),
+impl NativeRegistry {
+    fn keep(&mut self, name: &str, t: impl IntoIterator<Item = Transition>) -> bool {
+        let before = self.transitions.len();
+        self.transitions.extend(t.into_iter().map(|t| (name.to_owned(), t)));
+        self.transitions.len() > before
     }
 }
 
@@ -33,63 +38,64 @@ impl NativeRegistry {
     /// A registry of at most `capacity` breakers configured by `options`.
     #[napi(constructor)]
     pub fn new(options: NativeOptions, capacity: f64) -> Result<Self> {
-        let config: Config = options.config().map_err(refused)?;
+        let config: Config = options.config()?;
         if capacity.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&capacity) {
-            return Err(registry_error(RegistryError::Capacity));
+            return Err(Refusal::Registry(halfopen::RegistryError::Capacity).into());
         }
-        let registry = Registry::new(config, capacity as usize).map_err(registry_error)?;
+        let registry = Registry::new(config, capacity as usize).map_err(Refusal::from)?;
         Ok(NativeRegistry { registry, transitions: Vec::new() })
     }
 
-    /// Gives `name` its own options (replacing a breaker it has).
+    /// Gives `name` its own options (replacing a breaker it has). True if a
+    /// transition waits.
     #[napi(catch_unwind)]
-    pub fn configure(&mut self, name: String, options: NativeOptions) -> Result<()> {
-        let config = options.config().map_err(refused)?;
-        self.registry.configure(&name, config).map_err(registry_error)
+    pub fn configure(&mut self, name: String, options: NativeOptions, now_ms: f64) -> Result<bool> {
+        let config = options.config()?;
+        let t = self.registry.configure(&name, config, instant(now_ms)).map_err(Refusal::from)?;
+        Ok(self.keep(&name, t))
     }
 
     /// Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
     /// or -0.5 when the registry is full.
     #[napi(catch_unwind)]
     pub fn acquire(&mut self, name: String, now_ms: f64) -> f64 {
-        let now = instant(now_ms);
-        let breaker = match self.registry.get(&name, now) {
-            Ok(b) => b,
-            Err(_) => return FULL,
-        };
-        let admission = breaker.try_acquire(now);
-        let code = admission_code(&admission);
-        self.transitions.extend(admission.transition.map(|t| (name, t)));
-        code
+        match self.registry.try_acquire(&name, instant(now_ms)) {
+            Ok(admission) => {
+                self.keep(&name, admission.transition);
+                admission_code(&admission)
+            }
+            Err(_) => FULL,
+        }
     }
 
     /// Reports a call of `name`'s breaker. True if a transition waits.
     #[napi(catch_unwind)]
     pub fn record(&mut self, name: String, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
-        let now = instant(now_ms);
-        let Ok(breaker) = self.registry.get(&name, now) else { return false };
-        let t = breaker.record(Permit::from_parts(generation, instant(issued_at_ms)), outcome(outcome_code), now);
-        self.transitions.extend(t.map(|t| (name, t)));
-        t.is_some()
+        let permit = Permit::from_parts(generation, instant(issued_at_ms));
+        let t = self.registry.record(&name, permit, outcome(outcome_code), instant(now_ms));
+        self.keep(&name, t)
     }
 
     /// Applies a manual operation to `name`'s breaker: "force_open" (with
     /// `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
+    /// True if a transition waits.
     #[napi(catch_unwind)]
     pub fn manual(&mut self, name: String, op: String, now_ms: f64, for_ms: Option<f64>) -> Result<bool> {
         let now = instant(now_ms);
-        let breaker = self.registry.get(&name, now).map_err(registry_error)?;
+        let breaker = self.registry.get(&name, now).map_err(Refusal::from)?;
         let t = match op.as_str() {
-            "force_open" => breaker.force_open(now, for_ms.map(|f| instant(f) - halfopen::Instant::ZERO)),
+            "force_open" => breaker.force_open(now, for_ms.map(duration)),
             "force_close" => breaker.force_close(now),
             "disable" => breaker.disable(now),
             "release" => breaker.release(now),
             "reset" => breaker.reset(now),
-            "handle_timeout" => breaker.handle_timeout(now),
+            "handle_timeout" => {
+                let t = breaker.handle_timeout(now);
+                return Ok(self.keep(&name, t));
+            }
             other => return Err(Error::from_reason(format!("unknown operation {other}"))),
         };
-        self.transitions.extend(t.map(|t| (name, t)));
-        Ok(t.is_some())
+        Ok(self.keep(&name, t))
     }
 
     /// Transitions since the last call, oldest first, with the breaker's name as `name`.
@@ -98,18 +104,29 @@ impl NativeRegistry {
         self.transitions.drain(..).map(|(name, t)| NativeTransition { name: Some(name), ..transition_of(t) }).collect()
     }
 
-    /// `name`'s state gauge (0 closed, 1 half-open, 2 open) at `nowMs`, or -1 if it has no breaker.
+    /// `name`'s licence and state at `nowMs`, or `null` if it has no breaker.
     #[napi]
-    pub fn state(&self, name: String, now_ms: f64) -> f64 {
-        self.registry.peek(&name).map_or(-1.0, |b| f64::from(b.state(instant(now_ms)).gauge()))
+    pub fn licence(&self, name: String, now_ms: f64) -> Option<NativeLicence> {
+        self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms)))
     }
 
-    /// ms until `name`'s breaker admits (0 also when it has none).
+    /// Milliseconds until a call for `name` is worth trying: 0 now, Infinity
+    /// when held open — or, for a name without a breaker, 0 if one would be
+    /// made now and Infinity if the registry is full of busy breakers.
     #[napi]
     pub fn retry_after(&self, name: String, now_ms: f64) -> f64 {
-        self.registry
-            .peek(&name)
-            .map_or(0.0, |b| b.retry_after(instant(now_ms)).map_or(f64::INFINITY, crate::breaker::ms))
+        let now = instant(now_ms);
+        match self.registry.peek(&name) {
+            Some(b) => b.retry_after(now).map_or(f64::INFINITY, ms),
+            None if self.registry.has_room(now) => 0.0,
+            None => f64::INFINITY,
+        }
+    }
+
+    /// `name`'s mode, or "normal" without a breaker.
+    #[napi]
+    pub fn mode(&self, name: String, now_ms: f64) -> String {
+        self.registry.peek(&name).map_or("normal", |b| mode_name(b.mode(instant(now_ms)))).into()
     }
 
     /// `name`'s metrics, if it has a breaker.
@@ -157,11 +174,12 @@ impl NativeRegistry {
         self.registry.snapshot(instant(now_ms)).to_json()
     }
 
-    /// Replaces every breaker with a snapshot's; throws `"snapshot|kind|message"`.
+    /// Replaces every breaker with a snapshot's, leaving them as they were on error.
     #[napi(catch_unwind)]
     pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<()> {
-        let restored = RegistrySnapshot::from_json(&json).and_then(|s| self.registry.restore(&s, instant(now_ms)));
-        restored.map_err(|e| Error::from_reason(format!("snapshot|{}|{e}", crate::breaker::snapshot_kind(&e))))?;
+        RegistrySnapshot::from_json(&json)
+            .and_then(|s| self.registry.restore(&s, instant(now_ms)))
+            .map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
         Ok(())
     }

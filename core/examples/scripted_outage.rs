@@ -52,7 +52,7 @@ fn main() {
         config.failure_threshold.unwrap_or_default(),
         window.as_millis() / 1000,
         config.open_timeout.as_millis() / 1000,
-        config.max_open_timeout.as_millis() / 1000,
+        config.open_timeout_cap().as_millis() / 1000,
         config.half_open_max_attempts,
     );
     println!("a sender offers a message every {SEND_EVERY_MS} ms to an upstream that follows this script:");

@@ -1,4 +1,6 @@
-//! The state machine.
+//! The state machine: phases, the call protocol, manual control. Every rule
+//! it decides by (what trips it, what a probe needs, how long it stays open)
+//! is in [`policy`](crate::policy).
 
 use core::borrow::Borrow;
 
@@ -6,43 +8,48 @@ use crate::config::Config;
 use crate::error::ConfigError;
 use crate::histogram::LatencyHistogram;
 use crate::jitter;
+use crate::licence::Licence;
 use crate::meter::{Meter, Report};
-use crate::metrics::{MetricsSnapshot, ReadMetrics};
-use crate::permit::{Admission, Outcome, Permit, Rejection};
+use crate::metrics::{MetricsReading, ReadMetrics};
+use crate::permit::{Admission, Outcome, Permit, Rejection, Wait};
 use crate::policy;
-use crate::state::{Mode, Reason, State, Transition};
+use crate::state::{Counts, Mode, Reason, State, Transition, Transitions};
 use crate::time::{Duration, Instant};
-use crate::window::{Totals, WindowState};
+use crate::window::WindowState;
 
-/// Where the breaker is. Each phase change starts a new *generation*.
+/// Where the breaker is, with the deadline that belongs to it. Each phase
+/// change starts a new *generation*.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Closed,
-    /// Open until `deadline`.
-    Open,
-    /// Probing; `deadline` is when the in-flight probes are given up.
-    HalfOpen,
-    /// Held open until `deadline`.
-    ForcedOpen,
+    /// Open; half-open from `until` on.
+    Open {
+        until: Instant,
+    },
+    /// Probing. If probes are in flight at `give_up_at`, they are given up.
+    HalfOpen {
+        give_up_at: Instant,
+    },
+    /// Held open; half-open from `until` on.
+    ForcedOpen {
+        until: Instant,
+    },
     /// Held open until released.
     HeldOpen,
     /// Admits and counts everything; never trips.
     Disabled,
 }
 
-/// Counters a caller (or a conformance test) can read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
-    /// Failures in a row since the last success.
-    pub consecutive_failures: u32,
-    /// What the window holds now.
-    pub window: Totals,
-    /// Half-open probes admitted and not yet reported or given up.
-    pub probes_in_flight: u16,
-    /// Successful probes in the current half-open period.
-    pub probe_successes: u16,
-    /// The current state period; permits from earlier ones are stale.
-    pub generation: u32,
+impl Phase {
+    /// The state as last reported (a timed change that is due but not yet
+    /// applied is not counted).
+    fn state(self) -> State {
+        match self {
+            Phase::Closed | Phase::Disabled => State::Closed,
+            Phase::Open { .. } | Phase::ForcedOpen { .. } | Phase::HeldOpen => State::Open,
+            Phase::HalfOpen { .. } => State::HalfOpen,
+        }
+    }
 }
 
 /// A circuit breaker for one upstream.
@@ -61,8 +68,6 @@ pub struct Breaker<C = Config, M = ()> {
     window: WindowState,
     /// The latest `now` seen.
     latest: Instant,
-    /// Open / ForcedOpen: when it ends. HalfOpen: when in-flight probes are given up.
-    deadline: Instant,
     /// The open period the next probe failure multiplies (before jitter).
     open_for: Duration,
     generation: u32,
@@ -86,10 +91,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let c = config.borrow();
         c.validate()?;
         Ok(Breaker {
-            window: WindowState::new(c),
+            window: WindowState::new(c.window, c.windowed()),
             latest: Instant::ZERO,
-            deadline: Instant::ZERO,
-            open_for: c.open_timeout,
+            open_for: policy::first_open_period(c),
             generation: 0,
             consecutive: 0,
             probes_in_flight: 0,
@@ -125,10 +129,10 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.meter.admitted(self.latest);
                 Admission { decision: Ok(self.permit(self.latest)), transition: None }
             }
-            Phase::Open if self.latest < self.deadline => {
+            Phase::Open { until } if self.latest < until => {
                 self.meter.rejected(self.latest);
-                let retry_after = Some(self.deadline - self.latest);
-                Admission { decision: Err(Rejection { state: State::Open, retry_after }), transition: None }
+                let wait = Wait::UntilHalfOpen(until - self.latest);
+                Admission { decision: Err(Rejection { state: State::Open, wait }), transition: None }
             }
             _ => self.try_acquire_any(now),
         }
@@ -140,14 +144,15 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let transition = self.advance(now);
         let transition = self.emit(transition);
         let now = self.latest;
-        let decision = match self.phase {
-            Phase::Closed | Phase::Disabled => Ok(self.permit(now)),
-            Phase::HalfOpen if self.probes_in_flight < self.config().half_open_max_attempts => {
-                self.probes_in_flight += 1;
-                self.deadline = now + self.config().probe_timeout;
+        let decision = match self.wait_at(now) {
+            Some(wait) => Err(Rejection { state: self.phase.state(), wait }),
+            None => {
+                if let Phase::HalfOpen { .. } = self.phase {
+                    self.probes_in_flight += 1;
+                    self.phase = Phase::HalfOpen { give_up_at: policy::probe_give_up_at(self.config(), now) };
+                }
                 Ok(self.permit(now))
             }
-            _ => Err(self.rejection(now)),
         };
         match decision {
             Ok(_) => self.meter.admitted(now),
@@ -167,7 +172,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             let now = self.latest.max(now);
             let c = self.config.borrow();
             let latency = now - permit.issued_at;
-            if c.slow_call_duration.is_none_or(|limit| latency <= limit) {
+            if !policy::is_slow(c, latency) {
                 self.latest = now;
                 self.consecutive = 0;
                 let window = c.window;
@@ -188,7 +193,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let latency = now - permit.issued_at;
         let stale = permit.generation != self.generation;
         let counted = !stale && matches!(outcome, Outcome::Success | Outcome::Failure);
-        let slow = counted && self.config().slow_call_duration.is_some_and(|limit| latency > limit);
+        let slow = counted && policy::is_slow(self.config(), latency);
         self.meter.reported(Report { outcome, latency, slow, stale });
         if stale {
             return observed;
@@ -197,7 +202,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Outcome::Success => slow,
             Outcome::Failure => true,
             Outcome::Ignored | Outcome::Cancelled => {
-                if self.phase == Phase::HalfOpen {
+                if let Phase::HalfOpen { .. } = self.phase {
                     self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
                 }
                 return None;
@@ -205,37 +210,54 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         };
         match self.phase {
             Phase::Closed | Phase::Disabled => self.count_closed(now, failed, slow),
-            Phase::HalfOpen => self.count_probe(now, failed),
+            Phase::HalfOpen { .. } => self.count_probe(now, failed),
             // No permit of the current generation exists while open.
-            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => None,
+            Phase::Open { .. } | Phase::ForcedOpen { .. } | Phase::HeldOpen => None,
         }
     }
 
-    /// Whether a caller may admit calls on its own and hand their outcomes over
-    /// later with [`record_batch`](Self::record_batch): true while closed, in no
-    /// manual mode, with no slow-call threshold. (Then every
-    /// [`try_acquire`](Self::try_acquire) admits, and nothing changes until a
-    /// report or a manual call, which the caller makes through the breaker.)
-    pub fn admits_freely(&self) -> bool {
-        self.phase == Phase::Closed && self.config().slow_call_duration.is_none()
+    /// What a caller may do at `now` without asking: see [`Licence`]. Changes
+    /// nothing.
+    pub fn licence(&self, now: Instant) -> Licence {
+        let now = now.max(self.latest);
+        let c = self.config();
+        match self.phase {
+            Phase::Closed if !policy::latency_matters(c) && !self.meter.measures_latency() => {
+                Licence::Admit { generation: self.generation, until: self.window.bucket_end(c.window, now) }
+            }
+            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => {
+                Licence::Reject { until: Some(until) }
+            }
+            Phase::HeldOpen => Licence::Reject { until: None },
+            _ => Licence::Ask,
+        }
     }
 
-    /// Reports `count` calls with the same `outcome`, admitted without asking
-    /// while [`admits_freely`](Self::admits_freely) held in `generation`, as if
-    /// each had been acquired and reported at `now` (their latency is not
-    /// measured). Calls from a generation that has passed are stale.
-    pub fn record_batch(&mut self, generation: u32, outcome: Outcome, count: u32, now: Instant) -> Option<Transition> {
+    /// Counts `count` calls admitted under a [`Licence::Admit`], the first
+    /// of them at `first` (only the meter sees them; their reports follow).
+    pub fn admit_licensed(&mut self, count: u32, first: Instant) {
+        self.latest = self.latest.max(first);
+        for _ in 0..count {
+            self.meter.admitted(self.latest);
+        }
+    }
+
+    /// Reports `count` successes of calls admitted under a
+    /// [`Licence::Admit`] of `generation`, as if each were reported at `at`
+    /// (the latest of their readings, before the licence's `until`). Their
+    /// latency is not measured. From a generation that has passed, they are
+    /// stale.
+    pub fn record_successes(&mut self, generation: u32, count: u32, at: Instant) -> Option<Transition> {
         let mut transition = None;
         for _ in 0..count {
-            self.meter.admitted(self.latest.max(now));
-            let reported = self.record(Permit { generation, issued_at: now }, outcome, now);
+            let reported = self.record(Permit { generation, issued_at: at }, Outcome::Success, at);
             transition = transition.or(reported);
         }
         transition
     }
 
-    /// Counts `count` calls rejected without asking, while the caller knew the
-    /// breaker was open (from an earlier [`Rejection`]); only the meter sees them.
+    /// Counts `count` calls rejected at `now` under a [`Licence::Reject`]
+    /// (only the meter sees them).
     pub fn count_rejections(&mut self, count: u32, now: Instant) {
         self.latest = self.latest.max(now);
         for _ in 0..count {
@@ -255,46 +277,41 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// probes are given up), if it will.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Open => Some(self.deadline),
-            Phase::ForcedOpen => Some(self.deadline),
-            Phase::HalfOpen if self.probes_in_flight > 0 => Some(self.deadline),
+            Phase::Open { until } | Phase::ForcedOpen { until } => Some(until),
+            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 => Some(give_up_at),
             _ => None,
         }
     }
 
     /// The state at `now`, counting elapsed time; changes nothing.
     pub fn state(&self, now: Instant) -> State {
-        self.view(now).0
+        let now = now.max(self.latest);
+        match self.phase {
+            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => State::HalfOpen,
+            phase => phase.state(),
+        }
     }
 
     /// Whether a call would be admitted at `now`; consumes nothing.
     pub fn check(&self, now: Instant) -> Result<(), Rejection> {
-        match self.retry_after(now) {
-            Some(Duration::ZERO) => Ok(()),
-            retry_after => Err(Rejection { state: self.state(now), retry_after }),
+        match self.wait_at(now) {
+            None => Ok(()),
+            Some(wait) => Err(Rejection { state: self.state(now), wait }),
         }
     }
 
-    /// How long from `now` until a call may be admitted: zero if it would be
-    /// now, `None` if held open until released. Changes nothing.
+    /// How long from `now` until a call is worth trying: zero if it would be
+    /// admitted now, `None` if held open until released (see
+    /// [`Wait::retry_after`]). Changes nothing.
     pub fn retry_after(&self, now: Instant) -> Option<Duration> {
-        let now = now.max(self.latest);
-        let (state, probes_in_flight) = self.view(now);
-        match state {
-            State::Closed => Some(Duration::ZERO),
-            State::HalfOpen if probes_in_flight < self.config().half_open_max_attempts => Some(Duration::ZERO),
-            _ if self.phase == Phase::HeldOpen => None,
-            _ => Some(self.deadline - now),
-        }
+        self.wait_at(now).map_or(Some(Duration::ZERO), Wait::retry_after)
     }
 
     /// The manual control in force at `now`.
     pub fn mode(&self, now: Instant) -> Mode {
         match self.phase {
             Phase::HeldOpen => Mode::ForcedOpen { until: None },
-            Phase::ForcedOpen if now.max(self.latest) < self.deadline => {
-                Mode::ForcedOpen { until: Some(self.deadline) }
-            }
+            Phase::ForcedOpen { until } if now.max(self.latest) < until => Mode::ForcedOpen { until: Some(until) },
             Phase::Disabled => Mode::Disabled,
             _ => Mode::Normal,
         }
@@ -303,32 +320,35 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// The counters at `now`; changes nothing.
     pub fn counts(&self, now: Instant) -> Counts {
         let now = now.max(self.latest);
-        let (state, probes_in_flight) = self.view(now);
-        let fresh_half_open = state.is_half_open() && self.phase != Phase::HalfOpen;
+        let (probes_in_flight, probe_successes) = match self.phase {
+            Phase::HalfOpen { give_up_at } if now >= give_up_at => (0, self.probe_successes),
+            Phase::HalfOpen { .. } => (self.probes_in_flight, self.probe_successes),
+            _ => (0, 0),
+        };
         Counts {
             consecutive_failures: self.consecutive,
             window: self.window.totals(self.config().window, now),
             probes_in_flight,
-            probe_successes: if fresh_half_open { 0 } else { self.probe_successes },
+            probe_successes,
             generation: self.generation,
         }
     }
 
     /// Everything measured at `now`; changes nothing.
-    pub fn metrics(&self, now: Instant) -> MetricsSnapshot
+    pub fn metrics(&self, now: Instant) -> MetricsReading
     where
         M: ReadMetrics,
     {
         let now = now.max(self.latest);
         let metrics = self.meter.metrics();
         let pending = match self.phase {
-            Phase::Open | Phase::ForcedOpen if self.deadline <= now => Some((self.deadline, State::HalfOpen)),
+            Phase::Open { until } | Phase::ForcedOpen { until } if until <= now => Some((until, State::HalfOpen)),
             _ => None,
         };
         let [time_closed, time_half_open, time_open] = metrics.times(now, pending);
         let counters = *metrics.counters();
         let window = self.window.totals(self.config().window, now);
-        MetricsSnapshot {
+        MetricsReading {
             state: self.state(now),
             counters,
             opens_last_24h: metrics.opens_last_24h(now),
@@ -343,61 +363,68 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
 
     /// Holds the breaker open: for `duration`, then half-open; or, with
     /// `None`, until [`release`](Self::release). Seed 000's throttle webhook.
-    pub fn force_open(&mut self, now: Instant, duration: Option<Duration>) -> Option<Transition> {
-        let from = self.clamp(now);
+    pub fn force_open(&mut self, now: Instant, duration: Option<Duration>) -> Transitions {
+        let (observed, from) = self.settle(now);
         match duration {
-            Some(d) => {
-                self.enter(Phase::ForcedOpen);
-                self.deadline = self.latest + d;
-            }
+            Some(d) => self.enter(Phase::ForcedOpen { until: self.latest + d }),
             None => self.enter(Phase::HeldOpen),
         }
-        self.change(from, State::Open, Reason::ForcedOpen)
+        Transitions::of(observed, self.change(from, State::Open, Reason::ForcedOpen))
     }
 
     /// Closes the breaker now and forgets the failures counted and the backoff
     /// reached. Ends any manual mode.
-    pub fn force_close(&mut self, now: Instant) -> Option<Transition> {
-        let from = self.clamp(now);
+    pub fn force_close(&mut self, now: Instant) -> Transitions {
+        let (observed, from) = self.settle(now);
         self.close();
-        self.change(from, State::Closed, Reason::ForcedClose)
+        Transitions::of(observed, self.change(from, State::Closed, Reason::ForcedClose))
     }
 
     /// Admits every call and keeps counting outcomes, but never trips, until
     /// [`release`](Self::release).
-    pub fn disable(&mut self, now: Instant) -> Option<Transition> {
-        let from = self.clamp(now);
+    pub fn disable(&mut self, now: Instant) -> Transitions {
+        let (observed, from) = self.settle(now);
         if from != State::Closed {
             self.close();
         }
         self.enter(Phase::Disabled);
-        self.change(from, State::Closed, Reason::Disabled)
+        Transitions::of(observed, self.change(from, State::Closed, Reason::Disabled))
     }
 
     /// Ends [`force_open`](Self::force_open) (the breaker goes half-open and
     /// probes) or [`disable`](Self::disable) (it judges again from the next
     /// report, on the outcomes counted meanwhile). Otherwise does nothing.
-    pub fn release(&mut self, now: Instant) -> Option<Transition> {
-        let observed = self.advance(now);
-        match self.phase {
-            Phase::ForcedOpen | Phase::HeldOpen => {
-                self.enter(Phase::HalfOpen);
+    pub fn release(&mut self, now: Instant) -> Transitions {
+        let (observed, _) = self.settle(now);
+        let own = match self.phase {
+            Phase::ForcedOpen { .. } | Phase::HeldOpen => {
+                self.enter(Phase::HalfOpen { give_up_at: self.latest });
                 self.change(State::Open, State::HalfOpen, Reason::Released)
             }
             Phase::Disabled => {
                 self.enter(Phase::Closed);
-                self.emit(observed)
+                None
             }
-            _ => self.emit(observed),
-        }
+            _ => None,
+        };
+        Transitions::of(observed, own)
     }
 
     /// Back to a new breaker's state: closed, nothing counted, no backoff, no
     /// manual mode. (What the meter measured is kept.)
-    pub fn reset(&mut self, now: Instant) -> Option<Transition> {
-        let from = self.clamp(now);
+    pub fn reset(&mut self, now: Instant) -> Transitions {
+        let (observed, from) = self.settle(now);
         self.close();
-        self.change(from, State::Closed, Reason::Reset)
+        Transitions::of(observed, self.change(from, State::Closed, Reason::Reset))
+    }
+
+    /// Takes over from `previous`, a breaker this one replaces at `now`:
+    /// its clock and generations continue, so the permits `previous`
+    /// issued are stale here.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn follow<D, N>(&mut self, previous: &Breaker<D, N>, now: Instant) {
+        self.latest = previous.latest.max(now);
+        self.generation = previous.generation.wrapping_add(1);
     }
 
     #[inline]
@@ -405,52 +432,46 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         Permit { generation: self.generation, issued_at: now }
     }
 
-    fn rejection(&self, now: Instant) -> Rejection {
-        let retry_after = (self.phase != Phase::HeldOpen).then(|| self.deadline - now);
-        let state = if self.phase == Phase::HalfOpen { State::HalfOpen } else { State::Open };
-        Rejection { state, retry_after }
-    }
-
-    /// Takes `now` as the latest time (never earlier than one seen) and
-    /// returns the state as last reported: a timed change that is due but not
-    /// yet reported is not applied, so that the transitions a breaker returns
-    /// always form one unbroken chain (each `from` is the previous `to`).
-    fn clamp(&mut self, now: Instant) -> State {
-        self.latest = self.latest.max(now);
-        match self.phase {
-            Phase::Closed | Phase::Disabled => State::Closed,
-            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => State::Open,
-            Phase::HalfOpen => State::HalfOpen,
-        }
-    }
-
-    /// The state and probes in flight at `now`, with timed changes applied
-    /// in the view only.
-    fn view(&self, now: Instant) -> (State, u16) {
+    /// What a call must wait for at `now` (`None`: it would be admitted),
+    /// with timed changes applied in the view only.
+    fn wait_at(&self, now: Instant) -> Option<Wait> {
         let now = now.max(self.latest);
+        let c = self.config();
         match self.phase {
-            Phase::Closed | Phase::Disabled => (State::Closed, 0),
-            Phase::Open | Phase::ForcedOpen if now >= self.deadline => (State::HalfOpen, 0),
-            Phase::Open | Phase::ForcedOpen | Phase::HeldOpen => (State::Open, 0),
-            Phase::HalfOpen if now >= self.deadline => (State::HalfOpen, 0),
-            Phase::HalfOpen => (State::HalfOpen, self.probes_in_flight),
+            Phase::Closed | Phase::Disabled => None,
+            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => {
+                Some(Wait::UntilHalfOpen(until - now))
+            }
+            Phase::Open { .. } | Phase::ForcedOpen { .. } => None,
+            Phase::HeldOpen => Some(Wait::Held),
+            Phase::HalfOpen { give_up_at } if now < give_up_at && !policy::admits_probe(c, self.probes_in_flight) => {
+                let give_up = give_up_at - now;
+                Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
+            }
+            Phase::HalfOpen { .. } => None,
         }
+    }
+
+    /// Applies the timed changes due by `now` (reported to the meter), for a
+    /// manual operation; returns the transition applied, if any, and the
+    /// state the operation starts from.
+    fn settle(&mut self, now: Instant) -> (Option<Transition>, State) {
+        let observed = self.advance(now);
+        let observed = self.emit(observed);
+        (observed, self.phase.state())
     }
 
     /// Moves the clock to `now` and applies the timed changes due.
     fn advance(&mut self, now: Instant) -> Option<Transition> {
         self.latest = self.latest.max(now);
-        if self.latest < self.deadline {
-            return None;
-        }
         match self.phase {
-            Phase::Open | Phase::ForcedOpen => {
-                let (at, forced) = (self.deadline, self.phase == Phase::ForcedOpen);
+            Phase::Open { until } | Phase::ForcedOpen { until } if self.latest >= until => {
+                let forced = matches!(self.phase, Phase::ForcedOpen { .. });
                 let reason = if forced { Reason::ForcedOpenEnded } else { Reason::OpenTimeout };
-                self.enter(Phase::HalfOpen);
-                Some(Transition { from: State::Open, to: State::HalfOpen, reason, at })
+                self.enter(Phase::HalfOpen { give_up_at: until });
+                Some(Transition { from: State::Open, to: State::HalfOpen, reason, at: until })
             }
-            Phase::HalfOpen if self.probes_in_flight > 0 => {
+            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 && self.latest >= give_up_at => {
                 // Every in-flight probe was admitted at least `probe_timeout`
                 // ago: give them up; their late reports will be stale.
                 self.probes_in_flight = 0;
@@ -467,7 +488,6 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.generation = self.generation.wrapping_add(1);
         self.probes_in_flight = 0;
         self.probe_successes = 0;
-        self.deadline = Instant::ZERO;
     }
 
     /// The transition of a manual operation, if the state changed; reported
@@ -491,13 +511,15 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.enter(Phase::Closed);
         self.window.clear();
         self.consecutive = 0;
-        self.open_for = self.config().open_timeout;
+        self.open_for = policy::first_open_period(self.config());
     }
 
     fn open(&mut self, now: Instant, reason: Reason, from: State) -> Option<Transition> {
-        self.enter(Phase::Open);
         let c = self.config();
-        self.deadline = now + jitter::shorten(self.open_for, c.jitter, c.jitter_seed, self.generation);
+        // The period is drawn for the generation the open phase starts.
+        let generation = self.generation.wrapping_add(1);
+        let until = now + jitter::shorten(self.open_for, c.jitter, c.jitter_seed, generation);
+        self.enter(Phase::Open { until });
         Some(Transition { from, to: State::Open, reason, at: now })
     }
 
@@ -510,20 +532,18 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
         let c = self.config();
         let reason = policy::trip_reason(c, self.consecutive, self.window.totals(c.window, now))?;
-        self.open_for = self.config().open_timeout;
+        self.open_for = policy::first_open_period(c);
         self.open(now, reason, State::Closed)
     }
 
     fn count_probe(&mut self, now: Instant, failed: bool) -> Option<Transition> {
         self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
-        let c = self.config();
         if failed {
-            self.open_for = policy::grown_open_period(c, self.open_for);
+            self.open_for = policy::grown_open_period(self.config(), self.open_for);
             return self.open(now, Reason::ProbeFailed, State::HalfOpen);
         }
-        let needed = c.half_open_successes;
         self.probe_successes += 1;
-        if self.probe_successes < needed {
+        if !policy::probes_close(self.config(), self.probe_successes) {
             return None;
         }
         self.close();
@@ -534,27 +554,67 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
 #[cfg(feature = "serde")]
 mod saved {
     use super::*;
-    use crate::snapshot::{Persist, SNAPSHOT_VERSION, SavedPhase, Snapshot, SnapshotError};
+    use crate::error::SnapshotError;
+    use crate::metrics::Persist;
+    use crate::snapshot::{SNAPSHOT_VERSION, check_version};
+
+    /// Where a breaker is, in a [`Snapshot`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum SavedPhase {
+        Closed,
+        Open,
+        HalfOpen,
+        ForcedOpen,
+        HeldOpen,
+        Disabled,
+    }
+
+    /// The state of one breaker, with times relative to when it was taken.
+    /// Build it with [`Breaker::snapshot`]; restore it with
+    /// [`Breaker::restore`]; encode it with `to_json` / `to_bytes`.
+    #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Snapshot {
+        /// [`SNAPSHOT_VERSION`] when written.
+        pub version: u32,
+        /// Fingerprint of the configuration.
+        pub config: u64,
+        pub(crate) phase: SavedPhase,
+        pub(crate) generation: u32,
+        /// Open / forced open: time until half-open. Half-open: time until
+        /// the probes in flight would be given up (a restore gives them up
+        /// at once: their reports can never reach the restored breaker).
+        pub(crate) deadline_in_us: u64,
+        pub(crate) open_for_us: u64,
+        pub(crate) consecutive: u32,
+        pub(crate) probes_in_flight: u16,
+        pub(crate) probe_successes: u16,
+        pub(crate) window: crate::window::SavedWindow,
+        pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
+    }
+
+    crate::snapshot::encodings!(Snapshot);
 
     impl<C: Borrow<Config>, M: Meter + Persist> Breaker<C, M> {
         /// The breaker's complete state at `now`, with times relative to `now`.
         pub fn snapshot(&self, now: Instant) -> Snapshot {
             let now = now.max(self.latest);
             let config = self.config();
-            let phase = match self.phase {
-                Phase::Closed => SavedPhase::Closed,
-                Phase::Open => SavedPhase::Open,
-                Phase::HalfOpen => SavedPhase::HalfOpen,
-                Phase::ForcedOpen => SavedPhase::ForcedOpen,
-                Phase::HeldOpen => SavedPhase::HeldOpen,
-                Phase::Disabled => SavedPhase::Disabled,
+            let (phase, deadline) = match self.phase {
+                Phase::Closed => (SavedPhase::Closed, now),
+                Phase::Open { until } => (SavedPhase::Open, until),
+                Phase::HalfOpen { give_up_at } => (SavedPhase::HalfOpen, give_up_at),
+                Phase::ForcedOpen { until } => (SavedPhase::ForcedOpen, until),
+                Phase::HeldOpen => (SavedPhase::HeldOpen, now),
+                Phase::Disabled => (SavedPhase::Disabled, now),
             };
             Snapshot {
                 version: SNAPSHOT_VERSION,
                 config: config.fingerprint(),
                 phase,
                 generation: self.generation,
-                deadline_in_us: (self.deadline - now).as_micros(),
+                deadline_in_us: (deadline - now).as_micros(),
                 open_for_us: self.open_for.as_micros(),
                 consecutive: self.consecutive,
                 probes_in_flight: self.probes_in_flight,
@@ -566,57 +626,50 @@ mod saved {
 
         /// The breaker `snapshot` describes, configured by `config` (which must
         /// be the configuration it was taken with), at `now`.
+        ///
+        /// The restored breaker starts a new generation: permits issued
+        /// before the snapshot was taken (calls in flight in the saving
+        /// process, half-open probes among them) are stale for it, so a
+        /// half-open breaker admits new probes at once instead of waiting
+        /// for probes that can never report.
         pub fn restore(config: C, snapshot: &Snapshot, now: Instant) -> Result<Self, SnapshotError> {
             let s = snapshot;
-            if s.version != SNAPSHOT_VERSION {
-                return Err(if s.version > SNAPSHOT_VERSION {
-                    SnapshotError::NewerVersion { found: s.version, supported: SNAPSHOT_VERSION }
-                } else {
-                    SnapshotError::Corrupt("version")
-                });
-            }
+            check_version(s.version)?;
             let c = config.borrow();
             if c.validate().is_err() || s.config != c.fingerprint() {
                 return Err(SnapshotError::ConfigMismatch);
             }
             let corrupt = |what| Err(SnapshotError::Corrupt(what));
-            let (phase, probing) = match s.phase {
-                SavedPhase::Closed => (Phase::Closed, false),
-                SavedPhase::Open => (Phase::Open, false),
-                SavedPhase::HalfOpen => (Phase::HalfOpen, true),
-                SavedPhase::ForcedOpen => (Phase::ForcedOpen, false),
-                SavedPhase::HeldOpen => (Phase::HeldOpen, false),
-                SavedPhase::Disabled => (Phase::Disabled, false),
+            let deadline_in = Duration::from_micros(s.deadline_in_us);
+            let phase = match s.phase {
+                SavedPhase::Closed => Phase::Closed,
+                SavedPhase::Open if deadline_in <= c.open_timeout_cap() => Phase::Open { until: now + deadline_in },
+                SavedPhase::Open => return corrupt("deadline"),
+                SavedPhase::HalfOpen => Phase::HalfOpen { give_up_at: now },
+                SavedPhase::ForcedOpen => Phase::ForcedOpen { until: now + deadline_in },
+                SavedPhase::HeldOpen => Phase::HeldOpen,
+                SavedPhase::Disabled => Phase::Disabled,
             };
+            let probing = matches!(phase, Phase::HalfOpen { .. });
             if !probing && (s.probes_in_flight > 0 || s.probe_successes > 0) {
                 return corrupt("probes outside half-open");
             }
-            if s.probes_in_flight > c.half_open_max_attempts || s.probe_successes >= c.half_open_successes {
+            if s.probes_in_flight > c.half_open_max_attempts || policy::probes_close(c, s.probe_successes) {
                 return corrupt("probes");
             }
             let open_for = Duration::from_micros(s.open_for_us);
-            if open_for < c.open_timeout || open_for > c.max_open_timeout {
+            if open_for < c.open_timeout || open_for > c.open_timeout_cap() {
                 return corrupt("open period");
             }
-            let deadline_in = Duration::from_micros(s.deadline_in_us);
-            let bounded = match phase {
-                Phase::Open => deadline_in <= c.max_open_timeout,
-                Phase::HalfOpen => deadline_in <= c.probe_timeout,
-                _ => true,
-            };
-            if !bounded {
-                return corrupt("deadline");
-            }
-            let window = WindowState::load(c, &s.window, now)?;
+            let window = WindowState::load(c.window, c.windowed(), &s.window, now)?;
             let meter = M::load(s.metrics.as_ref(), now)?;
             Ok(Breaker {
                 window,
                 latest: now,
-                deadline: now + deadline_in,
                 open_for,
-                generation: s.generation,
+                generation: s.generation.wrapping_add(1),
                 consecutive: s.consecutive,
-                probes_in_flight: s.probes_in_flight,
+                probes_in_flight: 0,
                 probe_successes: s.probe_successes,
                 phase,
                 config,
@@ -625,3 +678,6 @@ mod saved {
         }
     }
 }
+
+#[cfg(feature = "serde")]
+pub use saved::Snapshot;

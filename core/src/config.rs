@@ -2,24 +2,14 @@
 
 use crate::error::{ConfigError, Field, Problem};
 use crate::time::Duration;
-
-/// Most calls a count-based window can hold.
-pub const MAX_WINDOW_CALLS: u16 = 128;
+use crate::window::{MAX_WINDOW_CALLS, TIME_BUCKETS, Window};
 
 /// Most half-open probes that may be in flight at once.
 pub const MAX_HALF_OPEN_ATTEMPTS: u16 = 1_000;
 
-/// The window over which windowed policies (`failure_threshold`,
-/// `failure_rate_threshold`, `slow_call_rate_threshold`) count.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Window {
-    /// The calls reported within the last span of time. The span is cut into
-    /// [`TIME_BUCKETS`](crate::TIME_BUCKETS) buckets, so an outcome counts for
-    /// between 7/8 of the span and the whole span after it is reported.
-    Time(Duration),
-    /// The last `n` calls reported (1 ..= [`MAX_WINDOW_CALLS`]).
-    Count(u16),
-}
+/// The open time's cap when `max_open_timeout` is not set and `open_timeout`
+/// is shorter (seed 000: doubling "up to 5 minutes").
+pub const DEFAULT_MAX_OPEN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A breaker's configuration. Build one from [`Config::default`] (seed 000's
 /// values) or a preset, change fields, and check it with [`Config::validate`]
@@ -50,8 +40,9 @@ pub struct Config {
     /// The open time is multiplied by this after each failed half-open trial
     /// (≥ 1; 1 keeps it constant).
     pub backoff_factor: f64,
-    /// The open time never grows beyond this.
-    pub max_open_timeout: Duration,
+    /// The open time never grows beyond this. `None` (the default):
+    /// [`DEFAULT_MAX_OPEN_TIMEOUT`] (5 min), or `open_timeout` if that is longer.
+    pub max_open_timeout: Option<Duration>,
     /// Each open period is shortened by a random fraction of up to this
     /// (0 ≤ j < 1), so that many breakers opened together do not retry together.
     /// Jitter only shortens, so `max_open_timeout` stays a true cap.
@@ -60,8 +51,9 @@ pub struct Config {
     pub jitter_seed: u64,
     /// Most probes in flight at once while half-open (N).
     pub half_open_max_attempts: u16,
-    /// Successful probes that close the breaker (M ≤ N).
-    pub half_open_successes: u16,
+    /// Successful probes that close the breaker (M ≤ N). `None` (the
+    /// default): all N, as in seed 000.
+    pub half_open_successes: Option<u16>,
     /// A half-open probe not reported within this time after the latest probe
     /// was admitted is given up on: it stops counting as in flight, and its
     /// late report is ignored as stale.
@@ -82,11 +74,11 @@ impl Default for Config {
             slow_call_rate_threshold: None,
             open_timeout: Duration::from_secs(30),
             backoff_factor: 2.0,
-            max_open_timeout: Duration::from_secs(300),
+            max_open_timeout: None,
             jitter: 0.0,
             jitter_seed: 0,
             half_open_max_attempts: 3,
-            half_open_successes: 3,
+            half_open_successes: None,
             probe_timeout: Duration::from_secs(60),
         }
     }
@@ -108,15 +100,32 @@ impl Config {
             slow_call_duration: Some(Duration::from_secs(10)),
             open_timeout: Duration::from_secs(10),
             backoff_factor: 1.0,
-            max_open_timeout: Duration::from_secs(10),
+            max_open_timeout: Some(Duration::from_secs(10)),
             half_open_max_attempts: 1,
-            half_open_successes: 1,
             ..Config::default()
         }
     }
 
-    /// A stable fingerprint of every field (53 bits, so it survives a
-    /// JavaScript number): equal configurations have equal fingerprints. Used
+    /// The open time's cap in force: `max_open_timeout`, or its default.
+    pub fn open_timeout_cap(&self) -> Duration {
+        self.max_open_timeout.unwrap_or(DEFAULT_MAX_OPEN_TIMEOUT.max(self.open_timeout))
+    }
+
+    /// Successful probes that close the breaker: `half_open_successes`, or N.
+    pub fn successes_to_close(&self) -> u16 {
+        self.half_open_successes.unwrap_or(self.half_open_max_attempts)
+    }
+
+    /// Whether a policy counts over the window (else none is kept).
+    pub fn windowed(&self) -> bool {
+        self.failure_threshold.is_some()
+            || self.failure_rate_threshold.is_some()
+            || self.slow_call_rate_threshold.is_some()
+    }
+
+    /// A stable fingerprint of every field's value in force (53 bits, so it
+    /// survives a JavaScript number): configurations that behave the same
+    /// (a default left unset, or set to its value) have equal fingerprints. Used
     /// by snapshots to recognise their configuration, and by bindings to share
     /// one `Config` among breakers built from the same options.
     pub fn fingerprint(&self) -> u64 {
@@ -137,7 +146,7 @@ impl Config {
             return err(Field::FailureThreshold, Problem::Zero);
         }
         match self.window {
-            Window::Time(d) if d.as_micros() < u64::from(crate::TIME_BUCKETS) => {
+            Window::Time(d) if d.as_micros() < u64::from(TIME_BUCKETS) => {
                 return err(Field::Window, Problem::TooSmall);
             }
             Window::Count(0) => return err(Field::Window, Problem::Zero),
@@ -174,7 +183,7 @@ impl Config {
         if self.backoff_factor < 1.0 {
             return err(Field::BackoffFactor, Problem::TooSmall);
         }
-        if self.max_open_timeout < self.open_timeout {
+        if self.open_timeout_cap() < self.open_timeout {
             return err(Field::MaxOpenTimeout, Problem::BelowOpenTimeout);
         }
         if !self.jitter.is_finite() {
@@ -189,10 +198,10 @@ impl Config {
         if self.half_open_max_attempts > MAX_HALF_OPEN_ATTEMPTS {
             return err(Field::HalfOpenMaxAttempts, Problem::TooLarge);
         }
-        if self.half_open_successes == 0 {
+        if self.half_open_successes == Some(0) {
             return err(Field::HalfOpenSuccesses, Problem::Zero);
         }
-        if self.half_open_successes > self.half_open_max_attempts {
+        if self.successes_to_close() > self.half_open_max_attempts {
             return err(Field::HalfOpenSuccesses, Problem::ExceedsHalfOpenMaxAttempts);
         }
         if self.probe_timeout.is_zero() {
@@ -212,7 +221,7 @@ fn check_percent(value: Option<f64>, field: Field) -> Result<(), ConfigError> {
     Err(ConfigError { field, problem })
 }
 
-/// A stable fingerprint of every field of `config`: FNV-1a cut to 53 bits, so
+/// A stable fingerprint of every field's value in force in `config`: FNV-1a cut to 53 bits, so
 /// that the JSON form survives JavaScript numbers (`JSON.parse` in a binding).
 fn fingerprint(c: &Config) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
@@ -234,11 +243,11 @@ fn fingerprint(c: &Config) -> u64 {
     feed(opt(c.slow_call_rate_threshold.map(f64::to_bits)));
     feed(c.open_timeout.as_micros());
     feed(c.backoff_factor.to_bits());
-    feed(c.max_open_timeout.as_micros());
+    feed(c.open_timeout_cap().as_micros());
     feed(c.jitter.to_bits());
     feed(c.jitter_seed);
     feed(u64::from(c.half_open_max_attempts));
-    feed(u64::from(c.half_open_successes));
+    feed(u64::from(c.successes_to_close()));
     feed(c.probe_timeout.as_micros());
     hash & ((1 << 53) - 1)
 }

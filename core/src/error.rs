@@ -1,4 +1,5 @@
-//! The typed error for an invalid [`Config`](crate::Config).
+//! The typed errors: an invalid [`Config`](crate::Config), and a snapshot
+//! that cannot be restored.
 
 use core::fmt;
 
@@ -103,3 +104,52 @@ impl fmt::Display for ConfigError {
 }
 
 impl core::error::Error for ConfigError {}
+
+/// Why a snapshot could not be restored.
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// The bytes or text are not a snapshot (truncated, garbled, wrong shape).
+    Malformed(alloc::string::String),
+    /// Written by a newer format than this build reads.
+    NewerVersion {
+        /// The snapshot's version.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// Taken with another configuration than the one restoring it.
+    ConfigMismatch,
+    /// Well-formed, but a field holds a value no breaker can have.
+    Corrupt(&'static str),
+}
+
+#[cfg(feature = "serde")]
+impl SnapshotError {
+    /// `"malformed"`, `"newer_version"`, `"config_mismatch"` or `"corrupt"`.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            SnapshotError::Malformed(_) => "malformed",
+            SnapshotError::NewerVersion { .. } => "newer_version",
+            SnapshotError::ConfigMismatch => "config_mismatch",
+            SnapshotError::Corrupt(_) => "corrupt",
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Malformed(why) => write!(f, "malformed snapshot: {why}"),
+            SnapshotError::NewerVersion { found, supported } => {
+                write!(f, "snapshot version {found} is newer than the supported {supported}")
+            }
+            SnapshotError::ConfigMismatch => f.write_str("snapshot was taken with a different configuration"),
+            SnapshotError::Corrupt(what) => write!(f, "corrupt snapshot: {what}"),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl core::error::Error for SnapshotError {}

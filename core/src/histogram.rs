@@ -134,6 +134,9 @@ impl Meter for LatencyHistogram {
             self.record(report.latency);
         }
     }
+    fn measures_latency(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -28,8 +28,17 @@
 //! }
 //! assert_eq!(breaker.state(Instant::from_millis(5_000)), State::Open);
 //! let rejection = breaker.try_acquire(Instant::from_millis(5_000)).decision.unwrap_err();
-//! assert_eq!(rejection.retry_after.unwrap().as_millis(), 29_000);
+//! assert_eq!(rejection.retry_after().unwrap().as_millis(), 29_000);
 //! ```
+//!
+//! A binding for which every call into the breaker is expensive may act on
+//! its own under a [`Licence`] the breaker grants (admit freely until the
+//! window's bucket ends; reject until the open time ends), with outcomes
+//! handed over in bulk so that the breaker ends up exactly where the plain
+//! protocol would leave it.
+//!
+//! Every rule the breaker decides by (trip policies, slow calls, probes,
+//! backoff, what a registry may forget) is in one module, `policy`.
 //!
 //! ## Time
 //! See [`time`]: microseconds as `u64` from any origin; time never goes
@@ -40,7 +49,7 @@
 //!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
 //! - [`Registry`] (feature `alloc`): one breaker per key, bounded.
 //! - [`prometheus`]: the text exposition format.
-//! - [`Snapshot`] and [`RegistrySnapshot`] (feature `serde`): versioned state,
+//! - `Snapshot` and `RegistrySnapshot` (feature `serde`): versioned state,
 //!   JSON or compact.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
@@ -54,6 +63,7 @@ mod config;
 mod error;
 mod histogram;
 mod jitter;
+mod licence;
 mod meter;
 mod metrics;
 mod permit;
@@ -67,17 +77,26 @@ mod state;
 pub mod time;
 mod window;
 
-pub use breaker::{Breaker, Counts};
-pub use config::{Config, MAX_HALF_OPEN_ATTEMPTS, MAX_WINDOW_CALLS, Window};
+pub use breaker::Breaker;
+#[cfg(feature = "serde")]
+pub use breaker::Snapshot;
+pub use config::{Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_HALF_OPEN_ATTEMPTS};
+#[cfg(feature = "serde")]
+pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
 pub use histogram::{LatencyHistogram, LatencySummary};
+pub use licence::Licence;
 pub use meter::{Meter, Report};
-pub use metrics::{Counters, Metrics, MetricsSnapshot, ReadMetrics};
-pub use permit::{Admission, Outcome, Permit, Rejection};
+pub use metrics::{Counters, MAX_SAVED_COUNTER, Metrics, MetricsReading, ReadMetrics};
+#[cfg(feature = "serde")]
+pub use metrics::{Persist, SavedMetrics};
+pub use permit::{Admission, Outcome, Permit, Rejection, Wait};
+#[cfg(feature = "serde")]
+pub use registry::RegistrySnapshot;
 #[cfg(feature = "alloc")]
 pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
 #[cfg(feature = "serde")]
-pub use snapshot::{Persist, RegistrySnapshot, SNAPSHOT_VERSION, SavedMetrics, Snapshot, SnapshotError};
-pub use state::{Mode, Reason, State, Transition};
+pub use snapshot::SNAPSHOT_VERSION;
+pub use state::{Counts, Mode, Reason, State, Transition, Transitions};
 pub use time::{Duration, Instant};
-pub use window::{TIME_BUCKETS, Totals};
+pub use window::{MAX_WINDOW_CALLS, TIME_BUCKETS, Window, WindowCounts};

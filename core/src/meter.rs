@@ -41,6 +41,11 @@ pub trait Meter {
     fn transitioned(&mut self, transition: &Transition) {
         let _ = transition;
     }
+    /// Whether it measures each call's latency (then a binding may not
+    /// admit calls without asking: see [`Licence`](crate::Licence)).
+    fn measures_latency(&self) -> bool {
+        false
+    }
 }
 
 impl Meter for () {}
@@ -67,6 +72,9 @@ impl<M: Meter> Meter for Option<M> {
             m.transitioned(transition);
         }
     }
+    fn measures_latency(&self) -> bool {
+        self.as_ref().is_some_and(M::measures_latency)
+    }
 }
 
 /// A boxed meter (a large one, kept off the breaker's own memory).
@@ -83,6 +91,9 @@ impl<M: Meter + ?Sized> Meter for alloc::boxed::Box<M> {
     }
     fn transitioned(&mut self, transition: &Transition) {
         (**self).transitioned(transition);
+    }
+    fn measures_latency(&self) -> bool {
+        (**self).measures_latency()
     }
 }
 
@@ -102,5 +113,8 @@ impl<A: Meter, B: Meter> Meter for (A, B) {
     fn transitioned(&mut self, transition: &Transition) {
         self.0.transitioned(transition);
         self.1.transitioned(transition);
+    }
+    fn measures_latency(&self) -> bool {
+        self.0.measures_latency() || self.1.measures_latency()
     }
 }

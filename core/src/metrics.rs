@@ -12,6 +12,11 @@ use crate::time::{Duration, Instant};
 const HOUR_MICROS: u64 = 3_600_000_000;
 const HOURS: usize = 24;
 
+/// The largest value a counter takes in a snapshot (2^53 − 1, so that it
+/// survives a JavaScript number); larger ones are refused as corrupt. Live
+/// counters saturate at `u64::MAX`.
+pub const MAX_SAVED_COUNTER: u64 = (1 << 53) - 1;
+
 /// Monotonic counters since the breaker was made.
 ///
 /// Every admitted call ends in exactly one of `successes`, `failures`,
@@ -68,10 +73,11 @@ impl Default for Metrics {
     }
 }
 
-/// Everything measured about one breaker at one moment: a plain value,
-/// cheap to read, for bindings to turn into objects and dicts.
+/// Everything measured about one breaker at one moment (what
+/// [`Breaker::metrics`](crate::Breaker::metrics) reads): a plain value, cheap
+/// to read, for bindings to turn into objects and dicts.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MetricsSnapshot {
+pub struct MetricsReading {
     /// The state now.
     pub state: State,
     /// The counters.
@@ -126,10 +132,10 @@ impl Metrics {
         if let Some(since) = self.since {
             match pending {
                 Some((due, to)) if due < now => {
-                    time[slot(self.state)] += (due - since).as_micros();
-                    time[slot(to)] += (now - due).as_micros();
+                    time[slot(self.state)] = time[slot(self.state)].saturating_add((due - since).as_micros());
+                    time[slot(to)] = time[slot(to)].saturating_add((now - due).as_micros());
                 }
-                _ => time[slot(self.state)] += (now - since).as_micros(),
+                _ => time[slot(self.state)] = time[slot(self.state)].saturating_add((now - since).as_micros()),
             }
         }
         time.map(Duration::from_micros)
@@ -140,6 +146,12 @@ impl Metrics {
     }
 }
 
+/// Counts one more, saturating.
+#[inline]
+fn bump(counter: &mut u64) {
+    *counter = counter.saturating_add(1);
+}
+
 fn hour(t: Instant) -> u32 {
     u32::try_from(t.as_micros() / HOUR_MICROS).unwrap_or(u32::MAX)
 }
@@ -147,33 +159,36 @@ fn hour(t: Instant) -> u32 {
 impl Meter for Metrics {
     fn admitted(&mut self, now: Instant) {
         self.touch(now);
-        self.counters.admitted += 1;
+        bump(&mut self.counters.admitted);
     }
 
     fn rejected(&mut self, now: Instant) {
         self.touch(now);
-        self.counters.rejections += 1;
+        bump(&mut self.counters.rejections);
     }
 
     fn reported(&mut self, report: Report) {
         let c = &mut self.counters;
-        match report.outcome {
-            _ if report.stale => c.stale += 1,
-            Outcome::Ignored => c.ignored += 1,
-            Outcome::Cancelled => c.cancelled += 1,
-            Outcome::Success if !report.slow => c.successes += 1,
-            Outcome::Success | Outcome::Failure => c.failures += 1,
+        bump(match report.outcome {
+            _ if report.stale => &mut c.stale,
+            Outcome::Ignored => &mut c.ignored,
+            Outcome::Cancelled => &mut c.cancelled,
+            Outcome::Success if !report.slow => &mut c.successes,
+            Outcome::Success | Outcome::Failure => &mut c.failures,
+        });
+        if report.slow {
+            bump(&mut c.slow);
         }
-        c.slow += u64::from(report.slow);
     }
 
     fn transitioned(&mut self, t: &Transition) {
         let since = *self.since.get_or_insert(t.at);
-        self.time_in[slot(t.from)] += (t.at - since).as_micros();
+        let spent = &mut self.time_in[slot(t.from)];
+        *spent = spent.saturating_add((t.at - since).as_micros());
         self.since = Some(t.at.max(since));
         self.state = t.to;
         if t.to.is_open() {
-            self.counters.opens += 1;
+            bump(&mut self.counters.opens);
             let h = hour(t.at);
             if h > self.newest_hour {
                 for cleared in (self.newest_hour + 1..=h).take(HOURS) {
@@ -221,18 +236,73 @@ impl ReadMetrics for (Metrics, Option<LatencyHistogram>) {
     }
 }
 
+/// What [`Metrics`] keeps, with time relative to the snapshot it is part of
+/// (opaque: read it through a restored breaker).
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedMetrics {
+    counters: SavedCounters,
+    /// Opens per hour, the newest hour first.
+    opens_by_hour: [u16; HOURS],
+    /// Time in closed, half-open, open, up to the snapshot.
+    time_in_us: [u64; 3],
+    /// The state as of the last transition: 0 closed, 1 half-open, 2 open.
+    state: u8,
+    /// Whether the breaker had been used.
+    used: bool,
+}
+
+/// [`Counters`], field by field, in a snapshot.
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedCounters {
+    admitted: u64,
+    successes: u64,
+    failures: u64,
+    slow: u64,
+    rejections: u64,
+    ignored: u64,
+    cancelled: u64,
+    stale: u64,
+    opens: u64,
+}
+
+/// Meters whose state a [`Snapshot`](crate::Snapshot) can carry: `()`
+/// carries nothing; [`Metrics`] its counters, opens and times (with or
+/// without a latency histogram, which is not saved).
+#[cfg(feature = "serde")]
+pub trait Persist: Sized {
+    /// The state to save at `now`, if any.
+    fn save(&self, now: Instant) -> Option<SavedMetrics>;
+    /// The meter to restore at `now` from what was saved (fresh if nothing was).
+    fn load(saved: Option<&SavedMetrics>, now: Instant) -> Result<Self, crate::SnapshotError>;
+}
+
 #[cfg(feature = "serde")]
 mod saved {
     use super::*;
-    use crate::snapshot::{SavedMetrics, SnapshotError};
+    use crate::error::SnapshotError;
+
+    impl From<Counters> for SavedCounters {
+        fn from(c: Counters) -> Self {
+            let Counters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens } = c;
+            SavedCounters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens }
+        }
+    }
+
+    impl From<SavedCounters> for Counters {
+        fn from(c: SavedCounters) -> Self {
+            let SavedCounters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens } = c;
+            Counters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens }
+        }
+    }
 
     impl Metrics {
         /// What the metrics hold at `now`, times relative to `now`.
-        pub(crate) fn save(&self, now: Instant) -> SavedMetrics {
-            let mut time_in = self.time_in;
-            if let Some(since) = self.since {
-                time_in[slot(self.state)] += (now - since).as_micros();
-            }
+        fn save(&self, now: Instant) -> SavedMetrics {
+            let time_in = self.times(now, None).map(|d| d.as_micros());
             let current = hour(now);
             let opens_by_hour = core::array::from_fn(|age| {
                 let h = current.checked_sub(age as u32);
@@ -253,19 +323,27 @@ mod saved {
         }
 
         /// The metrics `saved` describes, at `now`.
-        pub(crate) fn load(saved: &SavedMetrics, now: Instant) -> Result<Self, SnapshotError> {
+        fn load(saved: &SavedMetrics, now: Instant) -> Result<Self, SnapshotError> {
+            let corrupt = |what| Err(SnapshotError::Corrupt(what));
             let state = match saved.state {
                 0 => State::Closed,
                 1 => State::HalfOpen,
                 2 => State::Open,
-                _ => return Err(SnapshotError::Corrupt("metrics state")),
+                _ => return corrupt("metrics state"),
             };
             let counters: Counters = saved.counters.into();
-            let reported =
-                [counters.successes, counters.failures, counters.ignored, counters.cancelled, counters.stale];
-            let reported = reported.iter().try_fold(0u64, |sum, &n| sum.checked_add(n));
-            if reported.is_none_or(|n| n > counters.admitted) || counters.slow > counters.failures {
-                return Err(SnapshotError::Corrupt("metrics counters"));
+            let c = counters;
+            let all =
+                [c.admitted, c.successes, c.failures, c.slow, c.rejections, c.ignored, c.cancelled, c.stale, c.opens];
+            if all.iter().any(|&n| n > MAX_SAVED_COUNTER) {
+                return corrupt("metrics counter out of range");
+            }
+            let reported = c.successes + c.failures + c.ignored + c.cancelled + c.stale;
+            if reported > c.admitted || c.slow > c.failures {
+                return corrupt("metrics counters");
+            }
+            if saved.time_in_us.iter().any(|&t| t > MAX_SAVED_COUNTER) {
+                return corrupt("metrics time out of range");
             }
             let current = hour(now);
             let mut opens_by_hour = [0; HOURS];
@@ -282,6 +360,33 @@ mod saved {
                 state,
                 since: saved.used.then_some(now),
             })
+        }
+    }
+
+    impl Persist for () {
+        fn save(&self, _: Instant) -> Option<SavedMetrics> {
+            None
+        }
+        fn load(_: Option<&SavedMetrics>, _: Instant) -> Result<Self, SnapshotError> {
+            Ok(())
+        }
+    }
+
+    impl Persist for Metrics {
+        fn save(&self, now: Instant) -> Option<SavedMetrics> {
+            Some(Metrics::save(self, now))
+        }
+        fn load(saved: Option<&SavedMetrics>, now: Instant) -> Result<Self, SnapshotError> {
+            saved.map_or(Ok(Metrics::default()), |s| Metrics::load(s, now))
+        }
+    }
+
+    impl<H: Default> Persist for (Metrics, H) {
+        fn save(&self, now: Instant) -> Option<SavedMetrics> {
+            Some(self.0.save(now))
+        }
+        fn load(saved: Option<&SavedMetrics>, now: Instant) -> Result<Self, SnapshotError> {
+            Ok((<Metrics as Persist>::load(saved, now)?, H::default()))
         }
     }
 }

@@ -53,9 +53,46 @@ pub enum Outcome {
 pub struct Rejection {
     /// The state that rejected it (open, or half-open with every probe slot taken).
     pub state: State,
-    /// How long until a call may be admitted; `None` when held open until released.
-    /// While half-open this is when the in-flight probes would be given up, at the latest.
-    pub retry_after: Option<Duration>,
+    /// What the caller waits for.
+    pub wait: Wait,
+}
+
+impl Rejection {
+    /// The delay after which to try again (see [`Wait::retry_after`]).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.wait.retry_after()
+    }
+}
+
+/// What a refused call waits for; each case holds its own times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Open: the open period ends after this; then probes may go.
+    UntilHalfOpen(Duration),
+    /// Half-open with every probe slot taken. A slot frees when a probe
+    /// reports, so `retry` is a short hint (a tenth of `open_timeout`, no
+    /// later than `give_up`); `give_up` is when the probes in flight are
+    /// given up if they never report (`probe_timeout` after the latest).
+    ProbesBusy {
+        /// When to try again.
+        retry: Duration,
+        /// When slots free at the latest.
+        give_up: Duration,
+    },
+    /// Held open until [`release`](crate::Breaker::release)d.
+    Held,
+}
+
+impl Wait {
+    /// The delay a caller (a queue) should wait before trying again: the
+    /// open time left, the half-open hint, or `None` when held open.
+    pub fn retry_after(self) -> Option<Duration> {
+        match self {
+            Wait::UntilHalfOpen(d) => Some(d),
+            Wait::ProbesBusy { retry, .. } => Some(retry),
+            Wait::Held => None,
+        }
+    }
 }
 
 /// What [`try_acquire`](crate::Breaker::try_acquire) decided.

@@ -1,14 +1,68 @@
-//! The trip policies and the open-time backoff, as pure functions of the
-//! configuration and the counts.
+//! Every rule a breaker decides by, as pure functions of the configuration
+//! and the counts: what trips it, what counts as slow, how probes are
+//! admitted and when they close it or are given up, how long it stays open,
+//! and when a registry may forget it.
 
 use crate::config::Config;
-use crate::state::Reason;
-use crate::time::Duration;
-use crate::window::Totals;
+use crate::state::{Counts, Mode, Reason, State};
+use crate::time::{Duration, Instant};
+use crate::window::WindowCounts;
+
+/// Whether a call that took `latency` is slow (and so a failure).
+#[inline]
+pub(crate) fn is_slow(c: &Config, latency: Duration) -> bool {
+    c.slow_call_duration.is_some_and(|limit| latency > limit)
+}
+
+/// Whether a call's latency can change how it counts.
+pub(crate) fn latency_matters(c: &Config) -> bool {
+    c.slow_call_duration.is_some()
+}
+
+/// Whether another probe may go while `in_flight` are out.
+pub(crate) fn admits_probe(c: &Config, in_flight: u16) -> bool {
+    in_flight < c.half_open_max_attempts
+}
+
+/// Whether `successes` successful probes close the breaker.
+pub(crate) fn probes_close(c: &Config, successes: u16) -> bool {
+    successes >= c.successes_to_close()
+}
+
+/// When the probes in flight are given up, the latest admitted at `admitted`.
+pub(crate) fn probe_give_up_at(c: &Config, admitted: Instant) -> Instant {
+    admitted + c.probe_timeout
+}
+
+/// When a caller refused because every probe slot is taken should try again:
+/// a tenth of `open_timeout`, no later than `give_up` (when the slots free at
+/// the latest).
+pub(crate) fn probe_retry_hint(c: &Config, give_up: Duration) -> Duration {
+    Duration::from_micros(c.open_timeout.as_micros() / 10).min(give_up)
+}
+
+/// The open period after a trip from closed: the backoff starts afresh.
+pub(crate) fn first_open_period(c: &Config) -> Duration {
+    c.open_timeout
+}
+
+/// Whether a registry may forget a breaker: closed, in no manual mode, with
+/// no call in flight, and no failure counted that a policy uses (none in its
+/// window; none in a row, if `consecutive_failures` is set). A new breaker
+/// would decide the same, so no protection is lost.
+#[cfg(feature = "alloc")]
+pub(crate) fn forgettable(c: &Config, state: State, mode: Mode, counts: &Counts, in_flight: u32) -> bool {
+    let run_matters = c.consecutive_failures.is_some();
+    state == State::Closed
+        && mode == Mode::Normal
+        && in_flight == 0
+        && !(run_matters && counts.consecutive_failures > 0)
+        && counts.window.failures == 0
+}
 
 /// Why a breaker with these counts must open, if it must. Judged when a
 /// failure is reported; the first policy reached, in this order, is the reason.
-pub(crate) fn trip_reason(c: &Config, consecutive: u32, totals: Totals) -> Option<Reason> {
+pub(crate) fn trip_reason(c: &Config, consecutive: u32, totals: WindowCounts) -> Option<Reason> {
     if c.consecutive_failures.is_some_and(|n| consecutive >= n) {
         return Some(Reason::ConsecutiveFailures);
     }
@@ -31,7 +85,7 @@ pub(crate) fn trip_reason(c: &Config, consecutive: u32, totals: Totals) -> Optio
 /// at most `max_open_timeout`, never shorter than `current`.
 pub(crate) fn grown_open_period(c: &Config, current: Duration) -> Duration {
     let grown = (current.as_micros() as f64 * c.backoff_factor) as u64;
-    Duration::from_micros(grown).min(c.max_open_timeout).max(current)
+    Duration::from_micros(grown).min(c.open_timeout_cap()).max(current)
 }
 
 #[cfg(test)]
@@ -46,9 +100,9 @@ mod tests {
             minimum_calls: 4,
             ..Config::default()
         };
-        assert_eq!(trip_reason(&c, 3, Totals { calls: 3, failures: 3, slow: 0 }), None);
-        assert_eq!(trip_reason(&c, 2, Totals { calls: 4, failures: 2, slow: 0 }), Some(Reason::FailureRate));
-        assert_eq!(trip_reason(&c, 1, Totals { calls: 5, failures: 2, slow: 0 }), None);
+        assert_eq!(trip_reason(&c, 3, WindowCounts { calls: 3, failures: 3, slow: 0 }), None);
+        assert_eq!(trip_reason(&c, 2, WindowCounts { calls: 4, failures: 2, slow: 0 }), Some(Reason::FailureRate));
+        assert_eq!(trip_reason(&c, 1, WindowCounts { calls: 5, failures: 2, slow: 0 }), None);
     }
 
     #[test]
@@ -56,7 +110,7 @@ mod tests {
         let c = Config::default();
         assert_eq!(grown_open_period(&c, Duration::from_secs(30)), Duration::from_secs(60));
         assert_eq!(grown_open_period(&c, Duration::from_secs(200)), Duration::from_secs(300));
-        let huge = Config { max_open_timeout: Duration::MAX, ..c };
+        let huge = Config { max_open_timeout: Some(Duration::MAX), ..c };
         assert_eq!(grown_open_period(&huge, Duration::MAX), Duration::MAX);
     }
 }

@@ -1,5 +1,5 @@
 //! The Prometheus text exposition format (version 0.0.4) for breakers'
-//! [`MetricsSnapshot`]s, written to any [`core::fmt::Write`] without allocating.
+//! [`MetricsReading`]s, written to any [`core::fmt::Write`] without allocating.
 //!
 //! Names follow seed 000: `circuit_state{name="..."}` (0 closed, 1 half-open,
 //! 2 open), `circuit_failures_total`, `circuit_opens_total`, and more under the
@@ -9,7 +9,7 @@
 
 use core::fmt::{self, Write};
 
-use crate::metrics::MetricsSnapshot;
+use crate::metrics::MetricsReading;
 use crate::time::Duration;
 
 /// One metric family: its name, type, help, and how to read its value
@@ -18,7 +18,7 @@ struct Family {
     name: &'static str,
     kind: &'static str,
     help: &'static str,
-    value: fn(&MetricsSnapshot) -> Option<f64>,
+    value: fn(&MetricsReading) -> Option<f64>,
 }
 
 fn seconds(d: Duration) -> f64 {
@@ -140,7 +140,7 @@ fn sample(out: &mut impl Write, name: &str, breaker: &str, extra: Option<(&str, 
 /// together as the format requires).
 pub fn render<'a, I>(out: &mut impl Write, breakers: impl Fn() -> I) -> fmt::Result
 where
-    I: Iterator<Item = (&'a str, MetricsSnapshot)>,
+    I: Iterator<Item = (&'a str, MetricsReading)>,
 {
     for family in FAMILIES {
         header(out, family.name, family.kind, family.help)?;

@@ -3,11 +3,14 @@
 //! memory.
 //!
 //! At capacity, making a new breaker evicts the least recently used breaker
-//! that is *idle*: closed, in no manual mode, and with no failure counted that
-//! a policy uses (none in its window; none in a row, if `consecutive_failures`
-//! is set). Forgetting such a breaker loses no protection: a new one would
-//! decide the same. (Its metrics go with it; evictions are counted.) An open,
-//! half-open, forced, disabled or failing breaker is never evicted.
+//! that is *idle*: closed, in no manual mode, with no call in flight, and
+//! with no failure counted that a policy uses (the rule is
+//! `policy::forgettable`). Forgetting such a breaker loses no protection: a
+//! new one would decide the same. (Its metrics go with it; evictions are
+//! counted.) An open, half-open, forced, disabled, busy or failing breaker is
+//! never evicted. Calls are known to be in flight when they go through
+//! [`Registry::try_acquire`] and [`Registry::record`]; a breaker borrowed with
+//! [`Registry::get`] is the caller's to report on.
 //!
 //! Recency is exact (a use counter per breaker), but at more than
 //! [`EVICTION_SAMPLE`] breakers the eviction looks at that many, drawn at
@@ -23,14 +26,16 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::hash::BuildHasher;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
 use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::meter::Meter;
 use crate::metrics::ReadMetrics;
-use crate::state::{Mode, State};
+use crate::permit::{Admission, Outcome, Permit};
+use crate::policy;
+use crate::state::{State, Transition};
 use crate::time::Instant;
 
 /// A breaker as the registry keeps it.
@@ -51,6 +56,12 @@ pub enum RegistryError {
     Config(ConfigError),
     /// The capacity is zero or more than 2^32 − 1 breakers.
     Capacity,
+    /// [`configure`](Registry::configure) for more distinct names than the
+    /// capacity.
+    TooManyConfigured {
+        /// The configured capacity.
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -61,6 +72,9 @@ impl fmt::Display for RegistryError {
             }
             RegistryError::Config(e) => e.fmt(f),
             RegistryError::Capacity => f.write_str("registry capacity must be between 1 and 2^32 - 1"),
+            RegistryError::TooManyConfigured { capacity } => {
+                write!(f, "registry capacity {capacity} reached: no more names can be given their own configuration")
+            }
         }
     }
 }
@@ -107,6 +121,8 @@ struct Entry<M> {
     name: Name,
     /// The registry's use counter when this breaker was last looked up.
     used: u64,
+    /// Permits issued by [`Registry::try_acquire`] and not yet reported.
+    in_flight: u32,
     breaker: Keyed<M>,
 }
 
@@ -114,7 +130,8 @@ struct Entry<M> {
 /// ([`Metrics`](crate::Metrics) by default; `()` to measure nothing).
 pub struct Registry<M = crate::Metrics> {
     config: Arc<Config>,
-    overrides: Vec<(Box<str>, Arc<Config>)>,
+    /// Per-name configurations (at most `capacity`).
+    overrides: HashMap<Box<str>, Arc<Config>>,
     entries: Vec<Entry<M>>,
     /// Indices into `entries`, hashed by name.
     index: HashTable<u32>,
@@ -136,7 +153,7 @@ impl<M: Meter + Default> Registry<M> {
         }
         Ok(Registry {
             config: Arc::new(config),
-            overrides: Vec::new(),
+            overrides: HashMap::new(),
             entries: Vec::new(),
             index: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
@@ -147,33 +164,83 @@ impl<M: Meter + Default> Registry<M> {
         })
     }
 
-    /// Gives `name` its own configuration, from now on and after eviction.
-    /// A breaker `name` already has is replaced by a new one.
-    pub fn configure(&mut self, name: &str, config: Config) -> Result<(), RegistryError> {
+    /// Gives `name` its own configuration, from now on and after eviction
+    /// (for at most `capacity` names). A breaker `name` already has is
+    /// replaced at `now` by a new, closed one (its metrics start afresh; the
+    /// permits it issued become stale); if it was not closed, the returned
+    /// transition says so (reason [`Reconfigured`](crate::Reason::Reconfigured)).
+    pub fn configure(&mut self, name: &str, config: Config, now: Instant) -> Result<Option<Transition>, RegistryError> {
         config.validate()?;
+        if !self.overrides.contains_key(name) && self.overrides.len() >= self.capacity {
+            return Err(RegistryError::TooManyConfigured { capacity: self.capacity });
+        }
         let config = Arc::new(config);
-        match self.overrides.iter_mut().find(|(n, _)| &**n == name) {
-            Some((_, c)) => *c = config.clone(),
-            None => self.overrides.push((name.into(), config.clone())),
+        self.overrides.insert(name.into(), config.clone());
+        let Some(i) = self.find(name) else { return Ok(None) };
+        let entry = &mut self.entries[i as usize];
+        let from = entry.breaker.state(now);
+        let mut fresh = Breaker::with_meter(config, M::default())?;
+        fresh.follow(&entry.breaker, now);
+        entry.breaker = fresh;
+        let transition = (from != State::Closed).then_some(Transition {
+            from,
+            to: State::Closed,
+            reason: crate::Reason::Reconfigured,
+            at: now,
+        });
+        Ok(transition)
+    }
+
+    /// Asks `name`'s breaker (made on first use, as [`get`](Self::get)) for a
+    /// permit; an admitted call counts as in flight, so its breaker is not
+    /// evicted, until [`record`](Self::record) reports it.
+    pub fn try_acquire(&mut self, name: &str, now: Instant) -> Result<Admission, RegistryError> {
+        let i = self.touch(name, now)?;
+        let entry = &mut self.entries[i as usize];
+        let admission = entry.breaker.try_acquire(now);
+        if admission.decision.is_ok() {
+            entry.in_flight = entry.in_flight.saturating_add(1);
         }
-        if let Some(i) = self.find(name) {
-            self.entries[i as usize].breaker = Breaker::with_meter(config, M::default())?;
-        }
-        Ok(())
+        Ok(admission)
+    }
+
+    /// Reports a call admitted by [`try_acquire`](Self::try_acquire). If
+    /// `name` has no breaker any more (a [`restore`](Self::restore) replaced
+    /// them), the report is dropped: it is stale for any breaker.
+    pub fn record(&mut self, name: &str, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
+        let i = self.find(name)?;
+        self.uses += 1;
+        let entry = &mut self.entries[i as usize];
+        entry.used = self.uses;
+        entry.in_flight = entry.in_flight.saturating_sub(1);
+        entry.breaker.record(permit, outcome, now)
+    }
+
+    /// Whether a name without a breaker would get one at `now`: there is
+    /// room, or the next insertion would find an idle breaker to evict (the
+    /// same sample it will draw). Changes nothing.
+    pub fn has_room(&self, now: Instant) -> bool {
+        self.entries.len() < self.capacity || self.idle_sample(&mut self.sampler.clone(), now).is_some()
     }
 
     /// The breaker for `name`, made on first use (which, at capacity, evicts
     /// the least recently used idle breaker as of `now`). Marks it most
     /// recently used.
     pub fn get(&mut self, name: &str, now: Instant) -> Result<&mut Keyed<M>, RegistryError> {
+        let i = self.touch(name, now)?;
+        Ok(&mut self.entries[i as usize].breaker)
+    }
+
+    /// The index of `name`'s breaker (made on first use), marked most
+    /// recently used.
+    fn touch(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
         let i = match self.find(name) {
             Some(i) => i,
             None => self.insert(name, now)?,
         };
         self.uses += 1;
-        let entry = &mut self.entries[i as usize];
-        entry.used = self.uses;
-        Ok(&mut entry.breaker)
+        self.entries[i as usize].used = self.uses;
+        Ok(i)
     }
 
     /// The breaker for `name` if there is one; does not change recency.
@@ -226,20 +293,22 @@ impl<M: Meter + Default> Registry<M> {
     }
 
     fn config_for(&self, name: &str) -> Arc<Config> {
-        let own = self.overrides.iter().find(|(n, _)| &**n == name);
-        own.map_or_else(|| self.config.clone(), |(_, c)| c.clone())
+        self.overrides.get(name).unwrap_or(&self.config).clone()
     }
 
     /// Makes the breaker for `name` (evicting an idle one at capacity) and
     /// returns its index.
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
         let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
-        let entry = Entry { name: Name::new(name), used: 0, breaker };
+        let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, breaker };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
         } else {
-            let victim = self.find_idle(now).ok_or(RegistryError::Full { capacity: self.capacity })?;
+            let mut sampler = self.sampler;
+            let victim = self.idle_sample(&mut sampler, now);
+            self.sampler = sampler;
+            let victim = victim.ok_or(RegistryError::Full { capacity: self.capacity })?;
             let old = core::mem::replace(&mut self.entries[victim as usize], entry);
             let hash = self.hash(old.name.as_str());
             if let Ok(slot) = self.index.find_entry(hash, |&j| j == victim) {
@@ -254,15 +323,15 @@ impl<M: Meter + Default> Registry<M> {
     }
 
     /// The least recently used idle breaker among all of them (at most
-    /// [`EVICTION_SAMPLE`]) or among that many drawn at random.
-    fn find_idle(&mut self, now: Instant) -> Option<u32> {
+    /// [`EVICTION_SAMPLE`]) or among that many drawn at random with `sampler`.
+    fn idle_sample(&self, sampler: &mut u64, now: Instant) -> Option<u32> {
         let len = self.entries.len();
         let sampled = len > EVICTION_SAMPLE;
         let mut best: Option<(u64, u32)> = None;
         for k in 0..len.min(EVICTION_SAMPLE) {
-            let i = if sampled { draw(&mut self.sampler, len) } else { k as u32 };
+            let i = if sampled { draw(sampler, len) } else { k as u32 };
             let entry = &self.entries[i as usize];
-            if is_idle(&entry.breaker, now) && best.is_none_or(|(used, _)| entry.used < used) {
+            if is_idle(entry, now) && best.is_none_or(|(used, _)| entry.used < used) {
                 best = Some((entry.used, i));
             }
         }
@@ -278,22 +347,36 @@ fn draw(x: &mut u64, len: usize) -> u32 {
     (*x % len as u64) as u32
 }
 
-/// Closed, normal mode, and no failure counted that a policy uses.
-fn is_idle<M: Meter>(b: &Keyed<M>, now: Instant) -> bool {
-    let counts = b.counts(now);
-    let run_matters = b.config().consecutive_failures.is_some();
-    b.state(now) == State::Closed
-        && b.mode(now) == Mode::Normal
-        && !(run_matters && counts.consecutive_failures > 0)
-        && counts.window.failures == 0
+/// Whether the entry's breaker may be forgotten (see `policy::forgettable`).
+fn is_idle<M: Meter>(entry: &Entry<M>, now: Instant) -> bool {
+    let b = &entry.breaker;
+    policy::forgettable(b.config(), b.state(now), b.mode(now), &b.counts(now), entry.in_flight)
 }
+
+/// The state of a registry: every breaker by name, and its eviction count.
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySnapshot {
+    /// [`SNAPSHOT_VERSION`](crate::SNAPSHOT_VERSION) when written.
+    pub version: u32,
+    /// Idle breakers evicted so far.
+    pub evictions: u64,
+    /// Each breaker's name and state.
+    pub breakers: Vec<(alloc::string::String, crate::Snapshot)>,
+}
+
+#[cfg(feature = "serde")]
+crate::snapshot::encodings!(RegistrySnapshot);
 
 #[cfg(feature = "serde")]
 mod saved {
     use alloc::string::String;
 
     use super::*;
-    use crate::snapshot::{Persist, RegistrySnapshot, SNAPSHOT_VERSION, SnapshotError};
+    use crate::error::SnapshotError;
+    use crate::metrics::Persist;
+    use crate::snapshot::{SNAPSHOT_VERSION, check_version};
 
     impl<M: Meter + Default + Persist> Registry<M> {
         /// Every breaker's state at `now`, least recently used first.
@@ -311,13 +394,7 @@ mod saved {
         /// must have been taken with the configuration this registry gives
         /// its name. On error the registry is left as it was.
         pub fn restore(&mut self, snapshot: &RegistrySnapshot, now: Instant) -> Result<(), SnapshotError> {
-            if snapshot.version != SNAPSHOT_VERSION {
-                return Err(if snapshot.version > SNAPSHOT_VERSION {
-                    SnapshotError::NewerVersion { found: snapshot.version, supported: SNAPSHOT_VERSION }
-                } else {
-                    SnapshotError::Corrupt("version")
-                });
-            }
+            check_version(snapshot.version)?;
             if snapshot.breakers.len() > self.capacity {
                 return Err(SnapshotError::Corrupt("more breakers than the registry's capacity"));
             }
@@ -339,7 +416,7 @@ mod saved {
                 let breaker = Keyed::restore(restored.config_for(name), saved, now)?;
                 restored.uses += 1;
                 let i = restored.entries.len() as u32;
-                restored.entries.push(Entry { name: Name::new(name), used: restored.uses, breaker });
+                restored.entries.push(Entry { name: Name::new(name), used: restored.uses, in_flight: 0, breaker });
                 let (entries, hasher) = (&restored.entries, &restored.hasher);
                 let hash = hasher.hash_one(name.as_str());
                 restored.index.insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));

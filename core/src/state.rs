@@ -1,6 +1,22 @@
 //! What a caller can observe: the state, the manual mode, and transitions.
 
 use crate::time::Instant;
+use crate::window::WindowCounts;
+
+/// Counters a caller (or a conformance test) can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Failures in a row since the last success.
+    pub consecutive_failures: u32,
+    /// What the window holds now.
+    pub window: WindowCounts,
+    /// Half-open probes admitted and not yet reported or given up.
+    pub probes_in_flight: u16,
+    /// Successful probes in the current half-open period.
+    pub probe_successes: u16,
+    /// The current state period; permits from earlier ones are stale.
+    pub generation: u32,
+}
 
 /// The breaker's state as callers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,6 +109,9 @@ pub enum Reason {
     Disabled,
     /// [`reset`](crate::Breaker::reset) was called.
     Reset,
+    /// A registry replaced the breaker with one of a new configuration
+    /// ([`Registry::configure`](crate::Registry::configure)).
+    Reconfigured,
 }
 
 impl Reason {
@@ -112,6 +131,7 @@ impl Reason {
             Reason::ForcedClose => "forced_close",
             Reason::Disabled => "disabled",
             Reason::Reset => "reset",
+            Reason::Reconfigured => "reconfigured",
         }
     }
 }
@@ -128,4 +148,43 @@ pub struct Transition {
     /// When it took effect. For a timed change seen late (an open time that
     /// ended before the call that noticed it) this is when it was due.
     pub at: Instant,
+}
+
+/// The transitions one manual operation made, oldest first: a timed change
+/// that was due (an open period that ended unnoticed), then the operation's
+/// own. Together with every other transition a breaker returns they form one
+/// unbroken chain (each `from` is the previous `to`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Transitions([Option<Transition>; 2]);
+
+impl Transitions {
+    pub(crate) fn of(observed: Option<Transition>, own: Option<Transition>) -> Self {
+        match observed {
+            Some(_) => Transitions([observed, own]),
+            None => Transitions([own, None]),
+        }
+    }
+
+    /// The latest, if any.
+    pub fn last(&self) -> Option<Transition> {
+        self.0[1].or(self.0[0])
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0[0].is_none()
+    }
+
+    /// Each, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = Transition> + '_ {
+        self.0.iter().flatten().copied()
+    }
+}
+
+impl IntoIterator for Transitions {
+    type Item = Transition;
+    type IntoIter = core::iter::Flatten<core::array::IntoIter<Option<Transition>, 2>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter().flatten()
+    }
 }

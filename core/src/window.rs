@@ -2,7 +2,6 @@
 //! buckets, or a ring of the last calls' outcomes. Both are fixed-size and O(1)
 //! per report.
 
-use crate::config::{Config, Window};
 use crate::time::{Duration, Instant};
 
 /// Buckets a time window is cut into.
@@ -10,9 +9,24 @@ pub const TIME_BUCKETS: u32 = 8;
 const SLOTS: usize = TIME_BUCKETS as usize;
 const _: () = assert!(SLOTS.is_power_of_two());
 
+/// Most calls a count-based window can hold.
+pub const MAX_WINDOW_CALLS: u16 = 128;
+
+/// The window over which windowed policies (`failure_threshold`,
+/// `failure_rate_threshold`, `slow_call_rate_threshold`) count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// The calls reported within the last span of time. The span is cut into
+    /// [`TIME_BUCKETS`] buckets, so an outcome counts for between 7/8 of the
+    /// span and the whole span after it is reported.
+    Time(Duration),
+    /// The last `n` calls reported (1 ..= [`MAX_WINDOW_CALLS`]).
+    Count(u16),
+}
+
 /// What a window holds right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Totals {
+pub struct WindowCounts {
     /// Calls counted (successes and failures).
     pub calls: u32,
     /// Failures counted (slow calls included).
@@ -31,14 +45,12 @@ pub(crate) enum WindowState {
 }
 
 impl WindowState {
-    pub(crate) fn new(config: &Config) -> Self {
-        let windowed = config.failure_threshold.is_some()
-            || config.failure_rate_threshold.is_some()
-            || config.slow_call_rate_threshold.is_some();
+    /// An empty window of kind `window`, or none if no policy counts over one.
+    pub(crate) fn new(window: Window, windowed: bool) -> Self {
         if !windowed {
             return WindowState::Off;
         }
-        match config.window {
+        match window {
             Window::Time(span) => WindowState::Time(TimeRing::new(span)),
             // Validated: 1 ..= MAX_WINDOW_CALLS (128), so it fits a u8.
             Window::Count(n) => WindowState::Count(CountRing::new(n as u8)),
@@ -55,11 +67,25 @@ impl WindowState {
         }
     }
 
-    pub(crate) fn totals(&self, window: Window, now: Instant) -> Totals {
+    pub(crate) fn totals(&self, window: Window, now: Instant) -> WindowCounts {
         match (self, window) {
             (WindowState::Time(ring), Window::Time(span)) => ring.totals(span, now),
             (WindowState::Count(ring), _) => ring.totals(),
-            (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => Totals::default(),
+            (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => WindowCounts::default(),
+        }
+    }
+
+    /// Where the bucket that holds `now` ends: until then, an outcome reported
+    /// at any time lands in the same bucket as one reported at `now`.
+    /// [`Instant::MAX`] when time does not matter to the window.
+    pub(crate) fn bucket_end(&self, window: Window, now: Instant) -> Instant {
+        match (self, window) {
+            (WindowState::Time(ring), Window::Time(span)) => {
+                let width = width(span);
+                let end = ring.newest_end.saturating_add(ring.ahead(width, now).saturating_mul(width));
+                Instant::from_micros(end)
+            }
+            _ => Instant::MAX,
         }
     }
 
@@ -72,22 +98,13 @@ impl WindowState {
     }
 }
 
-/// Counts in one time bucket. `u16` keeps the ring small; a bucket that
-/// reaches 65,535 calls halves all three counts, which keeps its rates.
+/// Counts in one time bucket: exact up to 2^32 − 1 calls per bucket (over
+/// 500 million calls a second in a 60 s window), then they saturate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Bucket {
-    calls: u16,
-    failures: u16,
-    slow: u16,
-}
-
-impl Bucket {
-    #[cold]
-    fn halve(&mut self) {
-        self.calls /= 2;
-        self.failures /= 2;
-        self.slow /= 2;
-    }
+    calls: u32,
+    failures: u32,
+    slow: u32,
 }
 
 /// A ring of [`TIME_BUCKETS`] buckets, each `span / TIME_BUCKETS` wide. The
@@ -142,23 +159,20 @@ impl TimeRing {
         self.advance(span, now);
         // The mask keeps the index provably in bounds (SLOTS is a power of two).
         let bucket = &mut self.buckets[usize::from(self.newest_slot) & (SLOTS - 1)];
-        if bucket.calls == u16::MAX {
-            bucket.halve();
-        }
-        bucket.calls += 1;
-        bucket.failures += u16::from(failed);
-        bucket.slow += u16::from(slow);
+        bucket.calls = bucket.calls.saturating_add(1);
+        bucket.failures = bucket.failures.saturating_add(u32::from(failed));
+        bucket.slow = bucket.slow.saturating_add(u32::from(slow));
     }
 
-    fn totals(&self, span: Duration, now: Instant) -> Totals {
+    fn totals(&self, span: Duration, now: Instant) -> WindowCounts {
         let ahead = self.ahead(width(span), now);
-        let mut totals = Totals::default();
+        let mut totals = WindowCounts::default();
         // The bucket `age` steps before the newest is `age + ahead` before now's.
         for age in 0..u64::from(TIME_BUCKETS).saturating_sub(ahead) {
             let bucket = self.buckets[slot(u64::from(self.newest_slot) + u64::from(TIME_BUCKETS) - age)];
-            totals.calls += u32::from(bucket.calls);
-            totals.failures += u32::from(bucket.failures);
-            totals.slow += u32::from(bucket.slow);
+            totals.calls = totals.calls.saturating_add(bucket.calls);
+            totals.failures = totals.failures.saturating_add(bucket.failures);
+            totals.slow = totals.slow.saturating_add(bucket.slow);
         }
         totals
     }
@@ -199,9 +213,9 @@ impl CountRing {
         self.len = (self.len + 1).min(self.capacity);
     }
 
-    fn totals(&self) -> Totals {
+    fn totals(&self) -> WindowCounts {
         let count = |bits: &[u64; 2]| bits[0].count_ones() + bits[1].count_ones();
-        Totals { calls: u32::from(self.len), failures: count(&self.failed), slow: count(&self.slow) }
+        WindowCounts { calls: u32::from(self.len), failures: count(&self.failed), slow: count(&self.slow) }
     }
 }
 
@@ -214,10 +228,31 @@ fn set_bit(bits: &mut [u64; 2], i: usize, value: bool) {
     }
 }
 
+/// A window's counters, with time relative to the snapshot (its saved form).
+#[cfg(feature = "serde")]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum SavedWindow {
+    Off,
+    Time {
+        /// Calls, failures, slow calls per bucket, by slot.
+        buckets: [[u32; 3]; SLOTS],
+        newest_slot: u8,
+        /// Time until the newest bucket ends.
+        newest_end_in_us: u64,
+    },
+    Count {
+        failed: [u64; 2],
+        slow: [u64; 2],
+        len: u8,
+        next: u8,
+    },
+}
+
 #[cfg(feature = "serde")]
 mod saved {
     use super::*;
-    use crate::snapshot::{SavedWindow, SnapshotError};
+    use crate::error::SnapshotError;
 
     impl WindowState {
         /// The window as of `now`, times relative to `now`.
@@ -239,17 +274,23 @@ mod saved {
             }
         }
 
-        /// The window `saved` describes, for a breaker configured as `config`, at `now`.
-        pub(crate) fn load(config: &Config, saved: &SavedWindow, now: Instant) -> Result<Self, SnapshotError> {
+        /// The window `saved` describes, for a breaker whose window is
+        /// `window` (`windowed`: whether a policy counts over it), at `now`.
+        pub(crate) fn load(
+            window: Window,
+            windowed: bool,
+            saved: &SavedWindow,
+            now: Instant,
+        ) -> Result<Self, SnapshotError> {
             let corrupt = |what| Err(SnapshotError::Corrupt(what));
-            match (WindowState::new(config), saved, config.window) {
+            match (WindowState::new(window, windowed), saved, window) {
                 (WindowState::Off, SavedWindow::Off, _) => Ok(WindowState::Off),
                 (
                     WindowState::Time(_),
                     SavedWindow::Time { buckets, newest_slot, newest_end_in_us },
                     Window::Time(span),
                 ) => {
-                    let sane = |[calls, failures, slow]: [u16; 3]| slow <= failures && failures <= calls;
+                    let sane = |[calls, failures, slow]: [u32; 3]| slow <= failures && failures <= calls;
                     if !buckets.iter().all(|b| sane(*b)) {
                         return corrupt("window bucket counts");
                     }
@@ -264,8 +305,10 @@ mod saved {
                 }
                 (WindowState::Count(empty), SavedWindow::Count { failed, slow, len, next }, _) => {
                     let capacity = empty.capacity;
-                    let beyond =
-                        |bits: &[u64; 2]| (usize::from(capacity)..128).any(|i| bits[i / 64] & (1 << (i % 64)) != 0);
+                    let beyond = |bits: &[u64; 2]| {
+                        (usize::from(capacity)..usize::from(MAX_WINDOW_CALLS))
+                            .any(|i| bits[i / 64] & (1 << (i % 64)) != 0)
+                    };
                     let slow_not_failed = (slow[0] & !failed[0]) | (slow[1] & !failed[1]) != 0;
                     if *len > capacity || *next >= capacity || beyond(failed) || beyond(slow) || slow_not_failed {
                         return corrupt("count window");
@@ -295,26 +338,38 @@ mod tests {
         let mut ring = TimeRing::new(span);
         ring.record(span, ms(0), true, false);
         ring.record(span, ms(3_500), true, true);
-        assert_eq!(ring.totals(span, ms(7_999)), Totals { calls: 2, failures: 2, slow: 1 });
+        assert_eq!(ring.totals(span, ms(7_999)), WindowCounts { calls: 2, failures: 2, slow: 1 });
         assert_eq!(ring.totals(span, ms(8_000)).failures, 1);
         assert_eq!(ring.totals(span, ms(10_999)).failures, 1);
-        assert_eq!(ring.totals(span, ms(11_000)), Totals::default());
+        assert_eq!(ring.totals(span, ms(11_000)), WindowCounts::default());
         ring.record(span, ms(9_000_000_000), false, false);
-        assert_eq!(ring.totals(span, ms(9_000_000_000)), Totals { calls: 1, failures: 0, slow: 0 });
+        assert_eq!(ring.totals(span, ms(9_000_000_000)), WindowCounts { calls: 1, failures: 0, slow: 0 });
         ring.record(span, Instant::MAX, true, false);
         assert_eq!(ring.totals(span, Instant::MAX).failures, 1);
     }
 
     #[test]
-    fn time_ring_halves_a_full_bucket_and_keeps_its_rate() {
+    fn time_ring_counts_exactly_beyond_u16() {
         let span = Duration::from_secs(8);
         let mut ring = TimeRing::new(span);
         for i in 0..70_000u32 {
             ring.record(span, ms(0), i % 2 == 0, false);
         }
-        let t = ring.totals(span, ms(0));
-        assert!(t.calls < 70_000 && t.calls > 30_000, "{t:?}");
-        assert!(t.failures.abs_diff(t.calls / 2) <= 1, "{t:?}");
+        assert_eq!(ring.totals(span, ms(0)), WindowCounts { calls: 70_000, failures: 35_000, slow: 0 });
+    }
+
+    #[test]
+    fn bucket_end_is_where_the_bucket_holding_now_ends() {
+        let window = Window::Time(Duration::from_millis(8_000));
+        let mut state = WindowState::new(window, true);
+        assert_eq!(state.bucket_end(window, ms(0)), ms(1_000));
+        assert_eq!(state.bucket_end(window, ms(999)), ms(1_000));
+        assert_eq!(state.bucket_end(window, ms(1_000)), ms(2_000));
+        state.record(window, ms(5_500), true, false);
+        assert_eq!(state.bucket_end(window, ms(5_500)), ms(6_000));
+        assert_eq!(state.bucket_end(window, ms(17_250)), ms(18_000));
+        let count = Window::Count(5);
+        assert_eq!(WindowState::new(count, true).bucket_end(count, ms(3)), Instant::MAX);
     }
 
     #[test]
@@ -323,13 +378,13 @@ mod tests {
         for i in 0..130 {
             ring.record(i < 3, i == 0);
         }
-        assert_eq!(ring.totals(), Totals { calls: 128, failures: 1, slow: 0 });
+        assert_eq!(ring.totals(), WindowCounts { calls: 128, failures: 1, slow: 0 });
         let mut ring = CountRing::new(3);
         ring.record(true, false);
         ring.record(false, false);
-        assert_eq!(ring.totals(), Totals { calls: 2, failures: 1, slow: 0 });
+        assert_eq!(ring.totals(), WindowCounts { calls: 2, failures: 1, slow: 0 });
         ring.record(false, false);
         ring.record(false, false);
-        assert_eq!(ring.totals(), Totals { calls: 3, failures: 0, slow: 0 });
+        assert_eq!(ring.totals(), WindowCounts { calls: 3, failures: 0, slow: 0 });
     }
 }

@@ -123,7 +123,7 @@ fn build_registry(config: Config, spec: &Value) -> Result<Registry<Gauges>, Stri
     let mut registry = Registry::new(config, capacity as usize).map_err(|e| e.to_string())?;
     if let Some(own) = spec.get("configure") {
         for (key, c) in own.as_object().ok_or("registry.configure must map keys to configs")? {
-            registry.configure(key, build_config(c)?).map_err(|e| e.to_string())?;
+            registry.configure(key, build_config(c)?, Instant::ZERO).map_err(|e| e.to_string())?;
         }
     }
     Ok(registry)
@@ -186,7 +186,7 @@ fn build_config(value: &Value) -> Result<Config, String> {
             }
             "open_timeout_ms" => c.open_timeout = millis(v).map_err(field(Field::OpenTimeout))?,
             "backoff_factor" => c.backoff_factor = number(v).ok_or(invalid(Field::BackoffFactor))?,
-            "max_open_timeout_ms" => c.max_open_timeout = millis(v).map_err(field(Field::MaxOpenTimeout))?,
+            "max_open_timeout_ms" => c.max_open_timeout = Some(millis(v).map_err(field(Field::MaxOpenTimeout))?),
             "jitter" => c.jitter = number(v).ok_or(invalid(Field::Jitter))?,
             "jitter_seed" => c.jitter_seed = v.as_u64().ok_or("jitter_seed must be an unsigned integer")?,
             "half_open_max_attempts" => {
@@ -195,7 +195,7 @@ fn build_config(value: &Value) -> Result<Config, String> {
             }
             "half_open_successes" => {
                 c.half_open_successes =
-                    count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenSuccesses))?
+                    Some(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenSuccesses))?)
             }
             "probe_timeout_ms" => c.probe_timeout = millis(v).map_err(field(Field::ProbeTimeout))?,
             _ => unreachable!("keys checked above"),
@@ -346,8 +346,9 @@ impl Run {
             "record" => &["permit", "outcome", "transition"],
             "call" => &["outcome", "duration_ms", "repeat", "transition", "transitions"],
             "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"],
-            "force_open" => &["for_ms", "transition"],
-            "force_close" | "disable" | "release" | "reset" | "handle_timeout" => &["transition"],
+            "force_open" => &["for_ms", "transition", "transitions"],
+            "force_close" | "disable" | "release" | "reset" => &["transition", "transitions"],
+            "handle_timeout" => &["transition"],
             "snapshot_restore" => &["encoding"],
             "restore" => &["snapshot", "error"],
             other => return Err(format!("unknown op {other:?}")),
@@ -489,7 +490,7 @@ fn acquire(
                 equal("rejection state", rejection.state.name(), state)?;
             }
             match want.get("retry_after_ms") {
-                Some(expected) => check_retry_after(rejection.retry_after, expected),
+                Some(expected) => check_retry_after(rejection.retry_after(), expected),
                 None => Ok(()),
             }
         }

@@ -4,7 +4,8 @@
 //! too, and checks every answer against the reference model.)
 
 use halfopen::{
-    Breaker, Config, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, Snapshot, SnapshotError, Window,
+    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, Snapshot, SnapshotError,
+    Window,
 };
 use serde_json::Value;
 
@@ -15,7 +16,7 @@ fn ms(v: u64) -> Instant {
 /// A seed-000 breaker with metrics, tripped and reopened once (open for 60 s
 /// from t = 40 s), with failures left in its window.
 fn tripped() -> Breaker<Config, Metrics> {
-    let config = Config { half_open_max_attempts: 1, half_open_successes: 1, ..Config::default() };
+    let config = Config { half_open_max_attempts: 1, half_open_successes: Some(1), ..Config::default() };
     let mut b = Breaker::with_meter(config, Metrics::default()).unwrap();
     for t in [0, 1_000, 2_000, 3_000, 4_000] {
         let p = b.try_acquire(ms(t)).decision.unwrap();
@@ -45,7 +46,11 @@ fn a_round_trip_keeps_every_answer() {
         let r = Breaker::<Config, Metrics>::restore(*b.config(), &restored, ms(50_000)).unwrap();
         assert_eq!(r.retry_after(ms(50_000)), Some(Duration::from_secs(50)));
         assert_eq!(r.metrics(ms(50_000)), b.metrics(ms(50_000)));
-        assert_eq!(r.counts(ms(50_000)), b.counts(ms(50_000)));
+        // A restored breaker starts a new generation (permits issued before
+        // the snapshot are stale for it); every count is kept.
+        let (was, is) = (b.counts(ms(50_000)), r.counts(ms(50_000)));
+        assert_eq!(is.generation, was.generation + 1);
+        assert_eq!(Counts { generation: was.generation, ..is }, was);
     }
 }
 
@@ -139,7 +144,10 @@ fn a_restored_breaker_behaves_identically_under_a_clock_with_another_origin() {
             failure_rate_threshold: Some(50.0),
             ..Config::default()
         },
-        Config { jitter: 0.5, jitter_seed: 3, ..Config::partner_webhook() },
+        // (Jitter is drawn per generation, and a restore starts one, so a
+        // jittered breaker's later open periods differ from the original's;
+        // the property test in model.rs checks them after restores.)
+        Config::partner_webhook(),
     ];
     for config in configs {
         let mut original = Breaker::with_meter(config, Metrics::default()).unwrap();
@@ -158,7 +166,7 @@ fn a_restored_breaker_behaves_identically_under_a_clock_with_another_origin() {
                 admission.decision.map(|p| b.record(p, if fail { Outcome::Failure } else { Outcome::Success }, now));
             (
                 admission.transition.map(|x| (x.from, x.to, x.reason)),
-                decision.map(|x| x.map(|x| (x.from, x.to, x.reason))).map_err(|r| r.retry_after),
+                decision.map(|x| x.map(|x| (x.from, x.to, x.reason))).map_err(|r| r.retry_after()),
             )
         };
         for _ in 0..200 {

@@ -1,7 +1,7 @@
 //! What stands between the sender and the gateway: nothing, seed 000's
 //! TypeScript class (ported below, line for line), or halfopen's core.
 
-use halfopen::{Breaker, Config, Instant, Metrics, Outcome, Permit, State};
+use halfopen::{Breaker, Config, Instant, Metrics, Outcome, Permit};
 
 use crate::gateway::{Micros, SECOND};
 
@@ -72,15 +72,12 @@ impl Guard {
             Guard::Halfopen(b) => match b.try_acquire(at(now)).decision {
                 Ok(permit) => Admit::Go(Some(permit)),
                 Err(rejection) => {
-                    // Open: come back when the breaker says, spread over the
-                    // next second so the jobs do not return all at once.
-                    // Half-open: its retry time is only when probes would be
-                    // given up; look again after 1–2 s (about one answer's time).
+                    // Come back when the breaker says (the open time left,
+                    // or its short hint while every probe slot is taken),
+                    // spread over the next second so the jobs do not return
+                    // all at once. Held open (no time known): look again in 1 s.
                     let spread = (jitter * SECOND as f64) as Micros;
-                    let retry_after = match (rejection.state, rejection.retry_after) {
-                        (State::HalfOpen, _) | (_, None) => SECOND + spread,
-                        (_, Some(d)) => d.as_micros() + spread,
-                    };
+                    let retry_after = rejection.retry_after().map_or(SECOND, |d| d.as_micros()) + spread;
                     Admit::Wait { retry_after, uses_attempt: false }
                 }
             },

@@ -1,0 +1,54 @@
+//! What a binding may do without asking the breaker: the one fast path the
+//! core grants. A call across a language boundary costs far more than the
+//! breaker's own work (about 0.5 µs in Node), so a binding may admit or
+//! reject calls on its own — but only under a [`Licence`] the breaker gave,
+//! and only in ways that leave the breaker exactly as the plain
+//! [`try_acquire`](crate::Breaker::try_acquire) /
+//! [`record`](crate::Breaker::record) protocol would.
+//!
+//! The protocol for a binding:
+//! 1. Ask [`Breaker::licence`](crate::Breaker::licence) at a reading `now`
+//!    (after an admission or a rejection through the breaker).
+//! 2. Under [`Licence::Admit`], admit each call whose clock reading is before
+//!    `until` without asking, and count the admissions with
+//!    [`admit_licensed`](crate::Breaker::admit_licensed) before any other
+//!    call into the breaker. Report successes read before `until` in bulk with
+//!    [`record_successes`](crate::Breaker::record_successes), stamped with
+//!    the latest of their readings: every outcome before `until` falls in the
+//!    same window bucket, so the batch moves no outcome to another bucket.
+//!    Report any other outcome at once with
+//!    [`record`](crate::Breaker::record) and a
+//!    [`Permit::from_parts`](crate::Permit::from_parts) of the licence's
+//!    generation, after handing over the batch (order matters: a success
+//!    resets the run of consecutive failures).
+//! 3. Under [`Licence::Reject`], reject each call read before `until` (or
+//!    every call, when `until` is `None`) with the wait `until − reading`
+//!    (or "held"), and count them with
+//!    [`count_rejections`](crate::Breaker::count_rejections).
+//! 4. A licence ends at `until`, or at the first call into the breaker that
+//!    can change it (any `record` other than a batch of successes, a manual
+//!    operation, a restore): ask again after each.
+
+use crate::time::Instant;
+
+/// What a caller may do without asking, from the reading it was asked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Licence {
+    /// Admit every call read before `until`; permits are of `generation`.
+    Admit {
+        /// The generation of every permit admitted under this licence.
+        generation: u32,
+        /// Where the window bucket that holds the reading ends
+        /// ([`Instant::MAX`] when time does not matter to the window).
+        until: Instant,
+    },
+    /// Reject every call read before `until` (open), or every call
+    /// (`None`: held open until released).
+    Reject {
+        /// When the open period ends.
+        until: Option<Instant>,
+    },
+    /// Ask the breaker for every call (half-open, a slow-call threshold, a
+    /// latency histogram, or disabled).
+    Ask,
+}

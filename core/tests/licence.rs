@@ -1,0 +1,266 @@
+//! The licensed fast path against the plain protocol: random call sequences
+//! go through breaker A one by one (`try_acquire` / `record`) and through
+//! breaker B as a binding drives it under [`Licence`]s (admissions,
+//! successes and rejections handed over in bulk, with outcomes at distinct
+//! times across window-bucket boundaries). States, counts, metrics and the
+//! transitions returned must be identical.
+//!
+//! `HALFOPEN_LICENCE_SEQUENCES` sets the number of sequences (default 5,000).
+
+use halfopen::{
+    Breaker, Config, Duration, Instant, Licence, Metrics, Outcome, Permit, Rejection, Transition, Wait, Window,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// How B (the binding) holds a call it admitted.
+struct Held {
+    generation: u32,
+    issued_at: Instant,
+    /// Admitted under a licence, without asking.
+    licensed: bool,
+}
+
+/// Breaker B and what a binding keeps beside it.
+struct Binding {
+    breaker: Breaker<Config, Metrics>,
+    licence: Option<Licence>,
+    /// Admissions not yet counted: how many, and the first one's reading.
+    admitted: (u32, Instant),
+    /// Successes not yet handed over: generation, count, latest reading.
+    batch: Option<(u32, u32, Instant)>,
+    rejections: u32,
+    transitions: Vec<Transition>,
+}
+
+impl Binding {
+    fn flush(&mut self, now: Instant) {
+        let (count, first) = self.admitted;
+        if count > 0 {
+            self.breaker.admit_licensed(count, first);
+            self.admitted = (0, now);
+        }
+        if let Some((generation, count, at)) = self.batch.take() {
+            self.transitions.extend(self.breaker.record_successes(generation, count, at));
+        }
+        if self.rejections > 0 {
+            self.breaker.count_rejections(self.rejections, now);
+            self.rejections = 0;
+        }
+    }
+
+    fn relicense(&mut self, now: Instant) {
+        self.licence = Some(self.breaker.licence(now));
+    }
+
+    fn acquire(&mut self, now: Instant) -> Result<Held, Rejection> {
+        match self.licence {
+            Some(Licence::Admit { generation, until }) if now < until => {
+                if self.admitted.0 == 0 {
+                    self.admitted.1 = now;
+                }
+                self.admitted.0 += 1;
+                return Ok(Held { generation, issued_at: now, licensed: true });
+            }
+            Some(Licence::Reject { until }) if until.is_none_or(|u| now < u) => {
+                self.rejections += 1;
+                let wait = until.map_or(Wait::Held, |u| Wait::UntilHalfOpen(u - now));
+                return Err(Rejection { state: halfopen::State::Open, wait });
+            }
+            _ => {}
+        }
+        self.flush(now);
+        let admission = self.breaker.try_acquire(now);
+        self.transitions.extend(admission.transition);
+        self.relicense(now);
+        admission.decision.map(|p| Held { generation: p.generation(), issued_at: p.issued_at(), licensed: false })
+    }
+
+    fn record(&mut self, held: Held, outcome: Outcome, now: Instant) {
+        let batchable = held.licensed
+            && outcome == Outcome::Success
+            && matches!(self.licence, Some(Licence::Admit { generation, until }) if generation == held.generation && now < until);
+        if batchable {
+            match &mut self.batch {
+                Some((generation, count, at)) if *generation == held.generation => {
+                    *count += 1;
+                    *at = now;
+                }
+                _ => {
+                    self.flush(now);
+                    self.batch = Some((held.generation, 1, now));
+                }
+            }
+            return;
+        }
+        self.flush(now);
+        let permit = Permit::from_parts(held.generation, held.issued_at);
+        self.transitions.extend(self.breaker.record(permit, outcome, now));
+        self.relicense(now);
+    }
+}
+
+fn random_config(rng: &mut Rng) -> Config {
+    let mut c = Config {
+        failure_threshold: None,
+        window: if rng.chance(70) {
+            Window::Time(Duration::from_millis(8 + rng.below(2_000)))
+        } else {
+            Window::Count(1 + rng.below(20) as u16)
+        },
+        open_timeout: Duration::from_millis(1 + rng.below(1_000)),
+        probe_timeout: Duration::from_millis(1 + rng.below(2_000)),
+        minimum_calls: 1 + rng.below(6) as u32,
+        half_open_max_attempts: 1 + rng.below(3) as u16,
+        ..Config::default()
+    };
+    if rng.chance(60) {
+        c.failure_threshold = Some(1 + rng.below(8) as u32);
+    }
+    if rng.chance(40) {
+        c.consecutive_failures = Some(1 + rng.below(5) as u32);
+    }
+    if rng.chance(50) {
+        c.failure_rate_threshold = Some([25.0, 50.0, 66.6][rng.below(3) as usize]);
+    }
+    if rng.chance(15) {
+        c.slow_call_duration = Some(Duration::from_millis(1 + rng.below(100)));
+    }
+    if c.failure_threshold.is_none() && c.consecutive_failures.is_none() && c.failure_rate_threshold.is_none() {
+        c.consecutive_failures = Some(3);
+    }
+    if let Window::Count(n) = c.window {
+        c.minimum_calls = c.minimum_calls.min(u32::from(n));
+    }
+    c
+}
+
+fn run_sequence(seed: u64, steps: usize, batched: &mut u64) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let config = random_config(&mut rng);
+    let mut a = Breaker::with_meter(config, Metrics::default()).expect("valid config");
+    let mut b = Binding {
+        breaker: Breaker::with_meter(config, Metrics::default()).expect("valid config"),
+        licence: None,
+        admitted: (0, Instant::ZERO),
+        batch: None,
+        rejections: 0,
+        transitions: Vec::new(),
+    };
+    let mut a_transitions = Vec::new();
+    let mut calls: Vec<(Permit, Held)> = Vec::new();
+    let mut now = Instant::ZERO;
+    let ctx = |step: usize, what: &str| format!("seed {seed} step {step}: {what} ({config:?})");
+    for step in 0..steps {
+        now = now
+            + Duration::from_micros(match rng.below(10) {
+                0 => rng.below(3_000_000),
+                1..4 => 0,
+                _ => rng.below(60_000),
+            });
+        match rng.below(100) {
+            0..45 => {
+                let got_a = a.try_acquire(now);
+                a_transitions.extend(got_a.transition);
+                match (got_a.decision, b.acquire(now)) {
+                    (Ok(p), Ok(held)) => calls.push((p, held)),
+                    (Err(ra), Err(rb)) => {
+                        assert_eq!(ra.retry_after(), rb.retry_after(), "{}", ctx(step, "retry after"));
+                        assert_eq!(ra.state, rb.state, "{}", ctx(step, "rejection state"));
+                    }
+                    (ga, gb) => panic!("{}: A {:?}, B {:?}", ctx(step, "admission"), ga.is_ok(), gb.is_ok()),
+                }
+            }
+            45..90 if !calls.is_empty() => {
+                let (permit, held) = calls.swap_remove(rng.below(calls.len() as u64) as usize);
+                let outcome = [Outcome::Success, Outcome::Failure, Outcome::Ignored, Outcome::Cancelled]
+                    [[0, 0, 0, 0, 0, 1, 1, 2, 3][rng.below(9) as usize]];
+                *batched += u64::from(held.licensed && outcome == Outcome::Success);
+                a_transitions.extend(a.record(permit, outcome, now));
+                b.record(held, outcome, now);
+            }
+            90..95 => {
+                let op = rng.below(5);
+                let d = (rng.chance(50)).then(|| Duration::from_millis(1 + rng.below(500)));
+                b.flush(now);
+                let (ta, tb) = match op {
+                    0 => (a.force_open(now, d), b.breaker.force_open(now, d)),
+                    1 => (a.force_close(now), b.breaker.force_close(now)),
+                    2 => (a.disable(now), b.breaker.disable(now)),
+                    3 => (a.release(now), b.breaker.release(now)),
+                    _ => (a.reset(now), b.breaker.reset(now)),
+                };
+                a_transitions.extend(ta);
+                b.transitions.extend(tb);
+                b.relicense(now);
+            }
+            _ => {
+                // A read: the binding hands everything over first.
+                b.flush(now);
+                let (ma, mb) = (a.metrics(now), b.breaker.metrics(now));
+                assert_eq!(ma, mb, "{}", ctx(step, "metrics"));
+                assert_eq!(a.counts(now), b.breaker.counts(now), "{}", ctx(step, "counts"));
+                assert_eq!(a.state(now), b.breaker.state(now), "{}", ctx(step, "state"));
+                assert_eq!(a.retry_after(now), b.breaker.retry_after(now), "{}", ctx(step, "retry_after"));
+                assert_eq!(a_transitions, b.transitions, "{}", ctx(step, "transitions"));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_licensed_fast_path_leaves_the_breaker_as_the_plain_protocol_does() {
+    let sequences: u64 = std::env::var("HALFOPEN_LICENCE_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
+    let mut batched = 0;
+    for seed in 0..sequences {
+        run_sequence(seed, 120, &mut batched);
+    }
+    println!("licence: {sequences} sequences agreed; {batched} successes went in batches");
+    // The sequences must exercise the batches, or they test less than they claim.
+    assert!(batched > sequences, "too few batched successes: {batched}");
+}
+
+#[test]
+fn counted_rejections_reach_the_meter_only() {
+    let mut b = Breaker::with_meter(Config::default(), Metrics::default()).expect("valid");
+    let t = Instant::from_millis(5);
+    for _ in 0..5 {
+        let p = b.try_acquire(t).decision.expect("closed");
+        b.record(p, Outcome::Failure, t);
+    }
+    let before = b.counts(t);
+    assert_eq!(b.licence(t), Licence::Reject { until: Some(Instant::from_millis(30_005)) });
+    b.count_rejections(7, Instant::from_millis(10));
+    assert_eq!(b.metrics(Instant::from_millis(10)).counters.rejections, 7);
+    assert_eq!(b.counts(Instant::from_millis(10)), before);
+    assert_eq!(b.state(Instant::from_millis(10)), halfopen::State::Open);
+}
+
+#[test]
+fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
+    let config = Config { window: Window::Time(Duration::from_millis(800)), ..Config::default() };
+    let mut b = Breaker::new(config).expect("valid");
+    let p = b.try_acquire(Instant::from_millis(250)).decision.expect("closed");
+    b.record(p, Outcome::Success, Instant::from_millis(250));
+    let generation = b.counts(Instant::from_millis(250)).generation;
+    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until: Instant::from_millis(300) });
+    let slow = Config { slow_call_duration: Some(Duration::from_secs(1)), ..Config::default() };
+    assert_eq!(Breaker::new(slow).expect("valid").licence(Instant::ZERO), Licence::Ask);
+    let histogram = Breaker::with_meter(Config::default(), halfopen::LatencyHistogram::default()).expect("valid");
+    assert_eq!(histogram.licence(Instant::ZERO), Licence::Ask);
+}

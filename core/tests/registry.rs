@@ -1,0 +1,76 @@
+//! The registry's bookkeeping of calls in flight, reconfiguration and its
+//! bounds (the conformance suite covers eviction and per-key configs).
+
+use halfopen::{Config, Instant, Metrics, Outcome, Reason, Registry, RegistryError, State};
+
+fn ms(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+#[test]
+fn a_breaker_with_a_call_in_flight_is_never_evicted() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
+    let permit = r.try_acquire("a", ms(0)).unwrap().decision.unwrap();
+    assert!(!r.has_room(ms(1)));
+    assert_eq!(r.try_acquire("b", ms(1)).unwrap_err(), RegistryError::Full { capacity: 1 });
+    assert_eq!(r.record("a", permit, Outcome::Success, ms(2)), None);
+    let a = r.peek("a").unwrap().metrics(ms(2)).counters;
+    assert_eq!((a.admitted, a.successes), (1, 1));
+    assert!(r.has_room(ms(3)));
+    assert!(r.try_acquire("b", ms(3)).unwrap().decision.is_ok());
+    assert_eq!(r.evictions(), 1);
+    // A report for a name that lost its breaker does not make one.
+    let late = halfopen::Permit::from_parts(0, ms(0));
+    assert_eq!(r.record("a", late, Outcome::Failure, ms(4)), None);
+    assert!(r.peek("a").is_none());
+}
+
+#[test]
+fn has_room_predicts_the_next_insertion_exactly() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 40).unwrap();
+    for i in 0..40 {
+        let name = format!("k{i}");
+        if i % 3 == 0 {
+            r.get(&name, ms(0)).unwrap().force_open(ms(0), None);
+        } else {
+            let p = r.try_acquire(&name, ms(0)).unwrap().decision.unwrap();
+            if i % 2 == 0 {
+                r.record(&name, p, Outcome::Success, ms(0));
+            } else {
+                std::mem::forget(p);
+            }
+        }
+    }
+    for i in 0..200 {
+        let predicted = r.has_room(ms(1));
+        let got = r.try_acquire(&format!("new{i}"), ms(1)).map(|a| a.decision.is_ok());
+        assert_eq!(predicted, got.is_ok(), "insertion {i}");
+    }
+}
+
+#[test]
+fn reconfiguring_an_open_breaker_closes_it_with_a_transition_and_stales_its_permits() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+    let old = r.try_acquire("a", ms(0)).unwrap().decision.unwrap();
+    r.get("a", ms(0)).unwrap().force_open(ms(0), None);
+    let t = r.configure("a", Config { failure_threshold: Some(1), ..Config::default() }, ms(5)).unwrap().unwrap();
+    assert_eq!((t.from, t.to, t.reason, t.at), (State::Open, State::Closed, Reason::Reconfigured, ms(5)));
+    assert_eq!(r.record("a", old, Outcome::Failure, ms(6)), None);
+    let b = r.peek("a").unwrap();
+    assert_eq!(b.state(ms(6)), State::Closed);
+    assert_eq!(b.metrics(ms(6)).counters.stale, 1);
+    // A closed breaker is replaced without a transition.
+    assert_eq!(r.configure("a", Config::default(), ms(7)).unwrap(), None);
+}
+
+#[test]
+fn per_name_configurations_are_bounded_by_the_capacity() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
+    r.configure("a", Config::default(), ms(0)).unwrap();
+    r.configure("b", Config::default(), ms(0)).unwrap();
+    r.configure("a", Config::partner_webhook(), ms(0)).unwrap();
+    assert_eq!(
+        r.configure("c", Config::default(), ms(0)).unwrap_err(),
+        RegistryError::TooManyConfigured { capacity: 2 }
+    );
+}
