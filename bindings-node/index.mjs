@@ -1,6 +1,6 @@
 // ESM entry: the same classes as the CommonJS entry.
 import halfopen from './index.js'
 
-export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry, RegistryFullError } =
+export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry, RegistryFullError, SnapshotError } =
   halfopen
 export default halfopen

@@ -16,37 +16,36 @@ export declare class NativeBreaker {
    * for the memory benchmark.
    */
   static bytes(): number
-  /** A breaker from `options`; throws `"field|problem"` for an invalid one. */
+  /** A breaker from `options`; throws a structured error for an invalid one. */
   constructor(options: NativeOptions, latencyHistogram: boolean)
-  /**
-   * Admission: the permit's generation (plus 2^32 if a transition is
-   * waiting), or a negative number for a rejection (see `rejection_code`).
-   */
+  /** Admission: see `admission_code`. */
   acquire(nowMs: number): number
   /**
    * Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
    * success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
    */
   record(generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
+  /** What JavaScript may do without asking from `nowMs`. */
+  licence(nowMs: number): NativeLicence
+  /** Counts `count` calls admitted under a licence, the first at `firstMs`. */
+  admitLicensed(count: number, firstMs: number): void
   /**
-   * Hands over `count` calls with outcome `outcomeCode`, admitted without
-   * asking in `generation`. True if a transition waits.
+   * Reports `count` successes of licensed calls of `generation`, the
+   * latest read at `atMs`. True if a transition waits.
    */
-  recordBatch(generation: number, outcomeCode: number, count: number, nowMs: number): boolean
-  /** Counts `count` calls rejected without asking. */
+  recordSuccesses(generation: number, count: number, atMs: number): boolean
+  /** Counts `count` calls rejected under a licence. */
   countRejections(count: number, nowMs: number): void
   /** The transitions that happened since the last call, oldest first. */
   takeTransitions(): Array<NativeTransition>
-  /**
-   * `generation × 16 + (admits freely ? 8 : 0) + gauge` (0 closed, 1
-   * half-open, 2 open) at `nowMs`.
-   */
-  status(nowMs: number): number
-  /** Milliseconds until a call may be admitted: 0 now, Infinity when held open. */
+  /** Milliseconds until a call is worth trying: 0 now, Infinity when held open. */
   retryAfter(nowMs: number): number
   /** `"normal"`, `"forced_open"` or `"disabled"`. */
   mode(nowMs: number): string
-  /** Holds the breaker open for `forMs`, or until `release` without it. */
+  /**
+   * Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
+   * `release` without it. True if a transition waits.
+   */
   forceOpen(nowMs: number, forMs?: number | undefined | null): boolean
   forceClose(nowMs: number): boolean
   disable(nowMs: number): boolean
@@ -64,8 +63,8 @@ export declare class NativeBreaker {
   /** The breaker's state as compact bytes. */
   snapshotBytes(nowMs: number): Buffer
   /**
-   * Replaces this breaker's state with a snapshot (JSON text or bytes);
-   * throws `"snapshot|kind|message"`, leaving the breaker as it was.
+   * Replaces this breaker's state with a snapshot (JSON text or bytes),
+   * leaving it as it was on error.
    */
   restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number): void
 }
@@ -73,8 +72,11 @@ export declare class NativeBreaker {
 export declare class NativeRegistry {
   /** A registry of at most `capacity` breakers configured by `options`. */
   constructor(options: NativeOptions, capacity: number)
-  /** Gives `name` its own options (replacing a breaker it has). */
-  configure(name: string, options: NativeOptions): void
+  /**
+   * Gives `name` its own options (replacing a breaker it has). True if a
+   * transition waits.
+   */
+  configure(name: string, options: NativeOptions, nowMs: number): boolean
   /**
    * Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
    * or -0.5 when the registry is full.
@@ -85,14 +87,21 @@ export declare class NativeRegistry {
   /**
    * Applies a manual operation to `name`'s breaker: "force_open" (with
    * `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
+   * True if a transition waits.
    */
   manual(name: string, op: string, nowMs: number, forMs?: number | undefined | null): boolean
   /** Transitions since the last call, oldest first, with the breaker's name as `name`. */
   takeTransitions(): Array<NativeTransition>
-  /** `name`'s state gauge (0 closed, 1 half-open, 2 open) at `nowMs`, or -1 if it has no breaker. */
-  state(name: string, nowMs: number): number
-  /** ms until `name`'s breaker admits (0 also when it has none). */
+  /** `name`'s licence and state at `nowMs`, or `null` if it has no breaker. */
+  licence(name: string, nowMs: number): NativeLicence | null
+  /**
+   * Milliseconds until a call for `name` is worth trying: 0 now, Infinity
+   * when held open — or, for a name without a breaker, 0 if one would be
+   * made now and Infinity if the registry is full of busy breakers.
+   */
   retryAfter(name: string, nowMs: number): number
+  /** `name`'s mode, or "normal" without a breaker. */
+  mode(name: string, nowMs: number): string
   /** `name`'s metrics, if it has a breaker. */
   metrics(name: string, nowMs: number): NativeMetrics | null
   /** The names of every breaker held. */
@@ -107,8 +116,23 @@ export declare class NativeRegistry {
   prometheus(nowMs: number): string
   /** Every breaker's state as JSON. */
   snapshotJson(nowMs: number): string
-  /** Replaces every breaker with a snapshot's; throws `"snapshot|kind|message"`. */
+  /** Replaces every breaker with a snapshot's, leaving them as they were on error. */
   restoreJson(json: string, nowMs: number): void
+}
+
+/**
+ * What JavaScript may do without asking (the core's `Licence`), and the
+ * state, at one reading.
+ */
+export interface NativeLicence {
+  /** 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`. */
+  kind: number
+  /** The generation of permits admitted under it. */
+  generation: number
+  /** When it ends (ms on the caller's clock); `Infinity`: not by time. */
+  untilMs: number
+  /** The state gauge: 0 closed, 1 half-open, 2 open. */
+  gauge: number
 }
 
 /** Counters and derived figures, for `metrics()`. */
@@ -142,8 +166,13 @@ export interface NativeMetrics {
   probeSuccesses: number
 }
 
-/** Options as numbers (milliseconds for times); `null`/absent keeps the default. */
+/** Options as numbers (milliseconds for times). */
 export interface NativeOptions {
+  /**
+   * `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's
+   * preset the other options change.
+   */
+  preset?: string
   failureThreshold?: number
   /** `true` when `failureThreshold: null` was given: no window-count policy. */
   noFailureThreshold?: boolean

@@ -108,8 +108,8 @@ test('events carry the transition and its reason', async () => {
     ['open', 'failure_threshold'],
     ['reject', 'CircuitBreakerOpenError'],
     ['halfOpen', 'open_timeout'],
-    ['close', 'probes_succeeded'],
     ['success', 'probe'],
+    ['close', 'probes_succeeded'],
   ])
 })
 

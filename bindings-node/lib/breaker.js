@@ -1,0 +1,401 @@
+'use strict'
+// `CircuitBreaker`: the drop-in for seed 000's class. Every decision is the
+// core's (the addon); this class keeps the hot path off the native boundary,
+// where a call costs ~0.5 µs, only as far as the core's licence allows
+// (core/src/licence.rs):
+// - under "admit until T", a call read before T is admitted without asking;
+//   the admissions are handed over in one count, and its success, if read
+//   before T (all such readings fall in one window bucket), joins a batch of
+//   successes handed over at once (before any other native call, and at 256);
+// - under "reject until T", a call read before T is rejected without asking,
+//   and the rejections are counted in batches;
+// - every other call, and every other outcome, crosses at once.
+// The licence is asked again after anything that can change it: a
+// transition, a manual operation, a restore, or its time running out.
+
+const { EventEmitter } = require('node:events')
+const { NativeBreaker } = require('../native.js')
+const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
+const { read } = require('./clock.js')
+const { CircuitBreakerOpenError, fromNative, typeError } = require('./errors.js')
+const { drain, enqueue, publish } = require('./events.js')
+const { checkForceOpenMs, translate } = require('./options.js')
+
+const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
+const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
+const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
+const OUTCOMES = { success: SUCCESS, failure: FAILURE, ignored: IGNORED, cancelled: CANCELLED }
+const TRANSITION_PENDING = 4294967296
+const BATCH = 256
+// Licence kinds (NativeLicence.kind); UNKNOWN until first asked.
+const UNKNOWN = -1
+const ADMIT = 1
+const REJECT = 2
+
+/** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
+const OUTSTANDING = new WeakMap()
+
+/** The metrics object as documented: upper-case state, `null` for what is not measured. */
+const OPTIONAL_METRICS = ['meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
+function metricsOf(m) {
+  m.state = STATE_OF[m.state]
+  for (const key of OPTIONAL_METRICS) if (m[key] === undefined) m[key] = null
+  return m
+}
+
+/** The event payload of a native transition. */
+function transitionEvent(t) {
+  const event = { from: STATE_OF[t.from], to: STATE_OF[t.to], reason: t.reason, atMs: t.atMs }
+  if (t.name !== undefined && t.name !== null) return { name: t.name, ...event }
+  return event
+}
+
+/** Queues each transition the addon held, in its order, on `emitter`. */
+function enqueueTransitions(emitter, transitions) {
+  for (const t of transitions) {
+    const event = transitionEvent(t)
+    enqueue(emitter, EVENT_OF[t.to], event)
+    enqueue(emitter, 'stateChange', event)
+  }
+}
+
+/**
+ * Validates `record()`'s arguments; returns the permit's data, or throws a
+ * TypeError. `owner` issued it (a breaker, or a registry with `name`).
+ */
+function takePermit(owner, permit, outcome, name) {
+  const code = OUTCOMES[Object.hasOwn(OUTCOMES, outcome) ? outcome : '']
+  if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
+  const data = permit !== null && typeof permit === 'object' ? OUTSTANDING.get(permit) : undefined
+  if (data === undefined || data.owner !== owner || data.name !== name) {
+    throw typeError('permit', 'an unreported permit from this breaker\'s tryAcquire()', permit)
+  }
+  OUTSTANDING.delete(permit)
+  return { code, data }
+}
+
+/** A permit object for `tryAcquire()`, remembered until reported. */
+function issuePermit(owner, generation, issuedAtMs, name) {
+  const permit = Object.freeze({ admitted: true, generation, issuedAtMs })
+  OUTSTANDING.set(permit, { owner, name, generation, issuedAtMs })
+  return permit
+}
+
+/**
+ * A circuit breaker for one upstream (seed 000's class, same options and
+ * methods, plus the rest of the core's).
+ */
+class CircuitBreaker {
+  constructor(options) {
+    const t = translate(options, 'breaker')
+    this.name = t.name
+    this._isFailure = t.isFailure
+    this._clock = t.clock
+    this._timeoutMs = t.timeoutMs
+    try {
+      this._native = new NativeBreaker(t.native, t.latencyHistogram)
+    } catch (err) {
+      throw fromNative(err, { options })
+    }
+    this._last = -Infinity // the latest clock reading
+    this._kind = UNKNOWN // the licence
+    this._generation = 0
+    this._until = -Infinity
+    this._gauge = 0 // the state as of the licence
+    this._admitted = 0 // admissions under the licence, not yet handed over
+    this._admittedAt = 0
+    this._batch = 0 // successes under the licence, not yet handed over
+    this._batchGeneration = 0
+    this._batchAt = 0
+    this._rejections = 0 // rejections under the licence, not yet counted
+    this._refusal = [0, 0] // the latest rejection by the core: [gauge, retryAfterMs]
+    this._queue = null // events (lib/events.js)
+    this._draining = false
+  }
+
+  /** Runs `fn` if the breaker admits it; settles exactly as `fn` does. */
+  execute(fn, options) {
+    return execute(this, fn, options)
+  }
+
+  /** The state now, counting elapsed time: "CLOSED" | "OPEN" | "HALF_OPEN". */
+  getState() {
+    const now = read(this)
+    this._flush(now)
+    this._relicense(now)
+    return STATES[this._gauge]
+  }
+
+  /**
+   * Asks for leave to make one call, without running anything, through the
+   * core (no licence): a permit `{ admitted: true, generation, issuedAtMs }`
+   * to hand back to `record` once, or `{ admitted: false, state, retryAfterMs }`.
+   */
+  tryAcquire() {
+    const now = read(this)
+    const generation = this._acquire(now)
+    if (generation < 0) {
+      const { state, retryAfterMs } = this._rejectionError(now)
+      return { admitted: false, state, retryAfterMs }
+    }
+    return issuePermit(this, generation, now)
+  }
+
+  /**
+   * Reports how a permitted call ended: "success", "failure", "ignored" or
+   * "cancelled". A permit is reported once: a reported or unknown one is a TypeError.
+   */
+  record(permit, outcome) {
+    const { code, data } = takePermit(this, permit, outcome)
+    const now = read(this)
+    this._settle({ generation: data.generation, issuedAtMs: data.issuedAtMs, licensed: false }, code, now)
+  }
+
+  /** "NORMAL", "FORCED_OPEN" or "DISABLED". */
+  mode() {
+    return this._native.mode(read(this)).toUpperCase()
+  }
+
+  /** When (on the breaker's clock, ms) it next changes by itself, or null. */
+  pollTimeoutMs() {
+    return this._native.pollTimeoutMs()
+  }
+
+  /** Applies the timed changes due now (emitting their events). */
+  handleTimeout() {
+    this._manual((now) => this._native.handleTimeout(now))
+  }
+
+  /** Whether a call would be admitted now (consumes nothing). */
+  isCallPermitted() {
+    return this.retryAfterMs() === 0
+  }
+
+  /** Milliseconds until a call is worth trying: 0 now, Infinity while held open. */
+  retryAfterMs() {
+    const now = read(this)
+    this._flush(now)
+    return this._native.retryAfter(now)
+  }
+
+  /** Holds the breaker open for `ms`, or until `forceClose`/`release` without it. */
+  forceOpen(ms) {
+    checkForceOpenMs(ms)
+    this._manual((now) => this._native.forceOpen(now, ms))
+  }
+
+  /** Closes now, forgetting the failures counted and the backoff reached. */
+  forceClose() {
+    this._manual((now) => this._native.forceClose(now))
+  }
+
+  /** Admits and counts every call, never trips, until `release`. */
+  disable() {
+    this._manual((now) => this._native.disable(now))
+  }
+
+  /** Ends `forceOpen` (probes follow) or `disable`. */
+  release() {
+    this._manual((now) => this._native.release(now))
+  }
+
+  /** Back to a new breaker's state (metrics are kept). */
+  reset() {
+    this._manual((now) => this._native.reset(now))
+  }
+
+  /** Counters, times, error rate and (if kept) latency quantiles, as a plain object. */
+  metrics() {
+    const now = read(this)
+    this._flush(now)
+    return metricsOf(this._native.metrics(now))
+  }
+
+  /** The Prometheus text exposition of this breaker. */
+  prometheus() {
+    const now = read(this)
+    this._flush(now)
+    return this._native.prometheus(this.name, now)
+  }
+
+  /** The breaker's state (the core's versioned snapshot), as a plain object. */
+  toJSON() {
+    const now = read(this)
+    this._flush(now)
+    return JSON.parse(this._native.snapshotJson(now))
+  }
+
+  /** The breaker's state as compact bytes. */
+  toBytes() {
+    const now = read(this)
+    this._flush(now)
+    return this._native.snapshotBytes(now)
+  }
+
+  /** A breaker built from `options` with the state of `snapshot` (from `toJSON`, or its JSON text). */
+  static fromJSON(options, snapshot) {
+    if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
+      throw typeError('snapshot', 'an object or a JSON string', snapshot)
+    }
+    const breaker = new CircuitBreaker(options)
+    const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+    breaker._restore(text, null)
+    return breaker
+  }
+
+  /** A breaker built from `options` with the state of `bytes` (from `toBytes`). */
+  static fromBytes(options, bytes) {
+    if (!(bytes instanceof Uint8Array)) throw typeError('bytes', 'a Buffer or Uint8Array', bytes)
+    const breaker = new CircuitBreaker(options)
+    breaker._restore(null, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+    return breaker
+  }
+
+  _restore(json, bytes) {
+    const now = read(this)
+    try {
+      this._native.restore(json, bytes, now)
+    } catch (err) {
+      throw fromNative(err)
+    }
+    this._relicense(now)
+  }
+
+  // The call path's host methods (lib/call.js).
+
+  /** A permit for `execute`: under the licence, or from the core; null if rejected. */
+  _admit(now) {
+    if (now < this._until) {
+      if (this._kind === ADMIT) {
+        if (this._admitted === 0) this._admittedAt = now
+        this._admitted += 1
+        return { generation: this._generation, issuedAtMs: now, licensed: true }
+      }
+      if (this._kind === REJECT) {
+        this._rejections += 1
+        this._refusal[0] = this._gauge
+        this._refusal[1] = this._until === Infinity ? Infinity : this._until - now
+        return null
+      }
+    }
+    const generation = this._acquire(now)
+    return generation < 0 ? null : { generation, issuedAtMs: now, licensed: false }
+  }
+
+  /** Reports `outcome` to the core, then emits `event` and the transitions it caused. */
+  _settle(permit, outcome, now, event, payload) {
+    const batchable =
+      outcome === SUCCESS &&
+      permit.licensed &&
+      this._kind === ADMIT &&
+      permit.generation === this._generation &&
+      now < this._until
+    let pending = false
+    if (batchable) {
+      if (this._batch === 0) this._batchGeneration = permit.generation
+      this._batch += 1
+      this._batchAt = now
+      if (this._batch >= BATCH) pending = this._flush(now)
+    } else {
+      pending = this._flush(now)
+      pending = this._native.record(permit.generation, permit.issuedAtMs, outcome, now) || pending
+    }
+    if (event !== undefined && this.listenerCount(event) > 0) enqueue(this, event, payload)
+    if (pending) {
+      this._relicense(now)
+      enqueueTransitions(this, this._native.takeTransitions())
+    }
+    drain(this)
+  }
+
+  // Internals.
+
+  /** A generation from the core's admission, or -1 (the rejection is kept). */
+  _acquire(now) {
+    this._flush(now)
+    const code = this._native.acquire(now)
+    if (code >= TRANSITION_PENDING) {
+      this._transitions(now)
+      return code - TRANSITION_PENDING
+    }
+    if (this._kind === UNKNOWN || !(now < this._until)) this._relicense(now)
+    if (code < 0) {
+      this._refusal[0] = this._gauge
+      this._refusal[1] = code === -Infinity ? Infinity : -1 - code
+      return -1
+    }
+    return code
+  }
+
+  _rejectionError(now) {
+    const [gauge, retryAfterMs] = this._refusal
+    const err = new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs)
+    if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
+    return err
+  }
+
+  /** Hands everything done under the licence to the core; true if a transition waits. */
+  _flush(now) {
+    let pending = false
+    if (this._admitted > 0) {
+      const count = this._admitted
+      this._admitted = 0
+      this._native.admitLicensed(count, this._admittedAt)
+    }
+    if (this._batch > 0) {
+      const count = this._batch
+      this._batch = 0
+      pending = this._native.recordSuccesses(this._batchGeneration, count, this._batchAt)
+    }
+    if (this._rejections > 0) {
+      const count = this._rejections
+      this._rejections = 0
+      this._native.countRejections(count, now)
+    }
+    return pending
+  }
+
+  _relicense(now) {
+    const licence = this._native.licence(now)
+    this._kind = licence.kind
+    this._generation = licence.generation
+    this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -Infinity
+    this._gauge = licence.gauge
+  }
+
+  _manual(op) {
+    const now = read(this)
+    const pending = this._flush(now)
+    const changed = op(now)
+    this._relicense(now)
+    if (pending || changed) this._publishTransitions()
+  }
+
+  /** A transition waits: ask for the licence again, then publish. */
+  _transitions(now) {
+    this._relicense(now)
+    this._publishTransitions()
+  }
+
+  _publishTransitions() {
+    enqueueTransitions(this, this._native.takeTransitions())
+    drain(this)
+  }
+}
+
+// An EventEmitter (instanceof, on/once/off/emit...) whose listener table is
+// made on the first `on`: Node's EventEmitter methods create it lazily, and
+// skipping its constructor saves ~260 bytes per breaker that has no listener.
+Object.setPrototypeOf(CircuitBreaker.prototype, EventEmitter.prototype)
+Object.setPrototypeOf(CircuitBreaker, EventEmitter)
+
+module.exports = {
+  CircuitBreaker,
+  OUTCOMES,
+  STATES,
+  TRANSITION_PENDING,
+  issuePermit,
+  enqueueTransitions,
+  metricsOf,
+  takePermit,
+}

@@ -1,0 +1,149 @@
+'use strict'
+// The package's error classes, the one decoder of the addon's structured
+// errors, and the one channel for errors thrown by user callbacks.
+
+/**
+ * Thrown (as a rejection) when the breaker does not admit a call; `fn` is not
+ * called. It carries no stack trace: capturing one is half the cost of a
+ * rejection, and it would only point into the breaker.
+ */
+class CircuitBreakerOpenError extends Error {
+  constructor(breakerName, state, retryAfterMs) {
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    super()
+    Error.stackTraceLimit = limit
+    this.breakerName = breakerName
+    this.state = state
+    this.retryAfterMs = retryAfterMs
+  }
+
+  // Written when read: most rejections are handled without reading it.
+  get message() {
+    return `CircuitBreaker[${this.breakerName}] is ${this.state}; retry in ${this.retryAfterMs} ms`
+  }
+}
+CircuitBreakerOpenError.prototype.name = 'CircuitBreakerOpenError'
+
+/** Thrown when a call exceeds `timeoutMs`; it counts as a failure. */
+class CircuitBreakerTimeoutError extends Error {
+  constructor(breakerName, timeoutMs) {
+    super(`CircuitBreaker[${breakerName}] call timed out after ${timeoutMs} ms`)
+    this.name = 'CircuitBreakerTimeoutError'
+    this.breakerName = breakerName
+  }
+}
+
+/** A call refused because the registry is full and no breaker in it is idle. */
+class RegistryFullError extends Error {
+  constructor(breakerName) {
+    super(`registry full: no idle breaker to evict for ${breakerName}`)
+    this.name = 'RegistryFullError'
+    this.breakerName = breakerName
+  }
+}
+
+/** A snapshot that cannot be restored; `kind` says why. */
+class SnapshotError extends Error {
+  constructor(kind, message) {
+    super(message)
+    this.name = 'SnapshotError'
+    this.kind = kind
+  }
+}
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (typeof value === 'number') return String(value)
+  return typeof value
+}
+
+/** A TypeError naming `option`. */
+function typeError(option, expected, value) {
+  const err = new TypeError(`${option} must be ${expected}, got ${describe(value)}`)
+  err.option = option
+  return err
+}
+
+/** A RangeError naming `option`. */
+function rangeError(option, problem) {
+  const err = new RangeError(`option ${option} ${problem}`)
+  err.option = option
+  return err
+}
+
+// Core field -> the option that sets it.
+const OPTION_OF_FIELD = {
+  failure_threshold: 'failureThreshold',
+  window: 'windowMs',
+  consecutive_failures: 'consecutiveFailures',
+  failure_rate_threshold: 'failureRateThreshold',
+  minimum_calls: 'minimumCalls',
+  slow_call_duration: 'slowCallMs',
+  slow_call_rate_threshold: 'slowCallRateThreshold',
+  open_timeout: 'openTimeoutMs',
+  backoff_factor: 'backoffFactor',
+  max_open_timeout: 'maxOpenTimeoutMs',
+  jitter: 'jitter',
+  jitter_seed: 'jitterSeed',
+  half_open_max_attempts: 'halfOpenMaxAttempts',
+  half_open_successes: 'halfOpenSuccesses',
+  probe_timeout: 'probeTimeoutMs',
+  preset: 'preset',
+}
+
+/**
+ * The addon's structured error (`{kind, field?, problem?, message}` as its
+ * message) as the package's error: a RangeError naming the option, a
+ * SnapshotError, a RegistryFullError (for `name`). Anything else is returned
+ * as it is.
+ */
+function fromNative(err, { options = {}, name } = {}) {
+  let e
+  try {
+    e = JSON.parse(err.message)
+  } catch {
+    return err
+  }
+  switch (e.kind) {
+    case 'config': {
+      let option = OPTION_OF_FIELD[e.field] || e.field
+      if (e.field === 'window' && options.windowCalls !== undefined) option = 'windowCalls'
+      return rangeError(option, e.problem)
+    }
+    case 'snapshot':
+      return new SnapshotError(e.problem, e.message)
+    case 'registry_full':
+      return new RegistryFullError(name)
+    case 'too_many_configured':
+    case 'capacity':
+      return rangeError('capacity', e.message)
+    default:
+      return err
+  }
+}
+
+/**
+ * Reports an error thrown by a user callback (a listener, `isFailure`, the
+ * clock) without letting it change the call, the breaker or later events:
+ * `process.emitWarning` with code `HALFOPEN_CALLBACK_ERROR` and the error as
+ * `cause`.
+ */
+function warnCallback(err, what) {
+  const warning = new Error(`halfopen: ${what} threw: ${err instanceof Error ? err.message : String(err)}`)
+  warning.name = 'HalfopenCallbackWarning'
+  warning.code = 'HALFOPEN_CALLBACK_ERROR'
+  warning.cause = err
+  process.emitWarning(warning)
+}
+
+module.exports = {
+  CircuitBreakerOpenError,
+  CircuitBreakerTimeoutError,
+  RegistryFullError,
+  SnapshotError,
+  fromNative,
+  rangeError,
+  typeError,
+  warnCallback,
+}

@@ -1,0 +1,45 @@
+'use strict'
+// Events in the core's order. An event is queued on its emitter and emitted
+// after those queued before it, so a listener that changes the breaker
+// (`forceClose()` from an 'open' listener) has its events emitted after the
+// current one's. A listener's exception goes to `warnCallback`: it never
+// changes a call's result, the breaker's state, or the events that follow.
+
+const { warnCallback } = require('./errors.js')
+
+/** Queues `name(payload)` on `emitter`, to be emitted by the next `drain`. */
+function enqueue(emitter, name, payload) {
+  if (emitter._queue === null) emitter._queue = []
+  emitter._queue.push(name, payload)
+}
+
+/** Queues `name(payload)` on `emitter` and emits everything queued, in order. */
+function publish(emitter, name, payload) {
+  enqueue(emitter, name, payload)
+  drain(emitter)
+}
+
+/** Emits everything queued on `emitter`, in order (unless it is emitting already). */
+function drain(emitter) {
+  if (emitter._draining || emitter._queue === null) return
+  emitter._draining = true
+  const queue = emitter._queue
+  try {
+    for (let i = 0; i < queue.length; i += 2) {
+      const event = queue[i]
+      const listeners = emitter.rawListeners(event)
+      for (const listener of listeners) {
+        try {
+          listener.call(emitter, queue[i + 1])
+        } catch (err) {
+          warnCallback(err, `a '${event}' listener`)
+        }
+      }
+    }
+  } finally {
+    queue.length = 0
+    emitter._draining = false
+  }
+}
+
+module.exports = { drain, enqueue, publish }

@@ -1,0 +1,123 @@
+'use strict'
+// Options: type checks and the translation to the addon's numbers. Ranges
+// and defaults are the core's: a value of the right type goes through, and
+// the core refuses what no configuration can hold, naming the option.
+
+const { performance } = require('node:perf_hooks')
+const { typeError } = require('./errors.js')
+
+// camelCase option -> kind: 'number', or 'nullable' (a policy; null unsets it).
+const CORE_OPTIONS = {
+  failureThreshold: 'nullable',
+  windowMs: 'number',
+  windowCalls: 'number',
+  consecutiveFailures: 'nullable',
+  failureRateThreshold: 'nullable',
+  minimumCalls: 'number',
+  slowCallMs: 'nullable',
+  slowCallRateThreshold: 'nullable',
+  openTimeoutMs: 'number',
+  backoffFactor: 'number',
+  maxOpenTimeoutMs: 'number',
+  jitter: 'number',
+  jitterSeed: 'number',
+  halfOpenMaxAttempts: 'number',
+  halfOpenSuccesses: 'number',
+  probeTimeoutMs: 'number',
+}
+// Options of the JavaScript side, by where they are allowed.
+const OWN_OPTIONS = {
+  breaker: ['name', 'isFailure', 'clock', 'timeoutMs', 'latencyHistogram'],
+  registry: ['isFailure', 'clock', 'timeoutMs', 'capacity'],
+  configure: [],
+}
+const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook' }
+
+/** The default clock: monotonic milliseconds (one function for every breaker). */
+const monotonic = () => performance.now()
+
+/** Throws a TypeError unless `name` is a string of well-formed UTF-16 (no lone surrogates). */
+function checkName(name, what = 'name') {
+  if (typeof name !== 'string') throw typeError(what, 'a string', name)
+  if (!name.isWellFormed()) throw typeError(what, 'a well-formed string (it has a lone surrogate)', name)
+}
+
+/**
+ * The addon's options and the JavaScript side's settings for `where`
+ * ('breaker', 'registry' or 'configure'), or a TypeError naming the option.
+ */
+function translate(options, where) {
+  if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+  const own = OWN_OPTIONS[where]
+  for (const key of Object.keys(options)) {
+    if (!(key in CORE_OPTIONS) && key !== 'preset' && !own.includes(key)) {
+      const err = new TypeError(
+        own.length === 0 && OWN_OPTIONS.breaker.concat(OWN_OPTIONS.registry).includes(key)
+          ? `option ${key} cannot be set per name (set it on the Registry)`
+          : `unknown option ${key}`,
+      )
+      err.option = key
+      throw err
+    }
+  }
+  const native = {}
+  if (options.preset !== undefined) {
+    const preset = PRESETS[options.preset]
+    if (preset === undefined) throw typeError('preset', '"whatsappGateway" or "partnerWebhook"', options.preset)
+    native.preset = preset
+  }
+  for (const [option, kind] of Object.entries(CORE_OPTIONS)) {
+    const value = options[option]
+    if (value === undefined) continue
+    if (value === null && kind === 'nullable') {
+      if (option === 'failureThreshold') native.noFailureThreshold = true
+      continue
+    }
+    if (typeof value !== 'number') throw typeError(option, 'a number', value)
+    native[option] = value
+  }
+  if (native.windowMs !== undefined && native.windowCalls !== undefined) {
+    const err = new TypeError('options windowMs and windowCalls exclude each other')
+    err.option = 'windowCalls'
+    throw err
+  }
+  const { name, isFailure, clock, timeoutMs, latencyHistogram, capacity } = options
+  if (where === 'breaker') {
+    checkName(name)
+    if (name === '') throw typeError('name', 'a non-empty string', name)
+  }
+  if (capacity !== undefined && typeof capacity !== 'number') throw typeError('capacity', 'a number', capacity)
+  if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
+  if (clock !== undefined && typeof clock !== 'function') throw typeError('clock', 'a function', clock)
+  if (latencyHistogram !== undefined && typeof latencyHistogram !== 'boolean') {
+    throw typeError('latencyHistogram', 'a boolean', latencyHistogram)
+  }
+  if (timeoutMs !== undefined) {
+    if (typeof timeoutMs !== 'number') throw typeError('timeoutMs', 'a number', timeoutMs)
+    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
+      const err = new RangeError(`option timeoutMs must be a finite number above 0, got ${timeoutMs}`)
+      err.option = 'timeoutMs'
+      throw err
+    }
+  }
+  return {
+    native,
+    name,
+    isFailure,
+    clock: clock || monotonic,
+    timeoutMs,
+    latencyHistogram: latencyHistogram === true,
+    capacity: capacity === undefined ? 10000 : capacity,
+  }
+}
+
+/** `forceOpen`'s duration: absent, or a finite number of ms >= 0. */
+function checkForceOpenMs(ms) {
+  if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
+    const err = new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
+    err.option = 'ms'
+    throw err
+  }
+}
+
+module.exports = { checkForceOpenMs, checkName, translate }

@@ -1,0 +1,265 @@
+'use strict'
+// `Registry`: one breaker per name (seed 000's `breakerFor`), bounded, and
+// its keyed breakers. Every call crosses into the addon (no licence per key
+// yet) through the registry's own acquire/record, so a breaker with a call
+// in flight is never evicted.
+
+const { EventEmitter } = require('node:events')
+const { NativeRegistry } = require('../native.js')
+const { enqueueTransitions, issuePermit, metricsOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
+const { execute } = require('./call.js')
+const { read } = require('./clock.js')
+const { CircuitBreakerOpenError, fromNative, RegistryFullError, typeError } = require('./errors.js')
+const { drain, enqueue, publish } = require('./events.js')
+const { checkForceOpenMs, checkName, translate } = require('./options.js')
+
+/** What the addon's `acquire` returns when the registry is full. */
+const FULL = -0.5
+
+/**
+ * One breaker per name, made on first use, at most `capacity` (default
+ * 10,000): beyond it the least recently used *idle* breaker is evicted (never
+ * an open, half-open, forced, failing or busy one); if none is idle the call
+ * is rejected with `RegistryFullError`. Events are emitted here, with the
+ * breaker's `name` in each.
+ */
+class Registry extends EventEmitter {
+  constructor(options = {}) {
+    super()
+    const t = translate(options, 'registry')
+    this._isFailure = t.isFailure
+    this._clock = t.clock
+    this._timeoutMs = t.timeoutMs
+    this._last = -Infinity
+    this._queue = null
+    this._draining = false
+    try {
+      this._native = new NativeRegistry(t.native, t.capacity)
+    } catch (err) {
+      throw fromNative(err, { options })
+    }
+  }
+
+  /** The breaker for `name` (made on its first call). */
+  get(name) {
+    checkName(name)
+    return new KeyedBreaker(this, name)
+  }
+
+  /**
+   * Gives `name` its own core options (for at most `capacity` names). A
+   * breaker `name` has is replaced by a closed one; if it was not closed,
+   * 'close' and 'stateChange' are emitted with reason 'reconfigured'.
+   */
+  configure(name, options) {
+    checkName(name)
+    const t = translate(options, 'configure')
+    const now = read(this)
+    let changed
+    try {
+      changed = this._native.configure(name, t.native, now)
+    } catch (err) {
+      throw fromNative(err, { options, name })
+    }
+    if (changed) this._transitions()
+  }
+
+  /** The names of every breaker held. */
+  names() {
+    return this._native.names()
+  }
+
+  /** Whether `name` has a breaker now. */
+  has(name) {
+    checkName(name)
+    return this._native.has(name)
+  }
+
+  /** Breakers held. */
+  get size() {
+    return this._native.size
+  }
+
+  /** Idle breakers evicted so far. */
+  get evictions() {
+    return this._native.evictions
+  }
+
+  /** The Prometheus text exposition of every breaker. */
+  prometheus() {
+    return this._native.prometheus(read(this))
+  }
+
+  /** Every breaker's state (the core's versioned snapshot), as a plain object. */
+  toJSON() {
+    return JSON.parse(this._native.snapshotJson(read(this)))
+  }
+
+  /** Replaces every breaker with those of `snapshot` (from `toJSON`, or its JSON text). */
+  restore(snapshot) {
+    if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
+      throw typeError('snapshot', 'an object or a JSON string', snapshot)
+    }
+    const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+    try {
+      this._native.restoreJson(text, read(this))
+    } catch (err) {
+      throw fromNative(err)
+    }
+  }
+
+  _transitions() {
+    enqueueTransitions(this, this._native.takeTransitions())
+    drain(this)
+  }
+}
+
+/** A registry's breaker for one name: the `CircuitBreaker` methods that make sense per key. */
+class KeyedBreaker {
+  constructor(registry, name) {
+    this._registry = registry
+    this.name = name
+    this._refusal = [0, 0, false] // the latest: [gauge, retryAfterMs, full]
+  }
+
+  // The clock, `isFailure` and `timeoutMs` are the registry's.
+  get _clock() {
+    return this._registry._clock
+  }
+  get _last() {
+    return this._registry._last
+  }
+  set _last(t) {
+    this._registry._last = t
+  }
+  get _isFailure() {
+    return this._registry._isFailure
+  }
+  get _timeoutMs() {
+    return this._registry._timeoutMs
+  }
+
+  /** Runs `fn` if this name's breaker admits it (see `CircuitBreaker.execute`). */
+  execute(fn, options) {
+    return execute(this, fn, options)
+  }
+
+  /** A permit, or `{ admitted: false, state, retryAfterMs, error }` (never throws but for a broken clock). */
+  tryAcquire() {
+    const now = read(this)
+    const permit = this._admit(now)
+    if (permit === null) {
+      const error = this._rejectionError()
+      return { admitted: false, state: error.state ?? 'CLOSED', retryAfterMs: error.retryAfterMs ?? Infinity, error }
+    }
+    return issuePermit(this._registry, permit.generation, permit.issuedAtMs, this.name)
+  }
+
+  /** Reports how a permitted call ended (once per permit). */
+  record(permit, outcome) {
+    const { code, data } = takePermit(this._registry, permit, outcome, this.name)
+    this._settle(data, code, read(this))
+  }
+
+  getState() {
+    const r = this._registry
+    const licence = r._native.licence(this.name, read(this))
+    return licence === null || licence === undefined ? 'CLOSED' : STATES[licence.gauge]
+  }
+
+  /** Milliseconds until a call is worth trying (Infinity: held open, or the registry is full of busy breakers). */
+  retryAfterMs() {
+    return this._registry._native.retryAfter(this.name, read(this))
+  }
+
+  isCallPermitted() {
+    return this.retryAfterMs() === 0
+  }
+
+  /** "NORMAL", "FORCED_OPEN" or "DISABLED". */
+  mode() {
+    return this._registry._native.mode(this.name, read(this)).toUpperCase()
+  }
+
+  metrics() {
+    const m = this._registry._native.metrics(this.name, read(this))
+    return m ? metricsOf(m) : null
+  }
+
+  forceOpen(ms) {
+    checkForceOpenMs(ms)
+    this._manual('force_open', ms)
+  }
+
+  forceClose() {
+    this._manual('force_close')
+  }
+
+  disable() {
+    this._manual('disable')
+  }
+
+  release() {
+    this._manual('release')
+  }
+
+  reset() {
+    this._manual('reset')
+  }
+
+  handleTimeout() {
+    this._manual('handle_timeout')
+  }
+
+  // The call path's host methods (lib/call.js).
+
+  _admit(now) {
+    const r = this._registry
+    const code = r._native.acquire(this.name, now)
+    if (code === FULL) {
+      this._refusal[2] = true
+      return null
+    }
+    if (code < 0) {
+      const licence = r._native.licence(this.name, now)
+      this._refusal[0] = licence ? licence.gauge : 2
+      this._refusal[1] = code === -Infinity ? Infinity : -1 - code
+      this._refusal[2] = false
+      return null
+    }
+    if (code >= TRANSITION_PENDING) {
+      r._transitions()
+      return { generation: code - TRANSITION_PENDING, issuedAtMs: now }
+    }
+    return { generation: code, issuedAtMs: now }
+  }
+
+  _rejectionError() {
+    const r = this._registry
+    const [gauge, retryAfterMs, full] = this._refusal
+    const err = full ? new RegistryFullError(this.name) : new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs)
+    if (r.listenerCount('reject') > 0) publish(r, 'reject', err)
+    return err
+  }
+
+  _settle(permit, outcome, now, event, payload) {
+    const r = this._registry
+    const pending = r._native.record(this.name, permit.generation, permit.issuedAtMs, outcome, now)
+    if (event !== undefined && r.listenerCount(event) > 0) enqueue(r, event, payload)
+    if (pending) enqueueTransitions(r, r._native.takeTransitions())
+    drain(r)
+  }
+
+  _manual(op, ms) {
+    const r = this._registry
+    let changed
+    try {
+      changed = r._native.manual(this.name, op, read(this), ms)
+    } catch (err) {
+      throw fromNative(err, { name: this.name })
+    }
+    if (changed) r._transitions()
+  }
+}
+
+module.exports = { Registry, RegistryFullError }
