@@ -3,7 +3,7 @@
 //! (lib/registry.js) wraps it. Calls go through the registry's own
 //! `try_acquire`/`record`, so a breaker with a call in flight is never evicted.
 
-use halfopen::{Config, Permit, Registry, RegistrySnapshot, Transition};
+use halfopen::{Config, Permit, Registry, Transition};
 use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
@@ -177,9 +177,7 @@ impl NativeRegistry {
     /// Replaces every breaker with a snapshot's, leaving them as they were on error.
     #[napi(catch_unwind)]
     pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<()> {
-        RegistrySnapshot::from_json(&json)
-            .and_then(|s| self.registry.restore(&s, instant(now_ms)))
-            .map_err(|e| Error::from(Refusal::from(e)))?;
+        self.registry.restore_json(&json, instant(now_ms)).map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
         Ok(())
     }

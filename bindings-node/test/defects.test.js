@@ -941,7 +941,7 @@ describe('snapshots', () => {
     assert.equal(restored.tryAcquire().admitted, true, 'a probe is admitted at once')
   })
 
-  test('#20 a huge registry snapshot is refused quickly without a memory spike', () => {
+  test('#20 a huge registry snapshot is refused without decoding it (no memory spike)', () => {
     const source = new Registry({ clock: () => 0 })
     source.get('seed').record(source.get('seed').tryAcquire(), 'success')
     const snapshot = source.toJSON()
@@ -954,12 +954,11 @@ describe('snapshots', () => {
 
     const target = new Registry({ capacity: 10, clock: () => 0 })
     const rssBefore = process.memoryUsage().rss
-    const started = performance.now()
-    assert.throws(() => target.restore(text), (err) => err.name === 'SnapshotError')
-    const elapsed = performance.now() - started
+    assert.throws(() => target.restore(text), (err) => err.name === 'SnapshotError' && err.kind === 'corrupt')
     const grown = process.memoryUsage().rss - rssBefore
-    assert.ok(elapsed < 5000, `refused in ${elapsed.toFixed(0)} ms`)
-    assert.ok(grown < 400 * 2 ** 20, `rss grew by ${(grown / 2 ** 20).toFixed(0)} MB`)
+    // The breakers are counted before any is decoded: the addon's copy of the
+    // text is all it costs (decoding it used to cost 17 times the text).
+    assert.ok(grown < 2 * text.length, `rss grew by ${(grown / 2 ** 20).toFixed(0)} MB for ${(text.length / 2 ** 20).toFixed(0)} MB of text`)
   })
 })
 

@@ -370,6 +370,51 @@ pub struct RegistrySnapshot {
 crate::snapshot::encodings!(RegistrySnapshot);
 
 #[cfg(feature = "serde")]
+impl RegistrySnapshot {
+    /// How many breakers the JSON text of a registry snapshot holds,
+    /// counted without decoding any (the text is scanned, nothing is
+    /// allocated per breaker), so that a snapshot too large for a registry
+    /// is refused before it costs memory.
+    pub fn count_json(text: &str) -> Result<usize, crate::SnapshotError> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            breakers: Counted,
+        }
+        struct Counted(usize);
+        impl<'de> serde::Deserialize<'de> for Counted {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct Visit;
+                impl<'de> serde::de::Visitor<'de> for Visit {
+                    type Value = Counted;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a list of breakers")
+                    }
+                    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Counted, A::Error> {
+                        let mut n = 0;
+                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                            n += 1;
+                        }
+                        Ok(Counted(n))
+                    }
+                }
+                d.deserialize_seq(Visit)
+            }
+        }
+        let head: Head = serde_json::from_str(text).map_err(crate::snapshot::malformed)?;
+        Ok(head.breakers.0)
+    }
+
+    /// How many breakers the compact bytes of a registry snapshot hold, read
+    /// from the list's length before any breaker is decoded.
+    pub fn count_bytes(bytes: &[u8]) -> Result<usize, crate::SnapshotError> {
+        let malformed = crate::snapshot::malformed;
+        let (_, rest) = postcard::take_from_bytes::<(u32, u64)>(bytes).map_err(malformed)?;
+        let (len, _) = postcard::take_from_bytes::<usize>(rest).map_err(malformed)?;
+        Ok(len)
+    }
+}
+
+#[cfg(feature = "serde")]
 mod saved {
     use alloc::string::String;
 
@@ -379,6 +424,28 @@ mod saved {
     use crate::snapshot::{SNAPSHOT_VERSION, check_version};
 
     impl<M: Meter + Default + Persist> Registry<M> {
+        /// Restores from the JSON text of a snapshot: the breakers are
+        /// counted first, and a snapshot with more than the capacity is
+        /// refused before any is decoded.
+        pub fn restore_json(&mut self, text: &str, now: Instant) -> Result<(), SnapshotError> {
+            self.check_count(RegistrySnapshot::count_json(text)?)?;
+            self.restore(&RegistrySnapshot::from_json(text)?, now)
+        }
+
+        /// Restores from compact bytes, refusing too many breakers before
+        /// decoding any.
+        pub fn restore_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), SnapshotError> {
+            self.check_count(RegistrySnapshot::count_bytes(bytes)?)?;
+            self.restore(&RegistrySnapshot::from_bytes(bytes)?, now)
+        }
+
+        fn check_count(&self, breakers: usize) -> Result<(), SnapshotError> {
+            if breakers > self.capacity {
+                return Err(SnapshotError::Corrupt("more breakers than the registry's capacity"));
+            }
+            Ok(())
+        }
+
         /// Every breaker's state at `now`, least recently used first.
         pub fn snapshot(&self, now: Instant) -> RegistrySnapshot {
             let mut entries: Vec<&Entry<M>> = self.entries.iter().collect();
@@ -395,9 +462,7 @@ mod saved {
         /// its name. On error the registry is left as it was.
         pub fn restore(&mut self, snapshot: &RegistrySnapshot, now: Instant) -> Result<(), SnapshotError> {
             check_version(snapshot.version)?;
-            if snapshot.breakers.len() > self.capacity {
-                return Err(SnapshotError::Corrupt("more breakers than the registry's capacity"));
-            }
+            self.check_count(snapshot.breakers.len())?;
             let mut restored = Registry {
                 config: self.config.clone(),
                 overrides: self.overrides.clone(),

@@ -74,3 +74,25 @@ fn per_name_configurations_are_bounded_by_the_capacity() {
         RegistryError::TooManyConfigured { capacity: 2 }
     );
 }
+
+#[test]
+fn a_snapshot_with_more_breakers_than_the_capacity_is_refused_before_decoding() {
+    let mut big: Registry<Metrics> = Registry::new(Config::default(), 100).unwrap();
+    for i in 0..50 {
+        big.get(&format!("k{i}"), ms(0)).unwrap();
+    }
+    let snapshot = big.snapshot(ms(0));
+    let (json, bytes) = (snapshot.to_json(), snapshot.to_bytes());
+    assert_eq!(halfopen::RegistrySnapshot::count_json(&json), Ok(50));
+    assert_eq!(halfopen::RegistrySnapshot::count_bytes(&bytes), Ok(50));
+    let mut small: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+    let refused = Err(halfopen::SnapshotError::Corrupt("more breakers than the registry's capacity"));
+    assert_eq!(small.restore_json(&json, ms(0)), refused);
+    assert_eq!(small.restore_bytes(&bytes, ms(0)), refused);
+    // A snapshot whose entries are garbage is refused by the count only if it is too long.
+    let garbage = format!("{{\"version\":1,\"evictions\":0,\"breakers\":[{}]}}", vec!["1"; 11].join(","));
+    assert_eq!(small.restore_json(&garbage, ms(0)), refused);
+    let mut fits: Registry<Metrics> = Registry::new(Config::default(), 50).unwrap();
+    assert_eq!(fits.restore_json(&json, ms(0)), Ok(()));
+    assert_eq!(fits.len(), 50);
+}
