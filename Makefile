@@ -9,17 +9,28 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-nostd test-schema test-prometheus lint bench setup-rust setup-python setup-promtool node-build test-node test-examples setup-redis
+.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-promtool node-deps node-build test-node test-examples setup-redis
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
 demo:
 	$(CARGO) run -q --release -p halfopen-sim
 
-test: lint test-schema test-nostd test-prometheus test-rust test-node test-examples
+test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-examples
 
+# The core with every feature set it claims (std + serde by default, none,
+# alloc alone), and the simulator.
 test-rust:
 	$(CARGO) test -p halfopen -p halfopen-sim
+	$(CARGO) test -q -p halfopen --no-default-features
+	$(CARGO) test -q -p halfopen --no-default-features --features alloc
+
+# The core on the oldest Rust it declares (workspace `rust-version`), with a
+# toolchain rustup installs (minimal profile) and a target folder of its own.
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+test-msrv:
+	@rustup toolchain list | grep -q "^$(MSRV)-" || rustup toolchain install $(MSRV) --profile minimal >/dev/null
+	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) test -q -p halfopen
 
 # The property test with 1,000,000 random sequences (about half a minute).
 test-long:
@@ -49,10 +60,17 @@ test-prometheus: setup-python setup-promtool
 	promtool check rules $(PROM_EXAMPLE)/alerts.yml
 	cd $(PROM_EXAMPLE) && promtool test rules alerts.test.yml
 
-lint:
+lint: lint-js
 	$(CARGO) fmt --check
 	$(CARGO) clippy -q --all-targets -- -D warnings
 	$(CARGO) clippy -q -p halfopen --no-default-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features --features alloc
+
+# The package's JavaScript (biome, from npm, pinned in bindings-node).
+lint-js: node-deps
+	cd $(NODE_DIR) && npx biome lint
 
 bench: node-build
 	$(CARGO) run -q --release -p halfopen-bench
@@ -61,8 +79,10 @@ bench: node-build
 # The Node addon: build it (writing native.js / native.d.ts, which are
 # committed and must not change), then its tests with node's runner.
 NODE_DIR := bindings-node
-node-build:
-	cd $(NODE_DIR) && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
+node-deps:
+	cd $(NODE_DIR) && { [ -d node_modules/@biomejs/biome ] || npm ci --no-audit --no-fund; }
+
+node-build: node-deps
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts || \
 		{ echo "native.js / native.d.ts changed: commit the regenerated files"; exit 1; }

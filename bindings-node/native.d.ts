@@ -133,6 +133,11 @@ export interface NativeLicence {
   untilMs: number
   /** The state gauge: 0 closed, 1 half-open, 2 open. */
   gauge: number
+  /**
+   * Under "admit": a success slower than this is a failure (report it at
+   * once); `Infinity`: no success is slow.
+   */
+  slowAfterMs: number
 }
 
 /** Counters and derived figures, for `metrics()`. */
@@ -173,9 +178,13 @@ export interface NativeOptions {
    * preset the other options change.
    */
   preset?: string
+  /**
+   * Policies given as `null` (unset, even when the preset sets them), by
+   * option name: `failureThreshold`, `consecutiveFailures`,
+   * `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`.
+   */
+  unset?: Array<string>
   failureThreshold?: number
-  /** `true` when `failureThreshold: null` was given: no window-count policy. */
-  noFailureThreshold?: boolean
   windowMs?: number
   windowCalls?: number
   consecutiveFailures?: number

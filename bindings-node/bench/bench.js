@@ -103,7 +103,10 @@ async function measure(kind) {
   for (const [name, c] of Object.entries(contenders)) if (c[kind]) runs[name] = await c[kind]()
   for (const name of Object.keys(runs)) await time(runs[name].run, CALLS / 10) // warm up
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, r] of Object.entries(runs)) (results[name] ||= []).push(await time(r.run, CALLS))
+    for (const [name, r] of Object.entries(runs)) {
+      results[name] ||= []
+      results[name].push(await time(r.run, CALLS))
+    }
   }
   return Object.fromEntries(Object.entries(results).map(([n, xs]) => [n, median(xs)]))
 }

@@ -16,7 +16,7 @@
 const { EventEmitter } = require('node:events')
 const { NativeBreaker } = require('../native.js')
 const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
-const { read } = require('./clock.js')
+const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, translate } = require('./options.js')
@@ -109,6 +109,8 @@ class CircuitBreaker {
     this._batchAt = 0
     this._rejections = 0 // rejections under the licence, not yet counted
     this._refusal = [0, 0] // the latest rejection by the core: [gauge, retryAfterMs]
+    this._licensed = { generation: -1, issuedAtMs: 0, licensed: true } // the permit of calls admitted under the licence
+    this._slowAfter = Infinity // under "admit": a success slower than this is a failure
     this._queue = null // events (lib/events.js)
     this._draining = false
   }
@@ -135,7 +137,7 @@ class CircuitBreaker {
     const now = read(this)
     const generation = this._acquire(now)
     if (generation < 0) {
-      const { state, retryAfterMs } = this._rejectionError(now)
+      const { state, retryAfterMs } = this._rejectionError()
       return { admitted: false, state, retryAfterMs }
     }
     return issuePermit(this, generation, now)
@@ -147,8 +149,7 @@ class CircuitBreaker {
    */
   record(permit, outcome) {
     const { code, data } = takePermit(this, permit, outcome)
-    const now = read(this)
-    this._settle({ generation: data.generation, issuedAtMs: data.issuedAtMs, licensed: false }, code, now)
+    this._settle(data, code)
   }
 
   /** "NORMAL", "FORCED_OPEN" or "DISABLED". */
@@ -263,48 +264,67 @@ class CircuitBreaker {
 
   // The call path's host methods (lib/call.js).
 
-  /** A permit for `execute`: under the licence, or from the core; null if rejected. */
-  _admit(now) {
-    if (now < this._until) {
-      if (this._kind === ADMIT) {
+  /**
+   * A permit for `execute`: under the licence, or from the core; null if
+   * rejected. A closed breaker admits every call until its next transition,
+   * so an admission under "admit" reads no clock (but the first of a batch,
+   * whose reading the core's metrics start from).
+   */
+  _admit() {
+    if (this._kind === ADMIT) {
+      if (this._slowAfter !== Infinity) {
+        // A slow-call threshold: the call's latency needs its start.
+        const now = read(this)
         if (this._admitted === 0) this._admittedAt = now
         this._admitted += 1
         return { generation: this._generation, issuedAtMs: now, licensed: true }
       }
-      if (this._kind === REJECT) {
-        this._rejections += 1
-        this._refusal[0] = this._gauge
-        this._refusal[1] = this._until === Infinity ? Infinity : this._until - now
-        return null
-      }
+      if (this._admitted === 0) this._admittedAt = read(this)
+      this._admitted += 1
+      return this._licensed
+    }
+    const now = read(this)
+    if (this._kind === REJECT && now < this._until) {
+      this._rejections += 1
+      this._refusal[0] = this._gauge
+      this._refusal[1] = this._until === Infinity ? Infinity : this._until - now
+      return null
     }
     const generation = this._acquire(now)
     return generation < 0 ? null : { generation, issuedAtMs: now, licensed: false }
   }
 
-  /** Reports `outcome` to the core, then emits `event` and the transitions it caused. */
-  _settle(permit, outcome, now, event, payload) {
-    const batchable =
-      outcome === SUCCESS &&
-      permit.licensed &&
-      this._kind === ADMIT &&
-      permit.generation === this._generation &&
-      now < this._until
-    let pending = false
-    if (batchable) {
-      if (this._batch === 0) this._batchGeneration = permit.generation
-      this._batch += 1
-      this._batchAt = now
-      if (this._batch >= BATCH) pending = this._flush(now)
+  /**
+   * Reports `outcome` to the core, then emits `event` and the transitions it
+   * caused. A success admitted under the licence that still holds joins the
+   * batch if its reading is before the licence's end (no reading at all when
+   * neither time nor latency matters: `until` and `slowAfter` are Infinity)
+   * and it was not slow (a success within 2 µs of the threshold is left to
+   * the core, whose microseconds decide).
+   */
+  _settle(permit, outcome, event, payload) {
+    let now
+    if (outcome === SUCCESS && permit.licensed === true && permit.generation === this._generation && this._kind === ADMIT) {
+      const slowAfter = this._slowAfter
+      now = this._until === Infinity && slowAfter === Infinity ? this._last : readToReport(this)
+      if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
+        if (this._batch === 0) this._batchGeneration = permit.generation
+        this._batch += 1
+        this._batchAt = now
+        if (this._batch >= BATCH) {
+          if (this._flush(now)) this._transitions(now)
+        }
+        if (event !== undefined && this.listenerCount(event) > 0) publish(this, event, payload)
+        return
+      }
     } else {
-      pending = this._flush(now)
-      pending = this._native.record(permit.generation, permit.issuedAtMs, outcome, now) || pending
+      now = readToReport(this)
     }
+    let pending = this._flush(now)
+    pending = this._native.record(permit.generation, permit.issuedAtMs, outcome, now) || pending
     if (event !== undefined && this.listenerCount(event) > 0) enqueue(this, event, payload)
-    if (pending) {
-      this._relicense(now)
-      enqueueTransitions(this, this._native.takeTransitions())
-    }
+    if (pending || (this._kind === ADMIT && !(now < this._until))) this._relicense(now)
+    if (pending) enqueueTransitions(this, this._native.takeTransitions())
     drain(this)
   }
 
@@ -327,7 +347,7 @@ class CircuitBreaker {
     return code
   }
 
-  _rejectionError(now) {
+  _rejectionError() {
     const [gauge, retryAfterMs] = this._refusal
     const err = new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
@@ -337,15 +357,16 @@ class CircuitBreaker {
   /** Hands everything done under the licence to the core; true if a transition waits. */
   _flush(now) {
     let pending = false
-    if (this._admitted > 0) {
-      const count = this._admitted
-      this._admitted = 0
-      this._native.admitLicensed(count, this._admittedAt)
-    }
+    // The successes first: nothing may tell the core a later time before them.
     if (this._batch > 0) {
       const count = this._batch
       this._batch = 0
       pending = this._native.recordSuccesses(this._batchGeneration, count, this._batchAt)
+    }
+    if (this._admitted > 0) {
+      const count = this._admitted
+      this._admitted = 0
+      this._native.admitLicensed(count, this._admittedAt)
     }
     if (this._rejections > 0) {
       const count = this._rejections
@@ -361,6 +382,12 @@ class CircuitBreaker {
     this._generation = licence.generation
     this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -Infinity
     this._gauge = licence.gauge
+    this._slowAfter = licence.slowAfterMs
+    // Without a slow-call threshold, one permit serves every call admitted
+    // under this licence (no allocation per call).
+    if (licence.kind === ADMIT && this._licensed.generation !== licence.generation) {
+      this._licensed = { generation: licence.generation, issuedAtMs: now, licensed: true }
+    }
   }
 
   _manual(op) {

@@ -2,16 +2,17 @@
 // The one call path, shared by `CircuitBreaker.execute` and a registry's
 // keyed breakers. A host (the breaker) provides:
 //   _clock, _last, _timeoutMs, _isFailure, name
-//   _admit(now)            -> a permit, or null (rejected)
-//   _rejectionError(now)   -> the error for the rejection just made (emits 'reject')
-//   _settle(permit, outcome, now, event, payload)
-//                          -> reports the outcome to the core, then emits
-//                             `event` (if any) and the transitions it caused
+//   _admit()               -> a permit, or null (rejected); reads the clock
+//                             when it needs a reading (may throw its TypeError)
+//   _rejectionError()      -> the error for the rejection just made (emits 'reject')
+//   _settle(permit, outcome, event, payload)
+//                          -> reports the outcome to the core (reading the
+//                             clock when it needs to, never throwing), then
+//                             emits `event` (if any) and the transitions it caused
 // Every admitted call is settled exactly once, whatever throws: `fn`,
 // `isFailure`, a listener, the clock, an abort or a timeout.
 
 const { CircuitBreakerTimeoutError, typeError, warnCallback } = require('./errors.js')
-const { read, readToReport } = require('./clock.js')
 
 const SUCCESS = 0
 const FAILURE = 1
@@ -28,16 +29,15 @@ function execute(host, fn, options) {
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       return Promise.reject(typeError('signal', 'an AbortSignal', signal))
     }
-    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason)
+    if (signal?.aborted) return Promise.reject(signal.reason)
   }
-  let now
+  let permit
   try {
-    now = read(host)
+    permit = host._admit()
   } catch (err) {
     return Promise.reject(err)
   }
-  const permit = host._admit(now)
-  if (permit === null) return Promise.reject(host._rejectionError(now))
+  if (permit === null) return Promise.reject(host._rejectionError())
   if (signal === undefined && host._timeoutMs === undefined) return plain(host, fn, permit)
   return guarded(host, fn, permit, signal)
 }
@@ -54,13 +54,13 @@ function classify(host, err) {
 }
 
 function succeed(host, permit, value) {
-  host._settle(permit, SUCCESS, readToReport(host), 'success', value)
+  host._settle(permit, SUCCESS, 'success', value)
   return value
 }
 
 function fail(host, permit, err) {
   const outcome = classify(host, err)
-  host._settle(permit, outcome, readToReport(host), outcome === FAILURE ? 'failure' : undefined, err)
+  host._settle(permit, outcome, outcome === FAILURE ? 'failure' : undefined, err)
   return err
 }
 
@@ -103,7 +103,7 @@ function guarded(host, fn, permit, signal) {
     const cancel = () =>
       finish(() => {
         controller.abort(signal.reason)
-        host._settle(permit, CANCELLED, readToReport(host))
+        host._settle(permit, CANCELLED)
         reject(signal.reason)
       })
     // An abort while `fn` runs waits for what it returns; one after waits a
@@ -118,7 +118,7 @@ function guarded(host, fn, permit, signal) {
         finish(() => {
           const err = new CircuitBreakerTimeoutError(host.name, host._timeoutMs)
           controller.abort(err)
-          host._settle(permit, FAILURE, readToReport(host), 'failure', err)
+          host._settle(permit, FAILURE, 'failure', err)
           reject(err)
         })
       }, host._timeoutMs)

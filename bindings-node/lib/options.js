@@ -70,7 +70,8 @@ function translate(options, where) {
     const value = options[option]
     if (value === undefined) continue
     if (value === null && kind === 'nullable') {
-      if (option === 'failureThreshold') native.noFailureThreshold = true
+      native.unset = native.unset || []
+      native.unset.push(option)
       continue
     }
     if (typeof value !== 'number') throw typeError(option, 'a number', value)

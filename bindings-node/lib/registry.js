@@ -8,7 +8,7 @@ const { EventEmitter } = require('node:events')
 const { NativeRegistry } = require('../native.js')
 const { enqueueTransitions, issuePermit, metricsOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
 const { execute } = require('./call.js')
-const { read } = require('./clock.js')
+const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, RegistryFullError, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, checkName, translate } = require('./options.js')
@@ -146,8 +146,7 @@ class KeyedBreaker {
 
   /** A permit, or `{ admitted: false, state, retryAfterMs, error }` (never throws but for a broken clock). */
   tryAcquire() {
-    const now = read(this)
-    const permit = this._admit(now)
+    const permit = this._admit()
     if (permit === null) {
       const error = this._rejectionError()
       return { admitted: false, state: error.state ?? 'CLOSED', retryAfterMs: error.retryAfterMs ?? Infinity, error }
@@ -158,7 +157,7 @@ class KeyedBreaker {
   /** Reports how a permitted call ended (once per permit). */
   record(permit, outcome) {
     const { code, data } = takePermit(this._registry, permit, outcome, this.name)
-    this._settle(data, code, read(this))
+    this._settle(data, code)
   }
 
   getState() {
@@ -213,7 +212,8 @@ class KeyedBreaker {
 
   // The call path's host methods (lib/call.js).
 
-  _admit(now) {
+  _admit() {
+    const now = read(this)
     const r = this._registry
     const code = r._native.acquire(this.name, now)
     if (code === FULL) {
@@ -242,9 +242,9 @@ class KeyedBreaker {
     return err
   }
 
-  _settle(permit, outcome, now, event, payload) {
+  _settle(permit, outcome, event, payload) {
     const r = this._registry
-    const pending = r._native.record(this.name, permit.generation, permit.issuedAtMs, outcome, now)
+    const pending = r._native.record(this.name, permit.generation, permit.issuedAtMs, outcome, readToReport(this))
     if (event !== undefined && r.listenerCount(event) > 0) enqueue(r, event, payload)
     if (pending) enqueueTransitions(r, r._native.takeTransitions())
     drain(r)

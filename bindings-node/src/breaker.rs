@@ -40,6 +40,9 @@ pub struct NativeLicence {
     pub until_ms: f64,
     /// The state gauge: 0 closed, 1 half-open, 2 open.
     pub gauge: u32,
+    /// Under "admit": a success slower than this is a failure (report it at
+    /// once); `Infinity`: no success is slow.
+    pub slow_after_ms: f64,
 }
 
 /// Counters and derived figures, for `metrics()`.
@@ -112,12 +115,13 @@ pub(crate) fn admission_code(admission: &Admission) -> f64 {
 pub(crate) fn licence_of(breaker: &Native, now: Instant) -> NativeLicence {
     let gauge = u32::from(breaker.state(now).gauge());
     let generation = breaker.counts(now).generation;
-    let (kind, until) = match breaker.licence(now) {
-        Licence::Ask => (0, Instant::MAX),
-        Licence::Admit { until, .. } => (1, until),
-        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX)),
+    let (kind, until, slow_after) = match breaker.licence(now) {
+        Licence::Ask => (0, Instant::MAX, None),
+        Licence::Admit { until, slow_after, .. } => (1, until, slow_after),
+        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX), None),
     };
-    NativeLicence { kind, generation, until_ms: ms_at(until), gauge }
+    let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
+    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms }
 }
 
 impl NativeBreaker {

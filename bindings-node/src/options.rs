@@ -18,9 +18,11 @@ pub struct NativeOptions {
     /// `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's
     /// preset the other options change.
     pub preset: Option<String>,
+    /// Policies given as `null` (unset, even when the preset sets them), by
+    /// option name: `failureThreshold`, `consecutiveFailures`,
+    /// `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`.
+    pub unset: Option<Vec<String>>,
     pub failure_threshold: Option<f64>,
-    /// `true` when `failureThreshold: null` was given: no window-count policy.
-    pub no_failure_threshold: Option<bool>,
     pub window_ms: Option<f64>,
     pub window_calls: Option<f64>,
     pub consecutive_failures: Option<f64>,
@@ -68,8 +70,15 @@ impl NativeOptions {
     /// The configuration these options describe.
     pub(crate) fn config(&self) -> Result<Config> {
         let mut c = preset(self.preset.as_deref())?;
-        if self.no_failure_threshold == Some(true) {
-            c.failure_threshold = None;
+        for option in self.unset.iter().flatten() {
+            match option.as_str() {
+                "failureThreshold" => c.failure_threshold = None,
+                "consecutiveFailures" => c.consecutive_failures = None,
+                "failureRateThreshold" => c.failure_rate_threshold = None,
+                "slowCallMs" => c.slow_call_duration = None,
+                "slowCallRateThreshold" => c.slow_call_rate_threshold = None,
+                other => return Err(refused(other, "cannot be null")),
+            }
         }
         if let Some(v) = self.failure_threshold {
             c.failure_threshold = Some(count(v, Field::FailureThreshold)?);

@@ -96,7 +96,7 @@ test('events carry the transition and its reason', async () => {
   const { breaker, clock } = clocked({ halfOpenMaxAttempts: 1 })
   const events = []
   for (const name of ['open', 'halfOpen', 'close', 'reject', 'success', 'failure']) {
-    breaker.on(name, (e) => events.push([name, e && e.reason ? e.reason : e instanceof Error ? e.name : e]))
+    breaker.on(name, (e) => events.push([name, e?.reason ? e.reason : e instanceof Error ? e.name : e]))
   }
   await trip(breaker)
   await breaker.execute(ok()).catch(() => {})
@@ -131,7 +131,7 @@ test('10,000 concurrent calls against a half-open breaker reach fn exactly halfO
       ),
   )
   await Promise.resolve()
-  release.forEach((r) => r())
+  for (const r of release) r()
   const results = await Promise.all(calls)
   assert.equal(reached, 3)
   assert.equal(results.filter((r) => r === 'ok').length, 3)
@@ -184,7 +184,7 @@ test('successes admitted without asking are all counted, and late ones become st
   const release = []
   const inFlight = Array.from({ length: 10 }, () => breaker.execute(() => new Promise((r) => release.push(r))))
   await trip(breaker)
-  release.forEach((r) => r())
+  for (const r of release) r()
   await Promise.all(inFlight)
   m = breaker.metrics()
   assert.deepEqual([m.state, m.stale, m.admitted], ['OPEN', 10, 1015])

@@ -197,7 +197,7 @@ async function runCase(c) {
         const got = breaker.tryAcquire()
         if (step.refused !== undefined) {
           assert.equal(step.refused, 'full')
-          assert.equal(got.error && got.error.name, 'RegistryFullError', 'expected the registry to refuse')
+          assert.equal(got.error?.name, 'RegistryFullError', 'expected the registry to refuse')
         } else if (step.permit !== undefined) {
           assert.ok(got.admitted, `expected admission, got ${JSON.stringify(got)}`)
           permits.set(step.permit, got)
@@ -339,7 +339,7 @@ for (const file of files) {
   for (const c of doc.cases) {
     checkKeys(c, ['description', 'config', 'registry', 'steps', 'invalid'], c.description)
     cases += 1
-    const expected = (EXPECTED_FAILURES[file] || {})[c.description]
+    const expected = EXPECTED_FAILURES[file]?.[c.description]
     const name = `${file.replace('.json', '')}::${c.description}`
     test(expected ? `${name} (expected failure: ${expected})` : name, async () => {
       if (c.invalid !== undefined) return runInvalid(c)

@@ -3,27 +3,29 @@
 // its number. Time comes from an injected clock; the only real timers are
 // `timeoutMs` itself (#3, #13) and a guard against a call that never settles.
 //
+//  (numbers as in the issue "One contract for every binding")
 //  #1  fast path: successes count in the window at their own time
 //  #2  a throwing 'failure' listener skips the report
 //  #3  timeoutMs + a throwing 'failure' listener crashes the process
-//  #4  throwing 'open'/'halfOpen'/'reject'/'success' listeners break execute / tryAcquire
-//  #5  callback errors are reported as HALFOPEN_CALLBACK_ERROR warnings, events keep their order
-//  #6  execute never throws synchronously
-//  #7  events from a listener's forceClose/reset/disable are queued after the current one
-//  #8  permits are reported once; forged permits and unknown outcomes are TypeErrors
-//  #9  a clock reading that is not a finite number is a TypeError naming 'clock'
-//  #10 a clock that breaks while a call is in flight
-//  #11 a throwing isFailure counts a failure and leaks nothing (breaker and registry)
-//  #12 once fn has settled, its result wins over a late abort
-//  #13 Registry honours timeoutMs
-//  #14 Registry execute honours its AbortSignal
-//  #15 Registry argument checks (configure options, '' name, has/get/restore)
-//  #16 names that are not well-formed UTF-16 are refused
-//  #17 Registry capacity: in-flight breakers stay, full keys say so, configure replaces and is bounded
-//  #18 window counts are exact beyond 65,535 calls
-//  #19 circuit_state_seconds_total never decreases
-//  #20 snapshots: counters above 2^53, half-open probes, huge registry snapshots
-//  #extra the prom-client collector serves every family prometheus() has
+//  #4  throwing listeners / clock break execute (it must never throw); callback
+//      errors are reported as HALFOPEN_CALLBACK_ERROR warnings
+//  #5  events from a listener's forceClose/reset/disable are queued after the current one
+//  #6  permits are reported once; forged permits are TypeErrors
+//  #7  a breaker with a call in flight is never evicted
+//  #8  Registry execute honours its AbortSignal
+//  #9  a throwing isFailure counts a failure and leaks nothing (breaker and registry)
+//  #10 Registry honours timeoutMs; configure refuses options it would ignore
+//  #11 names that are not well-formed UTF-16 are refused
+//  #12 a clock reading that is not a finite number is a TypeError naming 'clock'
+//  #13 window counts are exact beyond 65,535 calls
+//  #14 circuit_state_seconds_total never decreases
+//  #15 raw napi errors: unknown outcomes, has(5), restore(undefined), configure('')
+//  #16 a key refused by a full registry says so
+//  #17 per-name configurations are bounded
+//  #18 snapshot counters above 2^53 are refused
+//  #19 once fn has settled, its result wins over a late abort
+//  #20 restoring a half-open snapshot gives up the saving process's probes
+//  #extra prom-client families, huge registry snapshots, configure() on an open breaker
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -313,7 +315,7 @@ describe('listener and callback errors', () => {
     assert.equal(key.getState(), 'CLOSED')
   })
 
-  test('#5 an error thrown by a listener is reported as a HALFOPEN_CALLBACK_ERROR warning', async () => {
+  test('#4 an error thrown by a listener is reported as a HALFOPEN_CALLBACK_ERROR warning', async () => {
     const stop = watchWarnings()
     const bug = new Error('listener bug')
     const { breaker } = clocked()
@@ -328,7 +330,7 @@ describe('listener and callback errors', () => {
     )
   })
 
-  test('#5 an error thrown by isFailure is reported as a HALFOPEN_CALLBACK_ERROR warning', async () => {
+  test('#4 an error thrown by isFailure is reported as a HALFOPEN_CALLBACK_ERROR warning', async () => {
     for (const kind of ['CircuitBreaker', 'Registry']) {
       const stop = watchWarnings()
       const bug = new Error('isFailure bug')
@@ -359,7 +361,7 @@ describe('listener and callback errors', () => {
     assert.equal(breaker.getState(), 'CLOSED')
   })
 
-  test('#6 execute never throws synchronously: it always returns a promise', async () => {
+  test('#4 execute never throws synchronously: it always returns a promise', async () => {
     let broken = false
     let now = 0
     const clock = () => {
@@ -411,7 +413,7 @@ describe('listener and callback errors', () => {
 
 describe('event order', () => {
   for (const op of ['forceClose', 'reset', 'disable']) {
-    test(`#7 ${op}() called from an 'open' listener emits its events after the current stateChange`, async () => {
+    test(`#5 ${op}() called from an 'open' listener emits its events after the current stateChange`, async () => {
       const { breaker } = clocked()
       const events = []
       let stateInListener
@@ -429,7 +431,7 @@ describe('event order', () => {
     })
   }
 
-  test("#7 a Registry listener's forceClose() is emitted after the current stateChange", async () => {
+  test("#5 a Registry listener's forceClose() is emitted after the current stateChange", async () => {
     const { registry } = clockedRegistry()
     const events = []
     registry.on('stateChange', (e) => events.push(`${e.name} ${e.from}>${e.to}`))
@@ -441,7 +443,7 @@ describe('event order', () => {
 })
 
 describe('permits', () => {
-  test('#8 a permit is reported once: a second record() is a TypeError and counts nothing', () => {
+  test('#6 a permit is reported once: a second record() is a TypeError and counts nothing', () => {
     const { breaker } = clocked()
     const permit = breaker.tryAcquire()
     breaker.record(permit, 'success')
@@ -455,7 +457,7 @@ describe('permits', () => {
     )
   })
 
-  test('#8 a forged permit, or one from another breaker, is a TypeError and counts nothing', () => {
+  test('#6 a forged permit, or one from another breaker, is a TypeError and counts nothing', () => {
     const { breaker } = clocked()
     const other = clocked().breaker
     const foreign = other.tryAcquire()
@@ -470,7 +472,7 @@ describe('permits', () => {
     assert.equal(other.metrics().successes, 1, 'the real permit still reports to its own breaker')
   })
 
-  test('#8 an unknown outcome such as "toString" is a TypeError and counts nothing', () => {
+  test('#15 an unknown outcome such as "toString" is a TypeError and counts nothing', () => {
     const { breaker } = clocked()
     const permit = breaker.tryAcquire()
     for (const bad of ['toString', 'constructor', '__proto__', 'hasOwnProperty', 'SUCCESS', undefined]) {
@@ -482,7 +484,7 @@ describe('permits', () => {
     assert.equal(breaker.metrics().successes, 1, 'the permit is still outstanding after a refused outcome')
   })
 
-  test('#8 Registry: double record, forged permits and unknown outcomes are TypeErrors', () => {
+  test('#6 Registry: double record, forged permits and unknown outcomes are TypeErrors', () => {
     const { registry } = clockedRegistry()
     const key = registry.get('k')
     const permit = key.tryAcquire()
@@ -513,7 +515,7 @@ describe('clock', () => {
   const isClockError = (err) => err instanceof TypeError && err.option === 'clock'
 
   for (const [label, bad] of BAD_READINGS) {
-    test(`#9 a clock reading of ${label} is a TypeError naming clock`, async () => {
+    test(`#12 a clock reading of ${label} is a TypeError naming clock`, async () => {
       let reading = 0
       const breaker = new CircuitBreaker({ name: 'clock', clock: () => reading })
       reading = bad
@@ -536,7 +538,7 @@ describe('clock', () => {
     })
   }
 
-  test('#9 Registry: a clock reading that is not a finite number is a TypeError naming clock', async () => {
+  test('#12 Registry: a clock reading that is not a finite number is a TypeError naming clock', async () => {
     for (const [label, bad] of BAD_READINGS) {
       let reading = 0
       const registry = new Registry({ clock: () => reading })
@@ -558,7 +560,7 @@ describe('clock', () => {
     }
   })
 
-  test('#10 a clock that breaks while a call is in flight: the call settles as fn did and is counted', async () => {
+  test('#12 a clock that breaks while a call is in flight: the call settles as fn did and is counted', async () => {
     const clockDown = new Error('clock down')
     const breakages = {
       throws: () => {
@@ -604,7 +606,7 @@ describe('isFailure and abort', () => {
     throw new Error('isFailure bug')
   }
 
-  test("#11 a throwing isFailure counts a failure and the caller gets fn's error (CircuitBreaker)", async () => {
+  test("#9 a throwing isFailure counts a failure and the caller gets fn's error (CircuitBreaker)", async () => {
     const { breaker } = clocked({ isFailure, failureThreshold: 2 })
     const calls = await failingCalls(2, (fn) => breaker.execute(fn))
     assertOwnErrors(calls, 2)
@@ -612,7 +614,7 @@ describe('isFailure and abort', () => {
     assert.equal(breaker.getState(), 'OPEN')
   })
 
-  test("#11 a throwing isFailure counts a failure and the caller gets fn's error (Registry)", async () => {
+  test("#9 a throwing isFailure counts a failure and the caller gets fn's error (Registry)", async () => {
     const { registry } = clockedRegistry({ isFailure, failureThreshold: 2 })
     const key = registry.get('k')
     const calls = await failingCalls(2, (fn) => key.execute(fn))
@@ -621,7 +623,7 @@ describe('isFailure and abort', () => {
     assert.equal(key.getState(), 'OPEN')
   })
 
-  test('#11 a half-open probe whose isFailure throws frees its slot (CircuitBreaker and Registry)', async () => {
+  test('#9 a half-open probe whose isFailure throws frees its slot (CircuitBreaker and Registry)', async () => {
     const targets = {
       CircuitBreaker: () => {
         const { breaker, clock } = clocked({ isFailure, halfOpenMaxAttempts: 1 })
@@ -646,7 +648,7 @@ describe('isFailure and abort', () => {
     }
   })
 
-  test('#12 an abort during or after fn does not cancel a call fn has already settled (CircuitBreaker)', async () => {
+  test('#19 an abort during or after fn does not cancel a call fn has already settled (CircuitBreaker)', async () => {
     {
       const { breaker } = clocked()
       const ac = new AbortController()
@@ -674,7 +676,7 @@ describe('isFailure and abort', () => {
     }
   })
 
-  test('#12 an abort during or after fn does not cancel a call fn has already settled (Registry)', async () => {
+  test('#19 an abort during or after fn does not cancel a call fn has already settled (Registry)', async () => {
     const { registry } = clockedRegistry()
     const key = registry.get('k')
     const ac = new AbortController()
@@ -698,7 +700,7 @@ describe('isFailure and abort', () => {
 })
 
 describe('registry', () => {
-  test('#13 Registry honours timeoutMs: the call is aborted and counts as a failure', async () => {
+  test('#10 Registry honours timeoutMs: the call is aborted and counts as a failure', async () => {
     const { registry } = clockedRegistry({ timeoutMs: 20, consecutiveFailures: 1, failureThreshold: null })
     const key = registry.get('slow-partner')
     let signal
@@ -710,12 +712,12 @@ describe('registry', () => {
     )
     assert.ok(!got.pending, 'the call settled')
     assert.ok(got.error instanceof CircuitBreakerTimeoutError, `rejected with ${got.error}`)
-    assert.equal(signal && signal.aborted, true, 'fn was told through its signal')
+    assert.equal(signal?.aborted, true, 'fn was told through its signal')
     assert.equal(key.getState(), 'OPEN')
     assert.equal(key.metrics().failures, 1)
   })
 
-  test('#14 Registry execute settles with signal.reason when aborted, and frees the probe slot', async () => {
+  test('#8 Registry execute settles with signal.reason when aborted, and frees the probe slot', async () => {
     const { registry, clock } = clockedRegistry({ halfOpenMaxAttempts: 1 })
     const key = registry.get('k')
     tripByRecord(key)
@@ -732,7 +734,7 @@ describe('registry', () => {
     assert.deepEqual(await within(key.execute(() => 'second probe')), { value: 'second probe' })
   })
 
-  test('#14 Registry execute with a signal that is not an AbortSignal rejects with a TypeError', async () => {
+  test('#8 Registry execute with a signal that is not an AbortSignal rejects with a TypeError', async () => {
     const { registry } = clockedRegistry()
     let called = false
     const got = await returnsPromise(
@@ -749,7 +751,7 @@ describe('registry', () => {
     assert.equal(called, false)
   })
 
-  test('#15 Registry configure refuses options a registry breaker cannot have, naming them', () => {
+  test('#10 Registry configure refuses options a registry breaker cannot have, naming them', () => {
     const { registry } = clockedRegistry()
     const cases = [
       ['timeoutMs', 10],
@@ -783,7 +785,7 @@ describe('registry', () => {
     assert.throws(() => registry.restore(undefined), TypeError, 'restore(undefined)')
   })
 
-  test('#16 names that are not well-formed UTF-16 are a TypeError instead of colliding', () => {
+  test('#11 names that are not well-formed UTF-16 are a TypeError instead of colliding', () => {
     const { registry } = clockedRegistry()
     registry.get('acme\uFFFD').forceOpen()
     for (const name of ['acme\uD800', 'acme\uDBFF', 'acme\uDC00', '\uD83D']) {
@@ -797,7 +799,7 @@ describe('registry', () => {
     assert.equal(registry.get('acme\u{1F600}').getState(), 'CLOSED', 'a surrogate pair is a well-formed name')
   })
 
-  test('#17 a breaker with a call in flight is never evicted', async () => {
+  test('#7 a breaker with a call in flight is never evicted', async () => {
     const { registry } = clockedRegistry({ capacity: 1 })
     const permit = registry.get('a').tryAcquire()
     assert.equal(permit.admitted, true)
@@ -820,7 +822,7 @@ describe('registry', () => {
     assert.deepEqual([m.admitted, m.successes], [1, 1], 'after restore')
   })
 
-  test('#17 a key that cannot get a breaker because the registry is full says so', async () => {
+  test('#16 a key that cannot get a breaker because the registry is full says so', async () => {
     const { registry } = clockedRegistry({ capacity: 1 })
     registry.get('a').forceOpen()
     const key = registry.get('b')
@@ -830,7 +832,7 @@ describe('registry', () => {
     assert.ok(got.error instanceof RegistryFullError, `rejected with ${got.error}`)
   })
 
-  test("#17 configure() on an open breaker replaces it with 'close'/'stateChange' events (reason 'reconfigured')", () => {
+  test("#extra configure() on an open breaker replaces it with 'close'/'stateChange' events (reason 'reconfigured')", () => {
     const { registry } = clockedRegistry()
     const key = registry.get('k')
     tripByRecord(key)
@@ -872,20 +874,20 @@ describe('core counts and metrics', () => {
     return breaker
   }
 
-  test('#18 70,000 successes within one second, then 5 failures, open the breaker', () => {
+  test('#13 70,000 successes within one second, then 5 failures, open the breaker', () => {
     const breaker = busy()
     tripByRecord(breaker)
     assert.equal(breaker.getState(), 'OPEN')
   })
 
-  test('#18 window counts are exact beyond 65,535 calls', () => {
+  test('#13 window counts are exact beyond 65,535 calls', () => {
     const breaker = busy()
     const m = breaker.metrics()
     assert.deepEqual([m.windowCalls, m.windowFailures, m.successes], [70000, 0, 70000])
   })
 
   for (const op of ['forceOpen', 'forceClose', 'disable', 'reset']) {
-    test(`#19 circuit_state_seconds_total never decreases across ${op}() after the open time passed unseen`, () => {
+    test(`#14 circuit_state_seconds_total never decreases across ${op}() after the open time passed unseen`, () => {
       const { breaker, clock } = clocked()
       tripByRecord(breaker)
       clock.now = 40000
@@ -907,8 +909,8 @@ describe('core counts and metrics', () => {
 describe('snapshots', () => {
   const isCorrupt = (err) => err.name === 'SnapshotError' && err.kind === 'corrupt'
 
-  test('#20 a snapshot with counters above 2^53 is refused as corrupt', () => {
-    let now = 0
+  test('#18 a snapshot with counters above 2^53 is refused as corrupt', () => {
+    const now = 0
     const options = { name: 'snap', clock: () => now }
     const breaker = new CircuitBreaker(options)
     breaker.record(breaker.tryAcquire(), 'success')
@@ -941,7 +943,7 @@ describe('snapshots', () => {
     assert.equal(restored.tryAcquire().admitted, true, 'a probe is admitted at once')
   })
 
-  test('#20 a huge registry snapshot is refused without decoding it (no memory spike)', () => {
+  test('#extra a huge registry snapshot is refused without decoding it (no memory spike)', () => {
     const source = new Registry({ clock: () => 0 })
     source.get('seed').record(source.get('seed').tryAcquire(), 'success')
     const snapshot = source.toJSON()

@@ -65,7 +65,8 @@ function rng(seed) {
       const total = choices.reduce((s, [w]) => s + w, 0)
       let r = next() * total
       for (const [w, v] of choices) {
-        if ((r -= w) < 0) return v
+        r -= w
+        if (r < 0) return v
       }
       return choices[choices.length - 1][1]
     },
@@ -475,7 +476,7 @@ async function runSequence(seed, steps, timers) {
   } catch (err) {
     const base = { seed, step, profile: profile.label, options: { ...options, clock: '() => t', isFailure: '(e) => !e.ignored' }, history }
     if (err instanceof Mismatch) return { ...base, what: err.what, a: err.a, b: err.b, detail: err.detail }
-    return { ...base, what: 'exception in the driver or a breaker', a: String(err), b: '(none)', detail: `  ${err && err.stack}` }
+    return { ...base, what: 'exception in the driver or a breaker', a: String(err), b: '(none)', detail: `  ${err?.stack}` }
   }
 }
 
@@ -540,8 +541,14 @@ async function runWindowCase(spec) {
         let called = false
         const fn =
           run.outcome === 'success'
-            ? () => ((called = true), 'ok')
-            : () => ((called = true), Promise.reject(new Error('upstream 503')))
+            ? () => {
+                called = true
+                return 'ok'
+              }
+            : () => {
+                called = true
+                return Promise.reject(new Error('upstream 503'))
+              }
         const s = track(A.execute(fn))
         const mirror = B.tryAcquire()
         if (called !== mirror.admitted) {
@@ -559,7 +566,7 @@ async function runWindowCase(spec) {
   } catch (err) {
     const base = { seed: null, index: spec.index, step, profile: `${spec.index} (${spec.label})`, options: { ...options, clock: '() => t' }, history }
     if (err instanceof Mismatch) return { ...base, what: err.what, a: err.a, b: err.b, detail: err.detail }
-    return { ...base, what: 'exception in the driver or a breaker', a: String(err), b: '(none)', detail: `  ${err && err.stack}` }
+    return { ...base, what: 'exception in the driver or a breaker', a: String(err), b: '(none)', detail: `  ${err?.stack}` }
   }
 }
 
@@ -609,7 +616,7 @@ test('successes and failures across window-bucket boundaries count at their own 
     }
     specs.push({ label: `random: ${runs.map((x) => `${x.count} ${x.outcome} /${x.every}ms`).join(', ')}`, start: r.int(0, 10000), rate: r.pick([20, 40, 50, 80]), runs })
   }
-  specs.forEach((spec, index) => (spec.index = index))
+  for (const [index, spec] of specs.entries()) spec.index = index
   const failures = []
   for (const spec of specs) {
     const f = await runWindowCase(spec)

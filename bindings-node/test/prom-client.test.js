@@ -18,7 +18,7 @@ function samples(text) {
 }
 
 test('prom-client serves the same values as prometheus()', async () => {
-  let now = 0
+  const now = 0
   const registry = new Registry({ clock: () => now })
   for (let i = 0; i < 5; i++) await registry.get('a').execute(() => Promise.reject(new Error('x'))).catch(() => {})
   await registry.get('b').execute(async () => 1)

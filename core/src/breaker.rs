@@ -222,9 +222,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let now = now.max(self.latest);
         let c = self.config();
         match self.phase {
-            Phase::Closed if !policy::latency_matters(c) && !self.meter.measures_latency() => {
-                Licence::Admit { generation: self.generation, until: self.window.bucket_end(c.window, now) }
-            }
+            Phase::Closed if !self.meter.measures_latency() => Licence::Admit {
+                generation: self.generation,
+                until: self.window.bucket_end(c.window, now),
+                slow_after: policy::slow_after(c),
+            },
             Phase::Open { until } | Phase::ForcedOpen { until } if now < until => {
                 Licence::Reject { until: Some(until) }
             }

@@ -47,7 +47,7 @@
 //! ## Beyond one breaker
 //! - [`Metrics`] (and the opt-in [`LatencyHistogram`]) through the [`Meter`]
 //!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
-//! - [`Registry`] (feature `alloc`): one breaker per key, bounded.
+//! - `Registry` (feature `alloc`): one breaker per key, bounded.
 //! - [`prometheus`]: the text exposition format.
 //! - `Snapshot` and `RegistrySnapshot` (feature `serde`): versioned state,
 //!   JSON or compact.

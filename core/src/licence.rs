@@ -9,14 +9,17 @@
 //! The protocol for a binding:
 //! 1. Ask [`Breaker::licence`](crate::Breaker::licence) at a reading `now`
 //!    (after an admission or a rejection through the breaker).
-//! 2. Under [`Licence::Admit`], admit each call whose clock reading is before
-//!    `until` without asking, and count the admissions with
-//!    [`admit_licensed`](crate::Breaker::admit_licensed) before any other
-//!    call into the breaker. Report successes read before `until` in bulk with
-//!    [`record_successes`](crate::Breaker::record_successes), stamped with
-//!    the latest of their readings: every outcome before `until` falls in the
-//!    same window bucket, so the batch moves no outcome to another bucket.
-//!    Report any other outcome at once with
+//! 2. Under [`Licence::Admit`] (a closed breaker admits every call until its
+//!    next transition), admit every call without asking, and count the
+//!    admissions with [`admit_licensed`](crate::Breaker::admit_licensed),
+//!    giving the reading of the first, before any other call into the
+//!    breaker but a batch of successes. Report successes read before `until`
+//!    in bulk with [`record_successes`](crate::Breaker::record_successes),
+//!    stamped with the latest of their readings, before anything that tells
+//!    the breaker a later time (admissions included): every outcome before
+//!    `until` falls in the same window bucket, so the batch moves no outcome
+//!    to another bucket. A success slower than `slow_after` is a failure:
+//!    report it, and any other outcome, at once with
 //!    [`record`](crate::Breaker::record) and a
 //!    [`Permit::from_parts`](crate::Permit::from_parts) of the licence's
 //!    generation, after handing over the batch (order matters: a success
@@ -25,22 +28,30 @@
 //!    every call, when `until` is `None`) with the wait `until − reading`
 //!    (or "held"), and count them with
 //!    [`count_rejections`](crate::Breaker::count_rejections).
-//! 4. A licence ends at `until`, or at the first call into the breaker that
-//!    can change it (any `record` other than a batch of successes, a manual
-//!    operation, a restore): ask again after each.
+//! 4. A licence ends at `until`, or with the next transition: any call that
+//!    returns one (a `record`, an admission, a batch), any manual operation,
+//!    a restore. Nothing else changes it (a failure that trips nothing
+//!    leaves a closed breaker's licence as it was), so a binding asks again
+//!    only then.
 
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// What a caller may do without asking, from the reading it was asked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Licence {
-    /// Admit every call read before `until`; permits are of `generation`.
+    /// Admit every call; successes read before `until` may be handed over
+    /// in bulk. Permits are of `generation`.
     Admit {
         /// The generation of every permit admitted under this licence.
         generation: u32,
-        /// Where the window bucket that holds the reading ends
-        /// ([`Instant::MAX`] when time does not matter to the window).
+        /// Where the window bucket that holds the reading ends: the end of
+        /// the licence to batch successes ([`Instant::MAX`] when time does not
+        /// matter to the window, so a binding need not read its clock).
         until: Instant,
+        /// A success that took longer than this (from its admission's
+        /// reading to its own) is slow, so a failure: report it with
+        /// `record`, never in a batch. `None`: no success is slow.
+        slow_after: Option<Duration>,
     },
     /// Reject every call read before `until` (open), or every call
     /// (`None`: held open until released).
@@ -48,7 +59,7 @@ pub enum Licence {
         /// When the open period ends.
         until: Option<Instant>,
     },
-    /// Ask the breaker for every call (half-open, a slow-call threshold, a
-    /// latency histogram, or disabled).
+    /// Ask the breaker for every call (half-open, a latency histogram, or
+    /// disabled).
     Ask,
 }

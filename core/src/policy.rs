@@ -4,7 +4,9 @@
 //! and when a registry may forget it.
 
 use crate::config::Config;
-use crate::state::{Counts, Mode, Reason, State};
+use crate::state::Reason;
+#[cfg(feature = "alloc")]
+use crate::state::{Counts, Mode, State};
 use crate::time::{Duration, Instant};
 use crate::window::WindowCounts;
 
@@ -14,9 +16,9 @@ pub(crate) fn is_slow(c: &Config, latency: Duration) -> bool {
     c.slow_call_duration.is_some_and(|limit| latency > limit)
 }
 
-/// Whether a call's latency can change how it counts.
-pub(crate) fn latency_matters(c: &Config) -> bool {
-    c.slow_call_duration.is_some()
+/// The latency beyond which a call is slow, if any.
+pub(crate) fn slow_after(c: &Config) -> Option<Duration> {
+    c.slow_call_duration
 }
 
 /// Whether another probe may go while `in_flight` are out.

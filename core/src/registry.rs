@@ -205,7 +205,7 @@ impl<M: Meter + Default> Registry<M> {
     }
 
     /// Reports a call admitted by [`try_acquire`](Self::try_acquire). If
-    /// `name` has no breaker any more (a [`restore`](Self::restore) replaced
+    /// `name` has no breaker any more (a `restore` replaced
     /// them), the report is dropped: it is stale for any breaker.
     pub fn record(&mut self, name: &str, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
         let i = self.find(name)?;

@@ -110,7 +110,7 @@ pub enum Reason {
     /// [`reset`](crate::Breaker::reset) was called.
     Reset,
     /// A registry replaced the breaker with one of a new configuration
-    /// ([`Registry::configure`](crate::Registry::configure)).
+    /// (`Registry::configure`, feature `alloc`).
     Reconfigured,
 }
 

@@ -50,13 +50,14 @@ struct Binding {
 
 impl Binding {
     fn flush(&mut self, now: Instant) {
+        // The successes first: nothing may tell the breaker a later time before them.
+        if let Some((generation, count, at)) = self.batch.take() {
+            self.transitions.extend(self.breaker.record_successes(generation, count, at));
+        }
         let (count, first) = self.admitted;
         if count > 0 {
             self.breaker.admit_licensed(count, first);
             self.admitted = (0, now);
-        }
-        if let Some((generation, count, at)) = self.batch.take() {
-            self.transitions.extend(self.breaker.record_successes(generation, count, at));
         }
         if self.rejections > 0 {
             self.breaker.count_rejections(self.rejections, now);
@@ -68,9 +69,24 @@ impl Binding {
         self.licence = Some(self.breaker.licence(now));
     }
 
+    /// Asks again only when the licence may have changed (the rule in
+    /// licence.rs): a transition, none asked yet, or its time ran out.
+    fn relicense_if(&mut self, transition: bool, now: Instant) {
+        let expired = match self.licence {
+            None => true,
+            Some(Licence::Admit { until, .. }) => now >= until,
+            Some(Licence::Reject { until }) => until.is_some_and(|u| now >= u),
+            Some(Licence::Ask) => false,
+        };
+        if transition || expired {
+            self.relicense(now);
+        }
+    }
+
     fn acquire(&mut self, now: Instant) -> Result<Held, Rejection> {
         match self.licence {
-            Some(Licence::Admit { generation, until }) if now < until => {
+            // A closed breaker admits every call until its next transition.
+            Some(Licence::Admit { generation, .. }) => {
                 if self.admitted.0 == 0 {
                     self.admitted.1 = now;
                 }
@@ -87,14 +103,15 @@ impl Binding {
         self.flush(now);
         let admission = self.breaker.try_acquire(now);
         self.transitions.extend(admission.transition);
-        self.relicense(now);
+        self.relicense_if(admission.transition.is_some(), now);
         admission.decision.map(|p| Held { generation: p.generation(), issued_at: p.issued_at(), licensed: false })
     }
 
     fn record(&mut self, held: Held, outcome: Outcome, now: Instant) {
         let batchable = held.licensed
             && outcome == Outcome::Success
-            && matches!(self.licence, Some(Licence::Admit { generation, until }) if generation == held.generation && now < until);
+            && matches!(self.licence, Some(Licence::Admit { generation, until, slow_after })
+                if generation == held.generation && now < until && slow_after.is_none_or(|s| now - held.issued_at <= s));
         if batchable {
             match &mut self.batch {
                 Some((generation, count, at)) if *generation == held.generation => {
@@ -108,10 +125,11 @@ impl Binding {
             }
             return;
         }
+        let before = self.transitions.len();
         self.flush(now);
         let permit = Permit::from_parts(held.generation, held.issued_at);
         self.transitions.extend(self.breaker.record(permit, outcome, now));
-        self.relicense(now);
+        self.relicense_if(self.transitions.len() > before, now);
     }
 }
 
@@ -138,8 +156,11 @@ fn random_config(rng: &mut Rng) -> Config {
     if rng.chance(50) {
         c.failure_rate_threshold = Some([25.0, 50.0, 66.6][rng.below(3) as usize]);
     }
-    if rng.chance(15) {
+    if rng.chance(30) {
         c.slow_call_duration = Some(Duration::from_millis(1 + rng.below(100)));
+        if rng.chance(50) {
+            c.slow_call_rate_threshold = Some(50.0);
+        }
     }
     if c.failure_threshold.is_none() && c.consecutive_failures.is_none() && c.failure_rate_threshold.is_none() {
         c.consecutive_failures = Some(3);
@@ -258,9 +279,14 @@ fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
     let p = b.try_acquire(Instant::from_millis(250)).decision.expect("closed");
     b.record(p, Outcome::Success, Instant::from_millis(250));
     let generation = b.counts(Instant::from_millis(250)).generation;
-    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until: Instant::from_millis(300) });
+    let until = Instant::from_millis(300);
+    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until, slow_after: None });
     let slow = Config { slow_call_duration: Some(Duration::from_secs(1)), ..Config::default() };
-    assert_eq!(Breaker::new(slow).expect("valid").licence(Instant::ZERO), Licence::Ask);
+    let licence = Breaker::new(slow).expect("valid").licence(Instant::ZERO);
+    assert_eq!(
+        licence,
+        Licence::Admit { generation: 0, until: Instant::from_millis(7_500), slow_after: Some(Duration::from_secs(1)) }
+    );
     let histogram = Breaker::with_meter(Config::default(), halfopen::LatencyHistogram::default()).expect("valid");
     assert_eq!(histogram.licence(Instant::ZERO), Licence::Ask);
 }
