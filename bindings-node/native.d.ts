@@ -116,8 +116,11 @@ export declare class NativeRegistry {
   prometheus(nowMs: number): string
   /** Every breaker's state as JSON. */
   snapshotJson(nowMs: number): string
-  /** Replaces every breaker with a snapshot's, leaving them as they were on error. */
-  restoreJson(json: string, nowMs: number): void
+  /**
+   * Replaces every breaker with a snapshot's, leaving them as they were on
+   * error. True if transitions wait (breakers whose state changed).
+   */
+  restoreJson(json: string, nowMs: number): boolean
 }
 
 /**

@@ -16,7 +16,7 @@
 const { EventEmitter } = require('node:events')
 const { NativeBreaker } = require('../native.js')
 const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
-const { read, readToReport } = require('./clock.js')
+const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, translate } = require('./options.js')
@@ -34,6 +34,11 @@ const REJECT = 2
 
 /** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
 const OUTSTANDING = new WeakMap()
+
+/** The retry time of a rejection code from the addon (`-1 - ms`), exact to the microsecond. */
+function retryOf(code) {
+  return code === -Infinity ? Infinity : Math.round((-1 - code) * 1000) / 1000
+}
 
 /** The metrics object as documented: upper-case state, `null` for what is not measured. */
 const OPTIONAL_METRICS = ['meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
@@ -91,6 +96,7 @@ class CircuitBreaker {
     this.name = t.name
     this._isFailure = t.isFailure
     this._clock = t.clock
+    this._monotonic = t.monotonic
     this._timeoutMs = t.timeoutMs
     try {
       this._native = new NativeBreaker(t.native, t.latencyHistogram)
@@ -267,12 +273,14 @@ class CircuitBreaker {
   /**
    * A permit for `execute`: under the licence, or from the core; null if
    * rejected. A closed breaker admits every call until its next transition,
-   * so an admission under "admit" reads no clock (but the first of a batch,
-   * whose reading the core's metrics start from).
+   * so an admission under "admit" reads the default clock only for the
+   * first of a batch (whose reading the core's metrics start from) or for a
+   * slow-call threshold; a clock of the user's, which may go backwards, is
+   * read as the plain protocol would, so that the latest reading is the same.
    */
   _admit() {
     if (this._kind === ADMIT) {
-      if (this._slowAfter !== Infinity) {
+      if (this._slowAfter !== Infinity || !this._monotonic) {
         // A slow-call threshold: the call's latency needs its start.
         const now = read(this)
         if (this._admitted === 0) this._admittedAt = now
@@ -287,7 +295,7 @@ class CircuitBreaker {
     if (this._kind === REJECT && now < this._until) {
       this._rejections += 1
       this._refusal[0] = this._gauge
-      this._refusal[1] = this._until === Infinity ? Infinity : this._until - now
+      this._refusal[1] = between(now, this._until)
       return null
     }
     const generation = this._acquire(now)
@@ -298,7 +306,8 @@ class CircuitBreaker {
    * Reports `outcome` to the core, then emits `event` and the transitions it
    * caused. A success admitted under the licence that still holds joins the
    * batch if its reading is before the licence's end (no reading at all when
-   * neither time nor latency matters: `until` and `slowAfter` are Infinity)
+   * neither time nor latency matters, `until` and `slowAfter` being Infinity,
+   * and the clock is the default, monotonic one)
    * and it was not slow (a success within 2 µs of the threshold is left to
    * the core, whose microseconds decide).
    */
@@ -306,7 +315,8 @@ class CircuitBreaker {
     let now
     if (outcome === SUCCESS && permit.licensed === true && permit.generation === this._generation && this._kind === ADMIT) {
       const slowAfter = this._slowAfter
-      now = this._until === Infinity && slowAfter === Infinity ? this._last : readToReport(this)
+      const needless = this._until === Infinity && slowAfter === Infinity && this._monotonic
+      now = needless ? this._last : readToReport(this)
       if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
         if (this._batch === 0) this._batchGeneration = permit.generation
         this._batch += 1
@@ -341,7 +351,7 @@ class CircuitBreaker {
     if (this._kind === UNKNOWN || !(now < this._until)) this._relicense(now)
     if (code < 0) {
       this._refusal[0] = this._gauge
-      this._refusal[1] = code === -Infinity ? Infinity : -1 - code
+      this._refusal[1] = retryOf(code)
       return -1
     }
     return code
@@ -424,5 +434,6 @@ module.exports = {
   issuePermit,
   enqueueTransitions,
   metricsOf,
+  retryOf,
   takePermit,
 }

@@ -24,12 +24,23 @@ function execute(host, fn, options) {
   if (typeof fn !== 'function') return Promise.reject(typeError('fn', 'a function', fn))
   let signal
   if (options !== undefined) {
-    if (options === null || typeof options !== 'object') return Promise.reject(typeError('options', 'an object', options))
-    signal = options.signal
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      return Promise.reject(typeError('signal', 'an AbortSignal', signal))
+    let aborted = false
+    try {
+      if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+      signal = options.signal
+      if (signal !== undefined) {
+        // The getter checks the brand: an object that only pretends to be an AbortSignal throws.
+        if (!(signal instanceof AbortSignal)) throw typeError('signal', 'an AbortSignal', signal)
+        try {
+          aborted = signal.aborted
+        } catch {
+          throw typeError('signal', 'an AbortSignal', signal)
+        }
+      }
+    } catch (err) {
+      return Promise.reject(err)
     }
-    if (signal?.aborted) return Promise.reject(signal.reason)
+    if (aborted) return Promise.reject(signal.reason)
   }
   let permit
   try {
@@ -79,8 +90,37 @@ function plain(host, fn, permit) {
   )
 }
 
+/** Whether `value` is a thenable; a `then` that cannot be read counts as one (it will reject). */
 function isThenable(value) {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function'
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
+  try {
+    return typeof value.then === 'function'
+  } catch {
+    return true
+  }
+}
+
+// One 'abort' listener per signal, whatever the number of calls waiting on
+// it (so that many calls sharing a signal add no listeners to it).
+const WATCHERS = new WeakMap()
+
+/** Calls `onAbort` when `signal` aborts; returns the function that stops watching. */
+function watch(signal, onAbort) {
+  let set = WATCHERS.get(signal)
+  if (set === undefined) {
+    set = new Set()
+    WATCHERS.set(signal, set)
+    signal.addEventListener(
+      'abort',
+      () => {
+        WATCHERS.delete(signal)
+        for (const f of set) f()
+      },
+      { once: true },
+    )
+  }
+  set.add(onAbort)
+  return () => set.delete(onAbort)
 }
 
 // With a signal and/or a timeout: `fn` gets an AbortSignal; an abort before
@@ -93,11 +133,12 @@ function guarded(host, fn, permit, signal) {
     let running = true
     let abortedWhileRunning = false
     let timer
+    let unwatch
     const finish = (settle) => {
       if (settled) return
       settled = true
       if (timer !== undefined) clearTimeout(timer)
-      if (signal !== undefined) signal.removeEventListener('abort', onAbort)
+      if (unwatch !== undefined) unwatch()
       settle()
     }
     const cancel = () =>
@@ -112,16 +153,25 @@ function guarded(host, fn, permit, signal) {
       if (running) abortedWhileRunning = true
       else queueMicrotask(cancel)
     }
-    if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true })
-    if (host._timeoutMs !== undefined) {
-      timer = setTimeout(() => {
-        finish(() => {
-          const err = new CircuitBreakerTimeoutError(host.name, host._timeoutMs)
-          controller.abort(err)
-          host._settle(permit, FAILURE, 'failure', err)
-          reject(err)
-        })
-      }, host._timeoutMs)
+    try {
+      if (signal !== undefined) unwatch = watch(signal, onAbort)
+      if (host._timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          finish(() => {
+            const err = new CircuitBreakerTimeoutError(host.name, host._timeoutMs)
+            controller.abort(err)
+            host._settle(permit, FAILURE, 'failure', err)
+            reject(err)
+          })
+        }, host._timeoutMs)
+      }
+    } catch (err) {
+      // `fn` never ran: the permit goes back, nothing counted.
+      finish(() => {
+        host._settle(permit, CANCELLED)
+        reject(err)
+      })
+      return
     }
     let result
     try {
@@ -136,11 +186,13 @@ function guarded(host, fn, permit, signal) {
       finish(() => resolve(succeed(host, permit, result)))
       return
     }
-    if (abortedWhileRunning) cancel()
     Promise.resolve(result).then(
       (value) => finish(() => resolve(succeed(host, permit, value))),
       (err) => finish(() => reject(fail(host, permit, err))),
     )
+    // An abort while `fn` ran: cancel, unless the promise it returned is
+    // already settled (its reaction, queued just above, runs first).
+    if (abortedWhileRunning) queueMicrotask(cancel)
   })
 }
 

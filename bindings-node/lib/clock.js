@@ -10,12 +10,20 @@ const { warnCallback } = require('./errors.js')
 
 function clockError(value, cause) {
   const got = cause !== undefined ? 'an exception' : value === null ? 'null' : typeof value === 'number' ? String(value) : typeof value
-  const err = new TypeError(`clock must return a finite number of milliseconds, got ${got}`, cause === undefined ? undefined : { cause })
+  const err = new TypeError(
+    `clock must return a finite number of milliseconds up to 2^53 - 1, got ${got}`,
+    cause === undefined ? undefined : { cause },
+  )
   err.option = 'clock'
   return err
 }
 
-/** The current reading; throws a TypeError (option `clock`) for a bad one. */
+/**
+ * The current reading; throws a TypeError (option `clock`) for a bad one.
+ * A reading is what the core sees: rounded to the microsecond, and never
+ * before the origin (0) — so that the comparisons made here with the core's
+ * times (a licence's end) agree with the core's own.
+ */
 function read(host) {
   let t
   try {
@@ -23,9 +31,21 @@ function read(host) {
   } catch (err) {
     throw clockError(undefined, err)
   }
-  if (typeof t !== 'number' || !Number.isFinite(t)) throw clockError(t)
-  if (t > host._last) host._last = t
+  if (typeof t !== 'number' || !Number.isFinite(t) || t > Number.MAX_SAFE_INTEGER) throw clockError(t)
+  if (t > host._last) host._last = quantize(t)
   return host._last
+}
+
+/** `ms` as the core holds it: whole microseconds (rounded to the nearest), ≥ 0. */
+function quantize(ms) {
+  if (!(ms > 0)) return 0
+  const whole = Math.trunc(ms)
+  return whole + Math.round((ms - whole) * 1000) / 1000
+}
+
+/** `until - now` in ms, exact to the microsecond (both are quantized readings or core times). */
+function between(now, until) {
+  return until === Infinity ? Infinity : Math.round((until - now) * 1000) / 1000
 }
 
 /** The current reading, or the latest good one (with a warning) if the clock fails. */
@@ -38,4 +58,4 @@ function readToReport(host) {
   }
 }
 
-module.exports = { read, readToReport }
+module.exports = { between, read, readToReport }

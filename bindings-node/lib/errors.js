@@ -116,8 +116,11 @@ function fromNative(err, { options = {}, name } = {}) {
     case 'registry_full':
       return new RegistryFullError(name)
     case 'too_many_configured':
-    case 'capacity':
-      return rangeError('capacity', e.message)
+    case 'capacity': {
+      const out = new RangeError(e.message)
+      out.option = 'capacity'
+      return out
+    }
     default:
       return err
   }
@@ -130,11 +133,24 @@ function fromNative(err, { options = {}, name } = {}) {
  * `cause`.
  */
 function warnCallback(err, what) {
-  const warning = new Error(`halfopen: ${what} threw: ${err instanceof Error ? err.message : String(err)}`)
-  warning.name = 'HalfopenCallbackWarning'
-  warning.code = 'HALFOPEN_CALLBACK_ERROR'
-  warning.cause = err
-  process.emitWarning(warning)
+  try {
+    const warning = new Error(`halfopen: ${what} threw: ${printable(err)}`)
+    warning.name = 'HalfopenCallbackWarning'
+    warning.code = 'HALFOPEN_CALLBACK_ERROR'
+    warning.cause = err
+    process.emitWarning(warning)
+  } catch {
+    // Nothing a callback throws may escape, not even through its warning.
+  }
+}
+
+/** `err`'s message, or a stand-in when reading it throws. */
+function printable(err) {
+  try {
+    return err instanceof Error ? String(err.message) : String(err)
+  } catch {
+    return 'a value that cannot be printed'
+  }
 }
 
 module.exports = {

@@ -30,7 +30,11 @@ function drain(emitter) {
       const listeners = emitter.rawListeners(event)
       for (const listener of listeners) {
         try {
-          listener.call(emitter, queue[i + 1])
+          const returned = listener.call(emitter, queue[i + 1])
+          // An async listener's rejection is its exception, a little later.
+          if (returned !== null && typeof returned === 'object' && typeof returned.then === 'function') {
+            returned.then(undefined, (err) => warnCallback(err, `a '${event}' listener`))
+          }
         } catch (err) {
           warnCallback(err, `a '${event}' listener`)
         }

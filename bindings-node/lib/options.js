@@ -32,6 +32,8 @@ const OWN_OPTIONS = {
   configure: [],
 }
 const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook' }
+/** The longest delay `setTimeout` keeps (longer ones fire at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** The default clock: monotonic milliseconds (one function for every breaker). */
 const monotonic = () => performance.now()
@@ -50,19 +52,21 @@ function translate(options, where) {
   if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
   const own = OWN_OPTIONS[where]
   for (const key of Object.keys(options)) {
-    if (!(key in CORE_OPTIONS) && key !== 'preset' && !own.includes(key)) {
-      const err = new TypeError(
-        own.length === 0 && OWN_OPTIONS.breaker.concat(OWN_OPTIONS.registry).includes(key)
-          ? `option ${key} cannot be set per name (set it on the Registry)`
-          : `unknown option ${key}`,
-      )
+    if (!Object.hasOwn(CORE_OPTIONS, key) && key !== 'preset' && !own.includes(key)) {
+      let why = `unknown option ${key}`
+      if (where === 'configure' && OWN_OPTIONS.registry.includes(key)) {
+        why = `option ${key} cannot be set per name (set it on the Registry)`
+      } else if (where !== 'breaker' && OWN_OPTIONS.breaker.includes(key)) {
+        why = `option ${key} is for a single CircuitBreaker, not a Registry`
+      }
+      const err = new TypeError(why)
       err.option = key
       throw err
     }
   }
   const native = {}
   if (options.preset !== undefined) {
-    const preset = PRESETS[options.preset]
+    const preset = Object.hasOwn(PRESETS, options.preset) ? PRESETS[options.preset] : undefined
     if (preset === undefined) throw typeError('preset', '"whatsappGateway" or "partnerWebhook"', options.preset)
     native.preset = preset
   }
@@ -95,8 +99,8 @@ function translate(options, where) {
   }
   if (timeoutMs !== undefined) {
     if (typeof timeoutMs !== 'number') throw typeError('timeoutMs', 'a number', timeoutMs)
-    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
-      const err = new RangeError(`option timeoutMs must be a finite number above 0, got ${timeoutMs}`)
+    if (!(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS)) {
+      const err = new RangeError(`option timeoutMs must be a number above 0 and at most ${MAX_TIMER_MS} (a timer's limit), got ${timeoutMs}`)
       err.option = 'timeoutMs'
       throw err
     }
@@ -106,6 +110,9 @@ function translate(options, where) {
     name,
     isFailure,
     clock: clock || monotonic,
+    // The default clock never goes backwards, so a reading it skips cannot
+    // change the breaker's latest time (see lib/breaker.js).
+    monotonic: clock === undefined,
     timeoutMs,
     latencyHistogram: latencyHistogram === true,
     capacity: capacity === undefined ? 10000 : capacity,

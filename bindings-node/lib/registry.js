@@ -6,12 +6,15 @@
 
 const { EventEmitter } = require('node:events')
 const { NativeRegistry } = require('../native.js')
-const { enqueueTransitions, issuePermit, metricsOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
+const { enqueueTransitions, issuePermit, metricsOf, retryOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
 const { execute } = require('./call.js')
 const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, RegistryFullError, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, checkName, translate } = require('./options.js')
+
+/** A Registry's own options (the rest are the core's, for every breaker). */
+const OWN = ['isFailure', 'clock', 'timeoutMs', 'capacity']
 
 /** What the addon's `acquire` returns when the registry is full. */
 const FULL = -0.5
@@ -27,6 +30,8 @@ class Registry extends EventEmitter {
   constructor(options = {}) {
     super()
     const t = translate(options, 'registry')
+    // The core options, which `configure` starts from.
+    this._options = Object.fromEntries(Object.entries(options).filter(([key]) => !OWN.includes(key)))
     this._isFailure = t.isFailure
     this._clock = t.clock
     this._timeoutMs = t.timeoutMs
@@ -47,13 +52,15 @@ class Registry extends EventEmitter {
   }
 
   /**
-   * Gives `name` its own core options (for at most `capacity` names). A
-   * breaker `name` has is replaced by a closed one; if it was not closed,
-   * 'close' and 'stateChange' are emitted with reason 'reconfigured'.
+   * Gives `name` its own core options: the Registry's, changed by
+   * `options` (for at most `capacity` names). A breaker `name` has is
+   * replaced by a closed one; if it was not closed, 'close' and
+   * 'stateChange' are emitted with reason 'reconfigured'.
    */
   configure(name, options) {
     checkName(name)
-    const t = translate(options, 'configure')
+    translate(options, 'configure')
+    const t = translate({ ...this._options, ...options }, 'configure')
     const now = read(this)
     let changed
     try {
@@ -95,17 +102,23 @@ class Registry extends EventEmitter {
     return JSON.parse(this._native.snapshotJson(read(this)))
   }
 
-  /** Replaces every breaker with those of `snapshot` (from `toJSON`, or its JSON text). */
+  /**
+   * Replaces every breaker with those of `snapshot` (from `toJSON`, or its
+   * JSON text). Calls in flight stay in flight; their late reports are stale.
+   */
   restore(snapshot) {
     if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
       throw typeError('snapshot', 'an object or a JSON string', snapshot)
     }
     const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+    let changed
     try {
-      this._native.restoreJson(text, read(this))
+      changed = this._native.restoreJson(text, read(this))
     } catch (err) {
       throw fromNative(err)
     }
+    // Each breaker whose state the snapshot changed: reason 'restored'.
+    if (changed) this._transitions()
   }
 
   _transitions() {
@@ -223,7 +236,7 @@ class KeyedBreaker {
     if (code < 0) {
       const licence = r._native.licence(this.name, now)
       this._refusal[0] = licence ? licence.gauge : 2
-      this._refusal[1] = code === -Infinity ? Infinity : -1 - code
+      this._refusal[1] = retryOf(code)
       this._refusal[2] = false
       return null
     }

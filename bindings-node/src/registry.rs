@@ -174,11 +174,13 @@ impl NativeRegistry {
         self.registry.snapshot(instant(now_ms)).to_json()
     }
 
-    /// Replaces every breaker with a snapshot's, leaving them as they were on error.
+    /// Replaces every breaker with a snapshot's, leaving them as they were on
+    /// error. True if transitions wait (breakers whose state changed).
     #[napi(catch_unwind)]
-    pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<()> {
-        self.registry.restore_json(&json, instant(now_ms)).map_err(|e| Error::from(Refusal::from(e)))?;
+    pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<bool> {
+        let changed = self.registry.restore_json(&json, instant(now_ms)).map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
-        Ok(())
+        self.transitions.extend(changed);
+        Ok(!self.transitions.is_empty())
     }
 }

@@ -239,8 +239,10 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// of them at `first` (only the meter sees them; their reports follow).
     pub fn admit_licensed(&mut self, count: u32, first: Instant) {
         self.latest = self.latest.max(first);
+        // At `first`, not the latest time seen: if these are the first calls
+        // the breaker ever admitted, its time in states starts there.
         for _ in 0..count {
-            self.meter.admitted(self.latest);
+            self.meter.admitted(first);
         }
     }
 
@@ -425,8 +427,15 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// issued are stale here.
     #[cfg(feature = "alloc")]
     pub(crate) fn follow<D, N>(&mut self, previous: &Breaker<D, N>, now: Instant) {
-        self.latest = previous.latest.max(now);
-        self.generation = previous.generation.wrapping_add(1);
+        self.follow_generation(previous.generation, previous.latest.max(now));
+    }
+
+    /// Starts after `generation` (a breaker of the same name had it), so
+    /// that its permits are stale here.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn follow_generation(&mut self, generation: u32, now: Instant) {
+        self.latest = self.latest.max(now);
+        self.generation = generation.wrapping_add(1);
     }
 
     #[inline]

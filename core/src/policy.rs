@@ -37,10 +37,10 @@ pub(crate) fn probe_give_up_at(c: &Config, admitted: Instant) -> Instant {
 }
 
 /// When a caller refused because every probe slot is taken should try again:
-/// a tenth of `open_timeout`, no later than `give_up` (when the slots free at
-/// the latest).
+/// a tenth of `open_timeout` (at least 1 µs), no later than `give_up` (when
+/// the slots free at the latest; never zero while they are busy).
 pub(crate) fn probe_retry_hint(c: &Config, give_up: Duration) -> Duration {
-    Duration::from_micros(c.open_timeout.as_micros() / 10).min(give_up)
+    Duration::from_micros((c.open_timeout.as_micros() / 10).max(1)).min(give_up)
 }
 
 /// The open period after a trip from closed: the backoff starts afresh.

@@ -138,6 +138,10 @@ pub struct Registry<M = crate::Metrics> {
     hasher: DefaultHashBuilder,
     /// Counts lookups; stamps `Entry::used`.
     uses: u64,
+    /// Names a restore dropped while they had calls in flight, with the
+    /// generation their next breaker must follow (so those calls' late
+    /// reports stay stale).
+    dropped: HashMap<Box<str>, u32>,
     /// State of the xorshift that draws eviction samples.
     sampler: u64,
     capacity: usize,
@@ -158,6 +162,7 @@ impl<M: Meter + Default> Registry<M> {
             index: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             uses: 0,
+            dropped: HashMap::new(),
             sampler: 0x9E37_79B9_7F4A_7C15,
             capacity,
             evictions: 0,
@@ -299,7 +304,10 @@ impl<M: Meter + Default> Registry<M> {
     /// Makes the breaker for `name` (evicting an idle one at capacity) and
     /// returns its index.
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
-        let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
+        let mut breaker = Breaker::with_meter(self.config_for(name), M::default())?;
+        if let Some(generation) = self.dropped.remove(name) {
+            breaker.follow_generation(generation, now);
+        }
         let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, breaker };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(entry);
@@ -427,14 +435,18 @@ mod saved {
         /// Restores from the JSON text of a snapshot: the breakers are
         /// counted first, and a snapshot with more than the capacity is
         /// refused before any is decoded.
-        pub fn restore_json(&mut self, text: &str, now: Instant) -> Result<(), SnapshotError> {
+        pub fn restore_json(&mut self, text: &str, now: Instant) -> Result<Vec<(String, Transition)>, SnapshotError> {
             self.check_count(RegistrySnapshot::count_json(text)?)?;
             self.restore(&RegistrySnapshot::from_json(text)?, now)
         }
 
         /// Restores from compact bytes, refusing too many breakers before
         /// decoding any.
-        pub fn restore_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), SnapshotError> {
+        pub fn restore_bytes(
+            &mut self,
+            bytes: &[u8],
+            now: Instant,
+        ) -> Result<Vec<(String, Transition)>, SnapshotError> {
             self.check_count(RegistrySnapshot::count_bytes(bytes)?)?;
             self.restore(&RegistrySnapshot::from_bytes(bytes)?, now)
         }
@@ -460,9 +472,22 @@ mod saved {
         /// Replaces every breaker with those `snapshot` holds, at `now`; each
         /// must have been taken with the configuration this registry gives
         /// its name. On error the registry is left as it was.
-        pub fn restore(&mut self, snapshot: &RegistrySnapshot, now: Instant) -> Result<(), SnapshotError> {
+        ///
+        /// Calls in flight stay in flight: a breaker that replaces one of the
+        /// same name continues its generations (their reports are stale for
+        /// it) and keeps them from eviction. Returns, for each name whose
+        /// state changed (a name without a breaker counts as closed), the
+        /// transition, with reason [`Restored`](crate::Reason::Restored).
+        pub fn restore(
+            &mut self,
+            snapshot: &RegistrySnapshot,
+            now: Instant,
+        ) -> Result<Vec<(String, Transition)>, SnapshotError> {
             check_version(snapshot.version)?;
             self.check_count(snapshot.breakers.len())?;
+            if snapshot.evictions > crate::MAX_SAVED_COUNTER {
+                return Err(SnapshotError::Corrupt("evictions out of range"));
+            }
             let mut restored = Registry {
                 config: self.config.clone(),
                 overrides: self.overrides.clone(),
@@ -470,24 +495,52 @@ mod saved {
                 index: HashTable::new(),
                 hasher: self.hasher,
                 uses: 0,
+                dropped: HashMap::new(),
                 sampler: self.sampler,
                 capacity: self.capacity,
                 evictions: snapshot.evictions,
             };
+            let mut transitions = Vec::new();
             for (name, saved) in &snapshot.breakers {
                 if restored.find(name).is_some() {
                     return Err(SnapshotError::Corrupt("a name appears twice"));
                 }
-                let breaker = Keyed::restore(restored.config_for(name), saved, now)?;
+                let mut breaker = Keyed::restore(restored.config_for(name), saved, now)?;
+                let (from, in_flight) = match self.find(name) {
+                    Some(i) => {
+                        let old = &self.entries[i as usize];
+                        breaker.follow(&old.breaker, now);
+                        (old.breaker.state(now), old.in_flight)
+                    }
+                    None => {
+                        if let Some(&generation) = self.dropped.get(name.as_str()) {
+                            breaker.follow_generation(generation, now);
+                        }
+                        (State::Closed, 0)
+                    }
+                };
+                let to = breaker.state(now);
+                if from != to {
+                    transitions.push((name.clone(), Transition { from, to, reason: crate::Reason::Restored, at: now }));
+                }
                 restored.uses += 1;
                 let i = restored.entries.len() as u32;
-                restored.entries.push(Entry { name: Name::new(name), used: restored.uses, in_flight: 0, breaker });
+                let entry = Entry { name: Name::new(name), used: restored.uses, in_flight, breaker };
+                restored.entries.push(entry);
                 let (entries, hasher) = (&restored.entries, &restored.hasher);
                 let hash = hasher.hash_one(name.as_str());
                 restored.index.insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));
             }
+            // Names the snapshot drops: their calls in flight must stay stale
+            // for a breaker made for the name later.
+            restored.dropped = self.dropped.clone();
+            for entry in &self.entries {
+                if entry.in_flight > 0 && restored.find(entry.name.as_str()).is_none() {
+                    restored.dropped.insert(entry.name.as_str().into(), entry.breaker.counts(now).generation);
+                }
+            }
             *self = restored;
-            Ok(())
+            Ok(transitions)
         }
     }
 }

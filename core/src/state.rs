@@ -112,6 +112,8 @@ pub enum Reason {
     /// A registry replaced the breaker with one of a new configuration
     /// (`Registry::configure`, feature `alloc`).
     Reconfigured,
+    /// A registry's restore replaced the breaker (`Registry::restore`).
+    Restored,
 }
 
 impl Reason {
@@ -132,6 +134,7 @@ impl Reason {
             Reason::Disabled => "disabled",
             Reason::Reset => "reset",
             Reason::Reconfigured => "reconfigured",
+            Reason::Restored => "restored",
         }
     }
 }

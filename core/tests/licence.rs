@@ -184,6 +184,10 @@ fn run_sequence(seed: u64, steps: usize, batched: &mut u64) {
         transitions: Vec::new(),
     };
     let mut a_transitions = Vec::new();
+    // A binding may hold a licence before the first call (asked by a read).
+    if rng.chance(50) {
+        b.relicense(Instant::ZERO);
+    }
     let mut calls: Vec<(Permit, Held)> = Vec::new();
     let mut now = Instant::ZERO;
     let ctx = |step: usize, what: &str| format!("seed {seed} step {step}: {what} ({config:?})");

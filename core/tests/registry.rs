@@ -37,7 +37,7 @@ fn has_room_predicts_the_next_insertion_exactly() {
             if i % 2 == 0 {
                 r.record(&name, p, Outcome::Success, ms(0));
             } else {
-                std::mem::forget(p);
+                let _ = p; // never reported: the call stays in flight
             }
         }
     }
@@ -90,9 +90,50 @@ fn a_snapshot_with_more_breakers_than_the_capacity_is_refused_before_decoding() 
     assert_eq!(small.restore_json(&json, ms(0)), refused);
     assert_eq!(small.restore_bytes(&bytes, ms(0)), refused);
     // A snapshot whose entries are garbage is refused by the count only if it is too long.
-    let garbage = format!("{{\"version\":1,\"evictions\":0,\"breakers\":[{}]}}", vec!["1"; 11].join(","));
+    let garbage = format!("{{\"version\":1,\"evictions\":0,\"breakers\":[{}]}}", ["1"; 11].join(","));
     assert_eq!(small.restore_json(&garbage, ms(0)), refused);
     let mut fits: Registry<Metrics> = Registry::new(Config::default(), 50).unwrap();
-    assert_eq!(fits.restore_json(&json, ms(0)), Ok(()));
+    assert_eq!(fits.restore_json(&json, ms(0)), Ok(vec![]));
     assert_eq!(fits.len(), 50);
+}
+
+#[test]
+fn a_restore_keeps_calls_in_flight_in_flight_and_their_reports_stale() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
+    r.get("a", ms(0)).unwrap();
+    r.get("gone", ms(0)).unwrap();
+    let saved = r.snapshot(ms(0));
+    // After the snapshot: a call on "a", and one on "gone", which the
+    // snapshot below will not hold.
+    let on_a = r.try_acquire("a", ms(1)).unwrap().decision.unwrap();
+    let on_gone = r.try_acquire("gone", ms(1)).unwrap().decision.unwrap();
+    let mut without_gone = saved.clone();
+    without_gone.breakers.retain(|(name, _)| name != "gone");
+    r.restore(&without_gone, ms(2)).unwrap();
+    // "a" is busy: a new key cannot evict it; its late report is stale.
+    let on_b = r.try_acquire("b", ms(3)).unwrap().decision.unwrap();
+    assert_eq!(r.try_acquire("c", ms(3)).unwrap_err(), RegistryError::Full { capacity: 2 });
+    assert_eq!(r.record("a", on_a, Outcome::Failure, ms(4)), None);
+    let a = r.peek("a").unwrap().metrics(ms(4)).counters;
+    assert_eq!((a.stale, a.failures), (1, 0));
+    // A breaker made again for "gone" does not count the old call.
+    r.record("b", on_b, Outcome::Success, ms(5));
+    let _in_flight = r.try_acquire("gone", ms(6)).unwrap().decision.unwrap();
+    assert_eq!(r.record("gone", on_gone, Outcome::Failure, ms(7)), None);
+    let gone = r.peek("gone").unwrap().metrics(ms(7)).counters;
+    assert_eq!((gone.stale, gone.failures), (1, 0));
+}
+
+#[test]
+fn a_restore_reports_each_state_it_changes() {
+    let mut open: Registry<Metrics> = Registry::new(Config::default(), 4).unwrap();
+    open.get("a", ms(0)).unwrap().force_open(ms(0), None);
+    let saved = open.snapshot(ms(0));
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 4).unwrap();
+    r.get("a", ms(0)).unwrap();
+    let changed = r.restore(&saved, ms(1)).unwrap();
+    assert_eq!(changed.len(), 1);
+    let (name, t) = &changed[0];
+    assert_eq!((name.as_str(), t.from, t.to, t.reason), ("a", State::Closed, State::Open, Reason::Restored));
+    assert!(r.restore(&saved, ms(2)).unwrap().is_empty(), "nothing changes the second time");
 }
