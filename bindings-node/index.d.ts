@@ -4,10 +4,10 @@ import { EventEmitter } from 'node:events'
 
 export type CircuitState = 'CLOSED' | 'OPEN' | 'HALF_OPEN'
 
-/** Seed 000's options, and every other core option (ms for times). */
-export interface CircuitOptions {
-  /** Identifies the breaker in errors, events and metrics. Required. */
-  name: string
+/** The options every breaker has (the core's; ms for times). `null` unsets a policy, even one the preset sets. */
+export interface CoreOptions {
+  /** Start from the core's preset: seed 000's breaker (the default) or seed 001's webhook breaker. */
+  preset?: 'whatsappGateway' | 'partnerWebhook'
   /** Open after this many failures within `windowMs` (default 5); `null`: no such policy. */
   failureThreshold?: number | null
   /** The window failures are counted over (default 60,000 ms). */
@@ -40,13 +40,28 @@ export interface CircuitOptions {
   jitterSeed?: number
   /** Give up half-open probes not reported within this (default 60,000 ms). */
   probeTimeoutMs?: number
-  /** Abort `fn` (through the signal it receives) after this; counts as a failure. */
+}
+
+/**
+ * Seed 000's options, and every other core option (ms for times).
+ *
+ * Errors thrown by `isFailure`, `clock` or a listener never change a call's
+ * result, the breaker's state or later events: they are reported with
+ * `process.emitWarning`, code `HALFOPEN_CALLBACK_ERROR`, the error as `cause`.
+ */
+export interface CircuitOptions extends CoreOptions {
+  /** Identifies the breaker in errors, events and metrics (well-formed UTF-16). Required. */
+  name: string
+  /** Abort `fn` (through the signal it receives) after this (at most 2^31 - 1 ms); counts as a failure. */
   timeoutMs?: number
   /** Keep a latency histogram (4 KB) for p50/p95/p99 in `metrics()`. */
   latencyHistogram?: boolean
-  /** Whether an error from `fn` says the upstream is unwell (default: every error does). */
+  /** Whether an error from `fn` says the upstream is unwell (default: every error does; if it throws, the call is a failure). */
   isFailure?: (err: unknown) => boolean
-  /** The clock, in ms (default: `performance.now`, monotonic). */
+  /**
+   * The clock, in ms (default: `performance.now`, monotonic). A reading that
+   * is not a finite number up to 2^53 - 1 is a TypeError (`option: 'clock'`).
+   */
   clock?: () => number
 }
 
@@ -96,8 +111,13 @@ export interface Metrics {
 export declare class CircuitBreakerOpenError extends Error {
   readonly breakerName: string
   readonly state: CircuitState
-  /** ms until a call may be admitted; Infinity while held open. */
+  /** ms after which to try again (the open time left, or a short hint while half-open); Infinity while held open. */
   readonly retryAfterMs: number
+}
+
+/** A snapshot that cannot be restored. */
+export declare class SnapshotError extends Error {
+  readonly kind: 'malformed' | 'newer_version' | 'config_mismatch' | 'corrupt'
 }
 
 /** Rejection of a call that exceeded `timeoutMs`. */
@@ -108,12 +128,20 @@ export declare class CircuitBreakerTimeoutError extends Error {
 export declare class CircuitBreaker extends EventEmitter {
   constructor(options: CircuitOptions)
   readonly name: string
-  /** Runs `fn` if admitted; settles exactly as `fn` does, or rejects with `CircuitBreakerOpenError`. */
+  /**
+   * Runs `fn` if admitted; settles exactly as `fn` does, or rejects with
+   * `CircuitBreakerOpenError` (never throws). With a `signal`, an abort before
+   * `fn` settles cancels the call (nothing counted); once `fn` has settled,
+   * its result wins.
+   */
   execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
   getState(): CircuitState
   isCallPermitted(): boolean
+  /** ms until a call is worth trying: 0 now; while half-open with every probe slot taken, a short hint. */
   retryAfterMs(): number
+  /** A permit from the core (no fast path), or why not. */
   tryAcquire(): Permit | Refusal
+  /** Reports a permit's outcome, once: a reported, forged or foreign permit is a TypeError. */
   record(permit: Permit, outcome: Outcome): void
   mode(): 'NORMAL' | 'FORCED_OPEN' | 'DISABLED'
   pollTimeoutMs(): number | null
@@ -141,9 +169,15 @@ export declare class RegistryFullError extends Error {
   readonly breakerName: string
 }
 
-export interface RegistryOptions extends Omit<CircuitOptions, 'name' | 'latencyHistogram' | 'timeoutMs'> {
-  /** Most breakers held (default 10,000); beyond it idle ones are evicted. */
+export interface RegistryOptions extends CoreOptions {
+  /** Most breakers held, and names given their own options (default 10,000); beyond it idle ones are evicted. */
   capacity?: number
+  /** As for `CircuitBreaker`, for every breaker of the registry. */
+  isFailure?: (err: unknown) => boolean
+  /** As for `CircuitBreaker`, for every breaker of the registry. */
+  clock?: () => number
+  /** As for `CircuitBreaker`, for every call through the registry. */
+  timeoutMs?: number
 }
 
 /** One registry breaker, by name. */
@@ -155,6 +189,8 @@ export declare class KeyedBreaker {
   getState(): CircuitState
   retryAfterMs(): number
   isCallPermitted(): boolean
+  mode(): 'NORMAL' | 'FORCED_OPEN' | 'DISABLED'
+  handleTimeout(): void
   metrics(): Metrics | null
   forceOpen(ms?: number): void
   forceClose(): void
@@ -167,13 +203,18 @@ export declare class KeyedBreaker {
 export declare class Registry extends EventEmitter {
   constructor(options?: RegistryOptions)
   get(name: string): KeyedBreaker
-  configure(name: string, options: Omit<CircuitOptions, 'name' | 'clock' | 'isFailure' | 'timeoutMs' | 'latencyHistogram'>): void
+  /**
+   * Gives `name` its own core options: the Registry's, changed by `options`.
+   * A breaker it has is replaced (events with reason 'reconfigured' if it was not closed).
+   */
+  configure(name: string, options: CoreOptions): void
   has(name: string): boolean
   names(): string[]
   readonly size: number
   readonly evictions: number
   prometheus(): string
   toJSON(): object
+  /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay stale. */
   restore(snapshot: object | string): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
   on(event: 'reject', listener: (err: CircuitBreakerOpenError) => void): this

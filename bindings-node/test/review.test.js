@@ -74,6 +74,7 @@ describe('hostile review', () => {
   test('#3 a then getter that throws, or a fake AbortSignal, leaks no permit', async () => {
     const { b } = halfOpen({ halfOpenMaxAttempts: 1, timeoutMs: 1000 })
     const garbage = {
+      // biome-ignore lint/suspicious/noThenProperty: a thenable whose `then` cannot be read is the point
       get then() {
         throw new Error('then getter')
       },

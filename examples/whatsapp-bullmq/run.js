@@ -82,14 +82,12 @@ async function main() {
         })
       } catch (err) {
         if (err instanceof CircuitBreakerOpenError) {
-          // Back to the queue until the breaker may admit again; no attempt
-          // used. While half-open, retryAfterMs is only the latest moment the
-          // probes in flight would be given up: their answers come sooner,
-          // so look again shortly, spread out so the jobs do not come back
-          // all at once.
+          // Back to the queue until the breaker says to try again (the open
+          // time left, or its short hint while the half-open probes are
+          // out); no attempt used. Spread over up to 200 ms more, so the
+          // jobs do not all come back at once.
           events.delayed += 1
-          const wait = err.state === 'HALF_OPEN' ? 100 + Math.random() * 200 : err.retryAfterMs
-          await job.moveToDelayed(Date.now() + wait, token)
+          await job.moveToDelayed(Date.now() + err.retryAfterMs + Math.random() * 200, token)
           throw new DelayedError()
         }
         throw err // a 429/503 that got through: BullMQ retries it
