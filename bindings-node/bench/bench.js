@@ -6,18 +6,32 @@
 // - memory per breaker, 100,000 breakers (V8 heap and process RSS: the
 //   addon's breakers live outside the V8 heap).
 // Rounds interleave the contenders; medians of ROUNDS are printed, as a
-// Markdown table. Run with --expose-gc.
+// Markdown table. Run with --expose-gc. HALFOPEN_PKG=<dir> measures another
+// build of the package (an earlier commit's, for before/after figures).
 
 const opossum = require('opossum')
 const cockatiel = require('cockatiel')
-const { CircuitBreaker } = require('..')
-const { NativeBreaker } = require('../native.js')
+const path = require('node:path')
+const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
+const { CircuitBreaker } = require(pkg)
+const { NativeBreaker } = require(path.join(pkg, 'native.js'))
 const Seed = require('./seed-circuit-breaker.js').CircuitBreaker
 
 const CALLS = 200_000
 const ROUNDS = 7
 const BREAKERS = 100_000
 const seedOptions = { name: 'bench', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 }
+// Seed 001's webhook breaker: a slow-call threshold (latency matters for every call).
+const webhookOptions = {
+  name: 'bench-webhook',
+  failureThreshold: null,
+  consecutiveFailures: 5,
+  slowCallMs: 10_000,
+  openTimeoutMs: 10_000,
+  backoffFactor: 1,
+  maxOpenTimeoutMs: 10_000,
+  halfOpenMaxAttempts: 1,
+}
 const fn = () => Promise.resolve(1)
 const failing = () => Promise.reject(new Error('down'))
 
@@ -83,6 +97,12 @@ const contenders = {
     },
     make: () => new CircuitBreaker(seedOptions),
   },
+  'halfopen, seed 001 options (slow-call threshold)': {
+    closed: () => {
+      const b = new CircuitBreaker(webhookOptions)
+      return { run: () => b.execute(fn) }
+    },
+  },
 }
 
 async function time(run, calls) {
@@ -137,7 +157,7 @@ async function main() {
     console.log(`| ${name} | ${ns.toFixed(0)} | ${name.startsWith('raw') ? '' : over.toFixed(0)} | ${name.startsWith('raw') ? '' : (over / seed).toFixed(2)} |`)
   }
   const open = await measure('open')
-  const best = Math.min(...Object.entries(open).filter(([n]) => n !== 'halfopen').map(([, v]) => v))
+  const best = Math.min(...Object.entries(open).filter(([n]) => !n.startsWith('halfopen')).map(([, v]) => v))
   console.log('\n### Open state: ns per rejected call\n')
   console.log('| contender | ns/call | × best peer |')
   console.log('|---|---:|---:|')

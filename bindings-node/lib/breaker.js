@@ -103,22 +103,20 @@ class CircuitBreaker {
     } catch (err) {
       throw fromNative(err, { options })
     }
-    this._last = -Infinity // the latest clock reading
+    this._last = 0 // the latest clock reading (readings are never below 0)
     this._kind = UNKNOWN // the licence
     this._generation = 0
-    this._until = -Infinity
+    this._until = -1 // when the licence ends (-1: no licence to act on)
     this._gauge = 0 // the state as of the licence
     this._admitted = 0 // admissions under the licence, not yet handed over
     this._admittedAt = 0
     this._batch = 0 // successes under the licence, not yet handed over
-    this._batchGeneration = 0
     this._batchAt = 0
     this._rejections = 0 // rejections under the licence, not yet counted
-    this._refusal = [0, 0] // the latest rejection by the core: [gauge, retryAfterMs]
-    this._licensed = { generation: -1, issuedAtMs: 0, licensed: true } // the permit of calls admitted under the licence
-    this._slowAfter = Infinity // under "admit": a success slower than this is a failure
+    this._refusalMs = 0 // the latest rejection's retry time (its state: `_gauge`)
+    this._licensed = null // the permit of calls admitted under the licence
+    this._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
     this._queue = null // events (lib/events.js)
-    this._draining = false
   }
 
   /** Runs `fn` if the breaker admits it; settles exactly as `fn` does. */
@@ -294,8 +292,7 @@ class CircuitBreaker {
     const now = read(this)
     if (this._kind === REJECT && now < this._until) {
       this._rejections += 1
-      this._refusal[0] = this._gauge
-      this._refusal[1] = between(now, this._until)
+      this._refusalMs = between(now, this._until)
       return null
     }
     const generation = this._acquire(now)
@@ -318,7 +315,6 @@ class CircuitBreaker {
       const needless = this._until === Infinity && slowAfter === Infinity && this._monotonic
       now = needless ? this._last : readToReport(this)
       if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
-        if (this._batch === 0) this._batchGeneration = permit.generation
         this._batch += 1
         this._batchAt = now
         if (this._batch >= BATCH) {
@@ -350,16 +346,14 @@ class CircuitBreaker {
     }
     if (this._kind === UNKNOWN || !(now < this._until)) this._relicense(now)
     if (code < 0) {
-      this._refusal[0] = this._gauge
-      this._refusal[1] = retryOf(code)
+      this._refusalMs = retryOf(code)
       return -1
     }
     return code
   }
 
   _rejectionError() {
-    const [gauge, retryAfterMs] = this._refusal
-    const err = new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs)
+    const err = new CircuitBreakerOpenError(this.name, STATES[this._gauge], this._refusalMs)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
     return err
   }
@@ -371,7 +365,9 @@ class CircuitBreaker {
     if (this._batch > 0) {
       const count = this._batch
       this._batch = 0
-      pending = this._native.recordSuccesses(this._batchGeneration, count, this._batchAt)
+      // A batch is only of the licence's generation: every change of
+      // licence follows a native call, and every native call a flush.
+      pending = this._native.recordSuccesses(this._generation, count, this._batchAt)
     }
     if (this._admitted > 0) {
       const count = this._admitted
@@ -390,12 +386,12 @@ class CircuitBreaker {
     const licence = this._native.licence(now)
     this._kind = licence.kind
     this._generation = licence.generation
-    this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -Infinity
+    this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
     this._gauge = licence.gauge
     this._slowAfter = licence.slowAfterMs
     // Without a slow-call threshold, one permit serves every call admitted
     // under this licence (no allocation per call).
-    if (licence.kind === ADMIT && this._licensed.generation !== licence.generation) {
+    if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {
       this._licensed = { generation: licence.generation, issuedAtMs: now, licensed: true }
     }
   }

@@ -1,7 +1,7 @@
 'use strict'
 // Readings of a breaker's clock (`host._clock`, ms). Time never goes
 // backwards for the core, so a reading earlier than one already seen is
-// taken as that one (`host._last`). A reading that is not a finite number
+// taken as that one (`host._last`, 0 before the first: the core's origin). A reading that is not a finite number
 // is refused: a TypeError naming `clock` where a call can be refused, and,
 // when a call that already ran must still be reported, the latest good
 // reading with a warning.
@@ -54,7 +54,7 @@ function readToReport(host) {
     return read(host)
   } catch (err) {
     warnCallback(err.cause ?? err, 'the clock')
-    return host._last === -Infinity ? 0 : host._last
+    return host._last
   }
 }
 

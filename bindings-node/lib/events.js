@@ -7,7 +7,10 @@
 
 const { warnCallback } = require('./errors.js')
 
-/** Queues `name(payload)` on `emitter`, to be emitted by the next `drain`. */
+/** Emitters emitting now (a listener's own events join the running loop). */
+const DRAINING = new WeakSet()
+
+/** Queues `name(payload)` on `emitter` (its `_queue`: null when empty), to be emitted by the next `drain`. */
 function enqueue(emitter, name, payload) {
   if (emitter._queue === null) emitter._queue = []
   emitter._queue.push(name, payload)
@@ -21,8 +24,8 @@ function publish(emitter, name, payload) {
 
 /** Emits everything queued on `emitter`, in order (unless it is emitting already). */
 function drain(emitter) {
-  if (emitter._draining || emitter._queue === null) return
-  emitter._draining = true
+  if (emitter._queue === null || DRAINING.has(emitter)) return
+  DRAINING.add(emitter)
   const queue = emitter._queue
   try {
     for (let i = 0; i < queue.length; i += 2) {
@@ -41,8 +44,8 @@ function drain(emitter) {
       }
     }
   } finally {
-    queue.length = 0
-    emitter._draining = false
+    emitter._queue = null
+    DRAINING.delete(emitter)
   }
 }
 

@@ -35,9 +35,8 @@ class Registry extends EventEmitter {
     this._isFailure = t.isFailure
     this._clock = t.clock
     this._timeoutMs = t.timeoutMs
-    this._last = -Infinity
+    this._last = 0
     this._queue = null
-    this._draining = false
     try {
       this._native = new NativeRegistry(t.native, t.capacity)
     } catch (err) {
