@@ -12,6 +12,7 @@
 const opossum = require('opossum')
 const cockatiel = require('cockatiel')
 const path = require('node:path')
+const { performance } = require('node:perf_hooks')
 const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
 const { CircuitBreaker } = require(pkg)
 const { NativeBreaker } = require(path.join(pkg, 'native.js'))
@@ -96,6 +97,22 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     make: () => new CircuitBreaker(seedOptions),
+  },
+  // What the closed path costs without a clock reading per success: a policy
+  // with no time window (its licence has no bucket end), or a clock that
+  // returns a number the caller keeps (a coarse clock).
+  'halfopen, consecutive failures (no reading needed)': {
+    closed: () => {
+      const b = new CircuitBreaker({ name: 'bench-consecutive', failureThreshold: null, consecutiveFailures: 5 })
+      return { run: () => b.execute(fn) }
+    },
+  },
+  'halfopen, seed 000 options, a cached clock': {
+    closed: () => {
+      const cached = performance.now()
+      const b = new CircuitBreaker({ ...seedOptions, clock: () => cached })
+      return { run: () => b.execute(fn) }
+    },
   },
   'halfopen, seed 001 options (slow-call threshold)': {
     closed: () => {
