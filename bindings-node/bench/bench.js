@@ -179,6 +179,20 @@ async function main() {
   console.log('| contender | ns/call | × best peer |')
   console.log('|---|---:|---:|')
   for (const [name, ns] of Object.entries(open)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
+  // What one clock reading costs here: a time window needs one per success.
+  console.log('\n### A clock reading: ns per call\n')
+  console.log('| clock | ns/call |')
+  console.log('|---|---:|')
+  for (const [name, clock] of [['performance.now()', () => performance.now()], ['Date.now()', () => Date.now()]]) {
+    const rounds = []
+    for (let round = 0; round < ROUNDS; round++) {
+      const start = process.hrtime.bigint()
+      let sink = 0
+      for (let i = 0; i < CALLS * 10; i++) sink += clock()
+      rounds.push(Number(process.hrtime.bigint() - start) / (CALLS * 10) + (sink === -1 ? 1 : 0))
+    }
+    console.log(`| ${name} | ${median(rounds).toFixed(1)} |`)
+  }
   console.log(`\n### Memory per breaker (${BREAKERS} breakers)\n`)
   console.log('| contender | V8 heap bytes | process RSS bytes (noisy) |')
   console.log('|---|---:|---:|')
