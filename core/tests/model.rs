@@ -17,23 +17,8 @@ use halfopen::{
     TIME_BUCKETS, Transition, Window,
 };
 
-/// xorshift64*: the test's own randomness, seeded per sequence.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+mod common;
+use common::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum ModelState {
