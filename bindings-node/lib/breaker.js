@@ -344,7 +344,9 @@ class CircuitBreaker {
       this._transitions(now)
       return code - TRANSITION_PENDING
     }
-    if (this._kind === UNKNOWN || !(now < this._until)) this._relicense(now)
+    // A licence changes only with a transition (taken above); ask for the
+    // first one here.
+    if (this._kind === UNKNOWN) this._relicense(now)
     if (code < 0) {
       this._refusalMs = retryOf(code)
       return -1
