@@ -180,8 +180,8 @@ export interface RegistryOptions extends CoreOptions {
   timeoutMs?: number
 }
 
-/** One registry breaker, by name. */
-export declare class KeyedBreaker {
+/** One registry breaker, by name (from `Registry.get`; not constructed directly). */
+export interface KeyedBreaker {
   readonly name: string
   execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
   tryAcquire(): Permit | (Refusal & { error: CircuitBreakerOpenError | RegistryFullError })
@@ -217,7 +217,7 @@ export declare class Registry extends EventEmitter {
   /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay stale. */
   restore(snapshot: object | string): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
-  on(event: 'reject', listener: (err: CircuitBreakerOpenError) => void): this
+  on(event: 'reject', listener: (err: CircuitBreakerOpenError | RegistryFullError) => void): this
   on(event: 'success', listener: (value: unknown) => void): this
   on(event: 'failure', listener: (err: unknown) => void): this
 }

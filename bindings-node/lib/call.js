@@ -153,6 +153,14 @@ function guarded(host, fn, permit, signal) {
       if (running) abortedWhileRunning = true
       else queueMicrotask(cancel)
     }
+    // An abort during the admission (a listener's doing): `fn` must not run.
+    if (signal?.aborted) {
+      finish(() => {
+        host._settle(permit, CANCELLED)
+        reject(signal.reason)
+      })
+      return
+    }
     try {
       if (signal !== undefined) unwatch = watch(signal, onAbort)
       if (host._timeoutMs !== undefined) {

@@ -119,10 +119,10 @@ function translate(options, where) {
   }
 }
 
-/** `forceOpen`'s duration: absent, or a finite number of ms >= 0. */
+/** `forceOpen`'s duration: absent, or a number of ms from 0 to 2^53 - 1. */
 function checkForceOpenMs(ms) {
-  if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms))) {
-    const err = new RangeError(`forceOpen(ms): ms must be a finite number >= 0, got ${ms}`)
+  if (ms !== undefined && (typeof ms !== 'number' || !(ms >= 0) || !(ms <= Number.MAX_SAFE_INTEGER))) {
+    const err = new RangeError(`forceOpen(ms): ms must be a number from 0 to 2^53 - 1, got ${ms}`)
     err.option = 'ms'
     throw err
   }

@@ -59,7 +59,13 @@ class Registry extends EventEmitter {
   configure(name, options) {
     checkName(name)
     translate(options, 'configure')
-    const t = translate({ ...this._options, ...options }, 'configure')
+    const base = { ...this._options }
+    // The name's own window replaces the Registry's, whichever kind it is.
+    if (options.windowMs !== undefined || options.windowCalls !== undefined) {
+      delete base.windowMs
+      delete base.windowCalls
+    }
+    const t = translate({ ...base, ...options }, 'configure')
     const now = read(this)
     let changed
     try {

@@ -234,6 +234,12 @@ async function runSequence(seed, steps, timers) {
   const timeouts = timers !== undefined
   let t = r.int(0, 100000)
   const options = { name: 'differential', clock: () => t, isFailure: (e) => !e.ignored, ...profile.options }
+  // Every third sequence runs on the default clock (performance.now, here
+  // reading `t`): the fast path skips readings it knows cannot matter there.
+  if (seed % 3 === 0 && !timeouts) {
+    delete options.clock
+    performance.now = () => t
+  }
   if (timeouts) options.timeoutMs = TIMEOUT_MS
   const openTimeout = options.openTimeoutMs === undefined ? 30000 : options.openTimeoutMs
   const A = new CircuitBreaker(options)
@@ -484,7 +490,12 @@ async function runMany(title, base, count, timers) {
   const list = seeds(base, count)
   const failures = []
   for (const seed of list) {
-    const f = await runSequence(seed, STEPS, timers)
+    let f
+    try {
+      f = await runSequence(seed, STEPS, timers)
+    } finally {
+      delete performance.now // back to Performance.prototype.now
+    }
     if (f) failures.push(f)
   }
   if (failures.length > 0) assert.fail(report(title, failures, list.length))

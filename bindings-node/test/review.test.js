@@ -115,9 +115,45 @@ describe('hostile review', () => {
     const permit = r.get('a').tryAcquire()
     r.restore(saved)
     assert.ok(r.get('b').tryAcquire().error instanceof RegistryFullError)
+    // Its report reaches no breaker (the restored one did not admit it),
+    // and frees the name: the restored metrics still add up and round-trip.
     r.get('a').record(permit, 'failure')
     const m = r.get('a').metrics()
-    assert.deepEqual([m.stale, m.failures], [1, 0])
+    assert.deepEqual([m.admitted, m.successes, m.stale, m.failures], [1, 1, 0, 0])
+    r.restore(r.toJSON())
+    assert.equal(r.get('b').tryAcquire().admitted, true, "'a' is idle again")
+  })
+
+  test('an abort during the admission (by a listener) cancels the call before fn runs', async () => {
+    const { b } = halfOpen({ halfOpenMaxAttempts: 1 })
+    const ac = new AbortController()
+    b.on('halfOpen', () => ac.abort(new Error('stop')))
+    let ran = false
+    await assert.rejects(
+      b.execute(
+        () => {
+          ran = true
+        },
+        { signal: ac.signal },
+      ),
+      /stop/,
+    )
+    assert.equal(ran, false)
+    assert.deepEqual([b.metrics().cancelled, b.metrics().probesInFlight], [1, 0])
+    assert.equal(b.tryAcquire().admitted, true, 'the probe slot is free')
+  })
+
+  test("configure() can switch a name between time and count windows", () => {
+    const r = new Registry({ clock: () => 0, windowMs: 10000 })
+    r.configure('k', { windowCalls: 10 })
+    const rate = new Registry({ clock: () => 0, windowCalls: 10, failureThreshold: null, failureRateThreshold: 50 })
+    rate.configure('k', { windowMs: 5000 })
+  })
+
+  test('forceOpen(ms) beyond 2^53 - 1 ms is a RangeError', () => {
+    const b = new CircuitBreaker({ name: 'r' })
+    assert.throws(() => b.forceOpen(1e300), (e) => e instanceof RangeError)
+    assert.equal(b.getState(), 'CLOSED')
   })
 
   test('#5 timeoutMs beyond what a timer keeps is a RangeError', () => {
@@ -185,7 +221,10 @@ describe('hostile review', () => {
     now = 0.9999996 // rounds to 1 ms: the next bucket
     await a.execute(() => 1)
     b.record(b.tryAcquire(), 'success')
-    now = 7.5
+    // At 8.5 ms the first bucket [0, 1) has left the window: a call counted
+    // in the wrong bucket would show here.
+    now = 8.5
+    assert.equal(b.metrics().windowCalls, 1)
     assert.equal(a.metrics().windowCalls, b.metrics().windowCalls)
     // A rejection's wait is exact to the microsecond, negative readings are 0.
     let t = -100

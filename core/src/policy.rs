@@ -49,17 +49,21 @@ pub(crate) fn first_open_period(c: &Config) -> Duration {
 }
 
 /// Whether a registry may forget a breaker: closed, in no manual mode, with
-/// no call in flight, and no failure counted that a policy uses (none in its
-/// window; none in a row, if `consecutive_failures` is set). A new breaker
-/// would decide the same, so no protection is lost.
+/// no call in flight, and nothing counted that a policy uses: no failure in
+/// its window, none in a row if `consecutive_failures` is set, and no call at
+/// all in its window if a rate is judged (the successes a rate counts would
+/// be forgotten too). A new breaker would decide the same, so no protection
+/// is lost. (A rate breaker over a count window thus stays once used.)
 #[cfg(feature = "alloc")]
 pub(crate) fn forgettable(c: &Config, state: State, mode: Mode, counts: &Counts, in_flight: u32) -> bool {
     let run_matters = c.consecutive_failures.is_some();
+    let rates = c.failure_rate_threshold.is_some() || c.slow_call_rate_threshold.is_some();
     state == State::Closed
         && mode == Mode::Normal
         && in_flight == 0
         && !(run_matters && counts.consecutive_failures > 0)
         && counts.window.failures == 0
+        && !(rates && counts.window.calls > 0)
 }
 
 /// Why a breaker with these counts must open, if it must. Judged when a

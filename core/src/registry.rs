@@ -121,9 +121,33 @@ struct Entry<M> {
     name: Name,
     /// The registry's use counter when this breaker was last looked up.
     used: u64,
-    /// Permits issued by [`Registry::try_acquire`] and not yet reported.
+    /// Permits this breaker issued through [`Registry::try_acquire`], not yet reported.
     in_flight: u32,
+    /// Calls of the breakers this name had before this one.
+    earlier: Earlier,
     breaker: Keyed<M>,
+}
+
+/// Calls admitted by the breakers a name had before its current one
+/// (replaced by [`Registry::configure`] or a restore), not yet reported.
+/// Their permits are of generations below `below`, where the current
+/// breaker's start; their reports reach no breaker (the meter that counted
+/// their admission is gone), but they keep the name from eviction.
+#[derive(Debug, Clone, Copy, Default)]
+struct Earlier {
+    below: u32,
+    in_flight: u32,
+}
+
+impl<M: Meter> Entry<M> {
+    /// Every call of this name not yet reported, and the generation the
+    /// next breaker of this name must start at.
+    fn outstanding(&self, now: Instant) -> Earlier {
+        Earlier {
+            below: self.breaker.counts(now).generation.wrapping_add(1),
+            in_flight: self.in_flight.saturating_add(self.earlier.in_flight),
+        }
+    }
 }
 
 /// Breakers by name, bounded in number. `M` is each breaker's meter
@@ -138,10 +162,9 @@ pub struct Registry<M = crate::Metrics> {
     hasher: DefaultHashBuilder,
     /// Counts lookups; stamps `Entry::used`.
     uses: u64,
-    /// Names a restore dropped while they had calls in flight, with the
-    /// generation their next breaker must follow (so those calls' late
-    /// reports stay stale).
-    dropped: HashMap<Box<str>, u32>,
+    /// Names a restore dropped while they had calls in flight (until those
+    /// report): a breaker made for the name later starts after them.
+    dropped: HashMap<Box<str>, Earlier>,
     /// State of the xorshift that draws eviction samples.
     sampler: u64,
     capacity: usize,
@@ -186,6 +209,8 @@ impl<M: Meter + Default> Registry<M> {
         let from = entry.breaker.state(now);
         let mut fresh = Breaker::with_meter(config, M::default())?;
         fresh.follow(&entry.breaker, now);
+        entry.earlier = entry.outstanding(now);
+        entry.in_flight = 0;
         entry.breaker = fresh;
         let transition = (from != State::Closed).then_some(Transition {
             from,
@@ -212,11 +237,27 @@ impl<M: Meter + Default> Registry<M> {
     /// Reports a call admitted by [`try_acquire`](Self::try_acquire). If
     /// `name` has no breaker any more (a `restore` replaced
     /// them), the report is dropped: it is stale for any breaker.
+    ///
+    /// A call admitted by a breaker `name` had before its current one (see
+    /// [`configure`](Self::configure)) is counted out, but reaches no
+    /// breaker: the meter that counted its admission is gone.
     pub fn record(&mut self, name: &str, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
-        let i = self.find(name)?;
+        let Some(i) = self.find(name) else {
+            if let Some(earlier) = self.dropped.get_mut(name) {
+                earlier.in_flight = earlier.in_flight.saturating_sub(1);
+                if earlier.in_flight == 0 {
+                    self.dropped.remove(name);
+                }
+            }
+            return None;
+        };
         self.uses += 1;
         let entry = &mut self.entries[i as usize];
         entry.used = self.uses;
+        if permit.generation() < entry.earlier.below {
+            entry.earlier.in_flight = entry.earlier.in_flight.saturating_sub(1);
+            return None;
+        }
         entry.in_flight = entry.in_flight.saturating_sub(1);
         entry.breaker.record(permit, outcome, now)
     }
@@ -304,11 +345,8 @@ impl<M: Meter + Default> Registry<M> {
     /// Makes the breaker for `name` (evicting an idle one at capacity) and
     /// returns its index.
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
-        let mut breaker = Breaker::with_meter(self.config_for(name), M::default())?;
-        if let Some(generation) = self.dropped.remove(name) {
-            breaker.follow_generation(generation, now);
-        }
-        let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, breaker };
+        let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
+        let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, earlier: Earlier::default(), breaker };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
@@ -325,6 +363,12 @@ impl<M: Meter + Default> Registry<M> {
             self.evictions += 1;
             victim
         };
+        // Only now that it has a place: calls of a breaker a restore dropped.
+        if let Some(earlier) = self.dropped.remove(name) {
+            let entry = &mut self.entries[i as usize];
+            entry.breaker.follow_generation(earlier.below.wrapping_sub(1), now);
+            entry.earlier = earlier;
+        }
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.index.insert_unique(self.hash(name), i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));
         Ok(i)
@@ -358,7 +402,8 @@ fn draw(x: &mut u64, len: usize) -> u32 {
 /// Whether the entry's breaker may be forgotten (see `policy::forgettable`).
 fn is_idle<M: Meter>(entry: &Entry<M>, now: Instant) -> bool {
     let b = &entry.breaker;
-    policy::forgettable(b.config(), b.state(now), b.mode(now), &b.counts(now), entry.in_flight)
+    let in_flight = entry.in_flight.saturating_add(entry.earlier.in_flight);
+    policy::forgettable(b.config(), b.state(now), b.mode(now), &b.counts(now), in_flight)
 }
 
 /// The state of a registry: every breaker by name, and its eviction count.
@@ -506,17 +551,18 @@ mod saved {
                     return Err(SnapshotError::Corrupt("a name appears twice"));
                 }
                 let mut breaker = Keyed::restore(restored.config_for(name), saved, now)?;
-                let (from, in_flight) = match self.find(name) {
+                let (from, earlier) = match self.find(name) {
                     Some(i) => {
                         let old = &self.entries[i as usize];
                         breaker.follow(&old.breaker, now);
-                        (old.breaker.state(now), old.in_flight)
+                        (old.breaker.state(now), old.outstanding(now))
                     }
                     None => {
-                        if let Some(&generation) = self.dropped.get(name.as_str()) {
-                            breaker.follow_generation(generation, now);
+                        let earlier = self.dropped.get(name.as_str()).copied().unwrap_or_default();
+                        if earlier.in_flight > 0 {
+                            breaker.follow_generation(earlier.below.wrapping_sub(1), now);
                         }
-                        (State::Closed, 0)
+                        (State::Closed, earlier)
                     }
                 };
                 let to = breaker.state(now);
@@ -525,20 +571,33 @@ mod saved {
                 }
                 restored.uses += 1;
                 let i = restored.entries.len() as u32;
-                let entry = Entry { name: Name::new(name), used: restored.uses, in_flight, breaker };
+                let entry = Entry { name: Name::new(name), used: restored.uses, in_flight: 0, earlier, breaker };
                 restored.entries.push(entry);
                 let (entries, hasher) = (&restored.entries, &restored.hasher);
                 let hash = hasher.hash_one(name.as_str());
                 restored.index.insert_unique(hash, i, |&j| hasher.hash_one(entries[j as usize].name.as_str()));
             }
-            // Names the snapshot drops: their calls in flight must stay stale
-            // for a breaker made for the name later.
-            restored.dropped = self.dropped.clone();
+            // Names the snapshot drops: their calls in flight must stay out
+            // of a breaker made for the name later; a state other than
+            // closed ends (a name without a breaker is closed).
+            let mut dropped = core::mem::take(&mut self.dropped);
+            dropped.retain(|name, _| restored.find(name).is_none());
             for entry in &self.entries {
-                if entry.in_flight > 0 && restored.find(entry.name.as_str()).is_none() {
-                    restored.dropped.insert(entry.name.as_str().into(), entry.breaker.counts(now).generation);
+                let name = entry.name.as_str();
+                if restored.find(name).is_some() {
+                    continue;
+                }
+                let outstanding = entry.outstanding(now);
+                if outstanding.in_flight > 0 {
+                    dropped.insert(name.into(), outstanding);
+                }
+                let from = entry.breaker.state(now);
+                if from != State::Closed {
+                    let reason = crate::Reason::Restored;
+                    transitions.push((name.into(), Transition { from, to: State::Closed, reason, at: now }));
                 }
             }
+            restored.dropped = dropped;
             *self = restored;
             Ok(transitions)
         }

@@ -49,16 +49,22 @@ fn has_room_predicts_the_next_insertion_exactly() {
 }
 
 #[test]
-fn reconfiguring_an_open_breaker_closes_it_with_a_transition_and_stales_its_permits() {
-    let mut r: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+fn reconfiguring_an_open_breaker_closes_it_with_a_transition_and_keeps_its_calls_out() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
     let old = r.try_acquire("a", ms(0)).unwrap().decision.unwrap();
     r.get("a", ms(0)).unwrap().force_open(ms(0), None);
     let t = r.configure("a", Config { failure_threshold: Some(1), ..Config::default() }, ms(5)).unwrap().unwrap();
     assert_eq!((t.from, t.to, t.reason, t.at), (State::Open, State::Closed, Reason::Reconfigured, ms(5)));
+    // The old call is still out: "a" cannot be evicted for "b".
+    assert!(!r.has_room(ms(5)));
+    // Its report reaches no breaker: the new one's metrics still add up.
     assert_eq!(r.record("a", old, Outcome::Failure, ms(6)), None);
     let b = r.peek("a").unwrap();
     assert_eq!(b.state(ms(6)), State::Closed);
-    assert_eq!(b.metrics(ms(6)).counters.stale, 1);
+    assert_eq!(b.metrics(ms(6)).counters, halfopen::Counters::default());
+    assert!(r.has_room(ms(6)));
+    let saved = r.snapshot(ms(6));
+    r.restore(&saved, ms(6)).expect("the registry restores its own snapshot");
     // A closed breaker is replaced without a transition.
     assert_eq!(r.configure("a", Config::default(), ms(7)).unwrap(), None);
 }
@@ -110,18 +116,57 @@ fn a_restore_keeps_calls_in_flight_in_flight_and_their_reports_stale() {
     let mut without_gone = saved.clone();
     without_gone.breakers.retain(|(name, _)| name != "gone");
     r.restore(&without_gone, ms(2)).unwrap();
-    // "a" is busy: a new key cannot evict it; its late report is stale.
+    // "a" is busy: a new key cannot evict it; its late report reaches no
+    // breaker (the restored one's metrics add up), and frees it.
     let on_b = r.try_acquire("b", ms(3)).unwrap().decision.unwrap();
     assert_eq!(r.try_acquire("c", ms(3)).unwrap_err(), RegistryError::Full { capacity: 2 });
+    // A refused insertion keeps what it knows of "gone"'s call out.
+    assert_eq!(r.try_acquire("gone", ms(3)).unwrap_err(), RegistryError::Full { capacity: 2 });
     assert_eq!(r.record("a", on_a, Outcome::Failure, ms(4)), None);
     let a = r.peek("a").unwrap().metrics(ms(4)).counters;
-    assert_eq!((a.stale, a.failures), (1, 0));
-    // A breaker made again for "gone" does not count the old call.
+    assert_eq!((a.admitted, a.failures, a.stale), (0, 0, 0));
     r.record("b", on_b, Outcome::Success, ms(5));
-    let _in_flight = r.try_acquire("gone", ms(6)).unwrap().decision.unwrap();
+    // A breaker made again for "gone" counts neither the old call, nor its
+    // report against its own calls in flight.
+    let mine = r.try_acquire("gone", ms(6)).unwrap().decision.unwrap();
     assert_eq!(r.record("gone", on_gone, Outcome::Failure, ms(7)), None);
     let gone = r.peek("gone").unwrap().metrics(ms(7)).counters;
-    assert_eq!((gone.stale, gone.failures), (1, 0));
+    assert_eq!((gone.admitted, gone.failures, gone.stale), (1, 0, 0));
+    // "gone"'s own call keeps it: with "a" busy too, a new key is refused.
+    let on_a = r.try_acquire("a", ms(7)).unwrap().decision.unwrap();
+    assert!(!r.has_room(ms(7)), "its own call is still out");
+    r.record("gone", mine, Outcome::Success, ms(8));
+    r.record("a", on_a, Outcome::Success, ms(8));
+    assert_eq!(r.peek("gone").unwrap().metrics(ms(8)).counters.successes, 1);
+    let saved = r.snapshot(ms(8));
+    r.restore(&saved, ms(8)).expect("the registry restores its own snapshot");
+}
+
+#[test]
+fn a_restore_that_drops_an_open_breaker_says_it_closed() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 4).unwrap();
+    let empty = r.snapshot(ms(0));
+    r.get("a", ms(0)).unwrap().force_open(ms(0), None);
+    let changed = r.restore(&empty, ms(1)).unwrap();
+    let (from, to, reason) = (changed[0].1.from, changed[0].1.to, changed[0].1.reason);
+    assert_eq!((changed[0].0.as_str(), from, to, reason), ("a", State::Open, State::Closed, Reason::Restored));
+}
+
+#[test]
+fn a_rate_breaker_with_calls_in_its_window_is_not_idle() {
+    let rate = Config {
+        failure_threshold: None,
+        failure_rate_threshold: Some(50.0),
+        window: halfopen::Window::Count(10),
+        ..Config::default()
+    };
+    let mut r: Registry<Metrics> = Registry::new(rate, 1).unwrap();
+    for _ in 0..9 {
+        let p = r.try_acquire("a", ms(0)).unwrap().decision.unwrap();
+        r.record("a", p, Outcome::Success, ms(0));
+    }
+    // Forgetting "a" would forget the 9 successes its rate counts.
+    assert!(!r.has_room(ms(1)));
 }
 
 #[test]
