@@ -214,7 +214,7 @@ export declare class Registry extends EventEmitter {
   readonly evictions: number
   prometheus(): string
   toJSON(): object
-  /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay stale. */
+  /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay out of the new breakers. */
   restore(snapshot: object | string): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
   on(event: 'reject', listener: (err: CircuitBreakerOpenError | RegistryFullError) => void): this

@@ -109,7 +109,8 @@ class Registry extends EventEmitter {
 
   /**
    * Replaces every breaker with those of `snapshot` (from `toJSON`, or its
-   * JSON text). Calls in flight stay in flight; their late reports are stale.
+   * JSON text). Calls in flight stay in flight (the name is not evicted);
+   * their late reports reach no breaker.
    */
   restore(snapshot) {
     if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {

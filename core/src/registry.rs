@@ -195,7 +195,8 @@ impl<M: Meter + Default> Registry<M> {
     /// Gives `name` its own configuration, from now on and after eviction
     /// (for at most `capacity` names). A breaker `name` already has is
     /// replaced at `now` by a new, closed one (its metrics start afresh; the
-    /// permits it issued become stale); if it was not closed, the returned
+    /// calls it admitted are counted out when they report, but reach no
+    /// breaker); if it was not closed, the returned
     /// transition says so (reason [`Reconfigured`](crate::Reason::Reconfigured)).
     pub fn configure(&mut self, name: &str, config: Config, now: Instant) -> Result<Option<Transition>, RegistryError> {
         config.validate()?;
