@@ -278,14 +278,14 @@ class CircuitBreaker {
    */
   _admit() {
     if (this._kind === ADMIT) {
-      if (this._slowAfter !== Infinity || !this._monotonic) {
-        // A slow-call threshold: the call's latency needs its start.
+      const slow = this._slowAfter !== Infinity
+      if (slow || !this._monotonic || this._admitted === 0) {
         const now = read(this)
         if (this._admitted === 0) this._admittedAt = now
         this._admitted += 1
-        return { generation: this._generation, issuedAtMs: now, licensed: true }
+        // With a slow-call threshold, the call's latency needs its start.
+        return slow ? { generation: this._generation, issuedAtMs: now, licensed: true } : this._licensed
       }
-      if (this._admitted === 0) this._admittedAt = read(this)
       this._admitted += 1
       return this._licensed
     }
@@ -302,11 +302,11 @@ class CircuitBreaker {
   /**
    * Reports `outcome` to the core, then emits `event` and the transitions it
    * caused. A success admitted under the licence that still holds joins the
-   * batch if its reading is before the licence's end (no reading at all when
-   * neither time nor latency matters, `until` and `slowAfter` being Infinity,
-   * and the clock is the default, monotonic one)
-   * and it was not slow (a success within 2 µs of the threshold is left to
-   * the core, whose microseconds decide).
+   * batch if its reading is before the licence's end and it was not slow (a
+   * success within 2 µs of the threshold is left to the core, whose
+   * microseconds decide). No reading at all when neither time nor latency
+   * matters (`until` and `slowAfter` Infinity) and the clock is the default,
+   * monotonic one.
    */
   _settle(permit, outcome, event, payload) {
     let now
