@@ -10,21 +10,28 @@ use crate::gateway::{Micros, SECOND};
 pub enum Strategy {
     /// No breaker; a failed send is retried at once (seed 000's disaster).
     NoBreaker,
-    /// Seed 000's class; its rejection fails the job, BullMQ retries it later
-    /// (an attempt is used, as with the seed's worker).
+    /// Seed 000's class with seed 000's own worker: its rejection fails the
+    /// job, BullMQ retries it later (an attempt is used). What the seed's code
+    /// does, and a result of that integration more than of the breaker.
     SeedClass,
+    /// Seed 000's class with halfopen's queue integration: a rejected job goes
+    /// back to the queue without using an attempt, until the open time its
+    /// code knows ends (a tenth of it when its half-open limit is reached).
+    SeedClassRequeued,
     /// halfopen with its defaults (seed 000's values); a rejected job goes back
     /// to the queue until the breaker's retry time, without using an attempt.
     Halfopen,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 3] = [Strategy::NoBreaker, Strategy::SeedClass, Strategy::Halfopen];
+    pub const ALL: [Strategy; 4] =
+        [Strategy::NoBreaker, Strategy::SeedClass, Strategy::SeedClassRequeued, Strategy::Halfopen];
 
     pub fn name(self) -> &'static str {
         match self {
             Strategy::NoBreaker => "no breaker, immediate retry",
-            Strategy::SeedClass => "seed 000's class",
+            Strategy::SeedClass => "seed 000's class, its own worker (a rejection uses an attempt)",
+            Strategy::SeedClassRequeued => "seed 000's class, requeued like halfopen",
             Strategy::Halfopen => "halfopen (defaults)",
         }
     }
@@ -42,7 +49,8 @@ pub enum Admit {
 /// One guard per instance.
 pub enum Guard {
     None,
-    Seed(SeedBreaker),
+    /// The seed's class; `true`: requeued like halfopen.
+    Seed(SeedBreaker, bool),
     Halfopen(Box<Breaker<Config, Metrics>>),
 }
 
@@ -54,7 +62,8 @@ impl Guard {
     pub fn new(strategy: Strategy) -> Self {
         match strategy {
             Strategy::NoBreaker => Guard::None,
-            Strategy::SeedClass => Guard::Seed(SeedBreaker::new()),
+            Strategy::SeedClass => Guard::Seed(SeedBreaker::new(), false),
+            Strategy::SeedClassRequeued => Guard::Seed(SeedBreaker::new(), true),
             Strategy::Halfopen => {
                 let breaker = Breaker::with_meter(Config::default(), Metrics::default()).expect("defaults are valid");
                 Guard::Halfopen(Box::new(breaker))
@@ -65,9 +74,13 @@ impl Guard {
     pub fn admit(&mut self, now: Micros, jitter: f64) -> Admit {
         match self {
             Guard::None => Admit::Go(None),
-            Guard::Seed(b) => match b.begin(now) {
-                true => Admit::Go(None),
-                false => Admit::Wait { retry_after: SECOND, uses_attempt: true },
+            Guard::Seed(b, requeued) => match (b.begin(now), *requeued) {
+                (true, _) => Admit::Go(None),
+                (false, false) => Admit::Wait { retry_after: SECOND, uses_attempt: true },
+                (false, true) => {
+                    let spread = (jitter * SECOND as f64) as Micros;
+                    Admit::Wait { retry_after: b.retry_after(now) + spread, uses_attempt: false }
+                }
             },
             Guard::Halfopen(b) => match b.try_acquire(at(now)).decision {
                 Ok(permit) => Admit::Go(Some(permit)),
@@ -86,7 +99,7 @@ impl Guard {
 
     pub fn report(&mut self, permit: Option<Permit>, ok: bool, now: Micros) {
         match (self, permit) {
-            (Guard::Seed(b), _) => b.end(ok, now),
+            (Guard::Seed(b, _), _) => b.end(ok, now),
             (Guard::Halfopen(b), Some(p)) => {
                 b.record(p, if ok { Outcome::Success } else { Outcome::Failure }, at(now));
             }
@@ -98,7 +111,7 @@ impl Guard {
     pub fn state(&mut self, now: Micros) -> Option<u8> {
         match self {
             Guard::None => None,
-            Guard::Seed(b) => {
+            Guard::Seed(b, _) => {
                 b.transition_if_needed(now);
                 Some(match b.state {
                     SeedState::Closed => 0,
@@ -158,6 +171,16 @@ impl SeedBreaker {
                 true
             }
             SeedState::Closed => true,
+        }
+    }
+
+    /// What its code knows of when to come back after a refusal: the open
+    /// time left; when its half-open limit is reached, a tenth of the open
+    /// time (the rule halfopen's core uses).
+    fn retry_after(&self, now: Micros) -> Micros {
+        match self.state {
+            SeedState::Open => (self.opened_at + self.current_timeout).saturating_sub(now),
+            SeedState::HalfOpen | SeedState::Closed => self.current_timeout / 10,
         }
     }
 

@@ -18,6 +18,7 @@ fn color(s: Strategy) -> &'static str {
     match s {
         Strategy::NoBreaker => "#d62728",
         Strategy::SeedClass => "#ff7f0e",
+        Strategy::SeedClassRequeued => "#2ca02c",
         Strategy::Halfopen => "#1f77b4",
     }
 }
