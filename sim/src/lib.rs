@@ -9,3 +9,4 @@ pub mod guard;
 pub mod rng;
 pub mod scenarios;
 pub mod svg;
+pub mod table;

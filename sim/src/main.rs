@@ -6,35 +6,9 @@
 use std::io::Write;
 use std::time::Instant;
 
-use halfopen_sim::engine::{Report, run};
+use halfopen_sim::engine::run;
 use halfopen_sim::guard::Strategy;
-use halfopen_sim::{scenarios, svg};
-
-fn duration(us: u64) -> String {
-    let s = us / 1_000_000;
-    if s >= 3600 { format!("{}h{:02}m", s / 3600, s % 3600 / 60) } else { format!("{}m{:02}s", s / 60, s % 60) }
-}
-
-fn table(reports: &[Report]) {
-    println!(
-        "| strategy | delivered | lost | still queued | upstream calls | wasted calls | time suspended | duration |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for r in reports {
-        println!(
-            "| {} | {} ({:.1} %) | {} | {} | {} | {} | {} | {} |",
-            r.strategy.name(),
-            r.delivered,
-            100.0 * f64::from(r.delivered) / f64::from(r.messages),
-            r.lost(),
-            r.queued,
-            r.upstream_calls,
-            r.wasted_calls,
-            duration(r.suspended),
-            duration(r.duration)
-        );
-    }
-}
+use halfopen_sim::{scenarios, svg, table};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -57,7 +31,7 @@ fn main() {
             eprint!("\r{:<80}\r", "");
         }
         println!("### {}\n", scenario.name);
-        table(&reports);
+        print!("{}", table::render(&reports));
         let path = format!("{out}/{}.svg", scenario.slug);
         std::fs::write(&path, svg::render(&scenario, &reports)).expect("can write the picture");
         println!("\npicture: {path}\n");

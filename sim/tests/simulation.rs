@@ -1,7 +1,8 @@
 //! The simulator's own guarantees: a seed repeats a run exactly; every
-//! message ends delivered, lost or still queued; the pictures the README shows
-//! are the ones `make demo` draws; and halfopen does in the Black Friday
-//! campaign what it is for.
+//! message ends delivered, lost, or still waiting or in flight (each counted
+//! where it is); the tables and pictures the README shows are the ones `make
+//! demo` makes; the seed class's port follows the TypeScript's rules; and
+//! halfopen does in the Black Friday campaign what it is for.
 
 use halfopen_sim::engine::run;
 use halfopen_sim::guard::Strategy;
@@ -26,7 +27,7 @@ fn every_message_is_delivered_lost_or_still_queued() {
             for strategy in Strategy::ALL {
                 let r = run(&scenario, strategy, seed);
                 assert_eq!(
-                    r.delivered + r.swallowed + r.gave_up + r.queued,
+                    r.delivered + r.swallowed + r.gave_up + r.queued(),
                     r.messages,
                     "{} / {strategy:?}",
                     scenario.slug
@@ -42,8 +43,8 @@ fn every_message_is_delivered_lost_or_still_queued() {
     let mut short = scenarios::black_friday();
     short.horizon = 30 * 1_000_000;
     let r = run(&short, Strategy::Halfopen, 1);
-    assert!(r.queued > 0, "a run stopped early leaves messages queued");
-    assert_eq!(r.delivered + r.swallowed + r.gave_up + r.queued, r.messages);
+    assert!(r.waiting > 0, "a run stopped early leaves messages waiting");
+    assert_eq!(r.delivered + r.swallowed + r.gave_up + r.queued(), r.messages);
 }
 
 #[test]
@@ -69,4 +70,63 @@ fn the_readme_pictures_are_the_ones_make_demo_draws() {
             scenario.slug
         );
     }
+}
+
+#[test]
+fn the_readme_tables_are_the_ones_make_demo_prints() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README");
+    for scenario in scenarios::all() {
+        let reports: Vec<_> = Strategy::ALL.into_iter().map(|s| run(&scenario, s, 1)).collect();
+        let table = halfopen_sim::table::render(&reports);
+        assert!(readme.contains(&table), "README.md's table for {} is stale: run make demo\n{table}", scenario.slug);
+    }
+}
+
+#[test]
+fn the_seed_class_port_follows_the_typescript_rules() {
+    use halfopen_sim::guard::Guard;
+    let second = 1_000_000u64;
+    // Seed 000: 5 failures in 60 s open it for 30 s; 3 attempts while
+    // half-open, 3 successes close it; a half-open failure doubles the open
+    // time (to at most 5 min).
+    let mut g = Guard::new(Strategy::SeedClassRequeued);
+    for i in 0..4 {
+        assert!(matches!(g.admit(i * second, 0.0), halfopen_sim::guard::Admit::Go(_)));
+        g.report(None, false, i * second);
+    }
+    assert_eq!(g.state(5 * second), Some(0), "4 failures keep it closed");
+    assert!(matches!(g.admit(65 * second, 0.0), halfopen_sim::guard::Admit::Go(_)));
+    g.report(None, false, 65 * second);
+    assert_eq!(g.state(65 * second), Some(0), "failures older than 60 s no longer count");
+    for t in 66..70 {
+        g.report(None, false, t * second);
+    }
+    assert_eq!(g.state(70 * second), Some(2), "5 failures within 60 s open it");
+    match g.admit(80 * second, 0.0) {
+        halfopen_sim::guard::Admit::Wait { retry_after, uses_attempt } => {
+            assert_eq!((retry_after, uses_attempt), (19 * second, false), "requeued until the 30 s end");
+        }
+        halfopen_sim::guard::Admit::Go(_) => panic!("admitted while open"),
+    }
+    assert_eq!(g.state(99 * second), Some(1), "half-open after 30 s");
+    for _ in 0..3 {
+        assert!(matches!(g.admit(99 * second, 0.0), halfopen_sim::guard::Admit::Go(_)));
+    }
+    assert!(matches!(g.admit(99 * second, 0.0), halfopen_sim::guard::Admit::Wait { .. }), "3 attempts at most");
+    g.report(None, false, 100 * second);
+    assert_eq!(g.state(100 * second), Some(2), "a half-open failure reopens");
+    assert_eq!(g.state(159 * second), Some(2), "for twice as long (60 s)");
+    assert_eq!(g.state(160 * second), Some(1));
+    for _ in 0..3 {
+        assert!(matches!(g.admit(160 * second, 0.0), halfopen_sim::guard::Admit::Go(_)));
+        g.report(None, true, 160 * second);
+    }
+    assert_eq!(g.state(160 * second), Some(0), "3 successes close it");
+    // Its own worker: a rejection uses an attempt.
+    let mut own = Guard::new(Strategy::SeedClass);
+    for _ in 0..5 {
+        let _ = own.admit(0, 0.0);
+        own.report(None, false, 0);
+    }
+    assert!(matches!(own.admit(second, 0.0), halfopen_sim::guard::Admit::Wait { uses_attempt: true, .. }));
 }

@@ -1,0 +1,37 @@
+//! The Markdown table of a campaign's results, as `make demo` prints it and
+//! the README shows it (a test checks the README's tables are these).
+
+use std::fmt::Write;
+
+use crate::engine::Report;
+
+fn duration(us: u64) -> String {
+    let s = us / 1_000_000;
+    if s >= 3600 { format!("{}h{:02}m", s / 3600, s % 3600 / 60) } else { format!("{}m{:02}s", s / 60, s % 60) }
+}
+
+/// One row per strategy.
+pub fn render(reports: &[Report]) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| strategy | delivered | lost | still queued | upstream calls | wasted calls | time suspended | duration |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in reports {
+        // Writing into a String cannot fail.
+        let _ = writeln!(
+            out,
+            "| {} | {} ({:.1} %) | {} | {} | {} | {} | {} | {} |",
+            r.strategy.name(),
+            r.delivered,
+            100.0 * f64::from(r.delivered) / f64::from(r.messages),
+            r.lost(),
+            r.queued(),
+            r.upstream_calls,
+            r.wasted_calls,
+            duration(r.suspended),
+            duration(r.duration)
+        );
+    }
+    out
+}
