@@ -342,9 +342,6 @@ mod saved {
             if reported > c.admitted || c.slow > c.failures {
                 return corrupt("metrics counters");
             }
-            if saved.time_in_us.iter().any(|&t| t > MAX_SAVED_COUNTER) {
-                return corrupt("metrics time out of range");
-            }
             let current = hour(now);
             let mut opens_by_hour = [0; HOURS];
             for (age, &n) in saved.opens_by_hour.iter().enumerate() {
