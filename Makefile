@@ -19,9 +19,10 @@ demo:
 test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-examples
 
 # The core with every feature set it claims (std + serde by default, none,
-# alloc alone), and the simulator.
+# alloc alone), and the simulator (release: it runs every campaign).
 test-rust:
-	$(CARGO) test -p halfopen -p halfopen-sim
+	$(CARGO) test -p halfopen
+	$(CARGO) test --release -p halfopen-sim
 	$(CARGO) test -q -p halfopen --no-default-features
 	$(CARGO) test -q -p halfopen --no-default-features --features alloc
 

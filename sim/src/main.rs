@@ -36,4 +36,6 @@ fn main() {
         std::fs::write(&path, svg::render(&scenario, &reports)).expect("can write the picture");
         println!("\npicture: {path}\n");
     }
+    println!("### Sensitivity: the sender's concurrency (delivered · wasted calls · time suspended)\n");
+    print!("{}", table::sensitivity(&scenarios::all(), seed));
 }

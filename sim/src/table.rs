@@ -3,7 +3,13 @@
 
 use std::fmt::Write;
 
-use crate::engine::Report;
+use crate::engine::{Report, Scenario, run};
+use crate::guard::Strategy;
+
+/// The sender concurrencies the sensitivity table tries: the one that
+/// decides most outcomes (at 300 workers even no breaker does well in
+/// Black Friday).
+pub const CONCURRENCIES: [usize; 3] = [100, 300, 1_000];
 
 fn duration(us: u64) -> String {
     let s = us / 1_000_000;
@@ -32,6 +38,31 @@ pub fn render(reports: &[Report]) -> String {
             duration(r.suspended),
             duration(r.duration)
         );
+    }
+    out
+}
+
+/// Every scenario at every concurrency in [`CONCURRENCIES`], every strategy:
+/// delivered share, wasted calls, time suspended.
+pub fn sensitivity(scenarios: &[Scenario], seed: u64) -> String {
+    let mut out = String::from("| campaign | sender concurrency |");
+    for s in Strategy::ALL {
+        let _ = write!(out, " {} |", s.name());
+    }
+    out.push_str("\n|---|---:|");
+    out.push_str(&"---|".repeat(Strategy::ALL.len()));
+    out.push('\n');
+    for scenario in scenarios {
+        for workers in CONCURRENCIES {
+            let scenario = Scenario { workers, ..scenario.clone() };
+            let _ = write!(out, "| {} | {workers} |", scenario.slug);
+            for strategy in Strategy::ALL {
+                let r = run(&scenario, strategy, seed);
+                let share = 100.0 * f64::from(r.delivered) / f64::from(r.messages);
+                let _ = write!(out, " {share:.1} % · {} wasted · {} |", r.wasted_calls, duration(r.suspended));
+            }
+            out.push('\n');
+        }
     }
     out
 }

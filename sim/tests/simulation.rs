@@ -80,6 +80,8 @@ fn the_readme_tables_are_the_ones_make_demo_prints() {
         let table = halfopen_sim::table::render(&reports);
         assert!(readme.contains(&table), "README.md's table for {} is stale: run make demo\n{table}", scenario.slug);
     }
+    let sensitivity = halfopen_sim::table::sensitivity(&scenarios::all(), 1);
+    assert!(readme.contains(&sensitivity), "README.md's sensitivity table is stale: run make demo\n{sensitivity}");
 }
 
 #[test]
