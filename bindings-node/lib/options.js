@@ -48,8 +48,11 @@ function checkName(name, what = 'name') {
  * The addon's options and the JavaScript side's settings for `where`
  * ('breaker', 'registry' or 'configure'), or a TypeError naming the option.
  */
-function translate(options, where) {
-  if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+function translate(given, where) {
+  if (given === null || typeof given !== 'object') throw typeError('options', 'an object', given)
+  // Own properties only, as for the unknown-option check below: a property
+  // inherited (from a polluted Object.prototype, say) is not an option.
+  const options = Object.assign(Object.create(null), given)
   const own = OWN_OPTIONS[where]
   for (const key of Object.keys(options)) {
     if (!Object.hasOwn(CORE_OPTIONS, key) && key !== 'preset' && !own.includes(key)) {
@@ -64,7 +67,8 @@ function translate(options, where) {
       throw err
     }
   }
-  const native = {}
+  // No prototype: the addon reads every field by name.
+  const native = Object.create(null)
   if (options.preset !== undefined) {
     const preset = Object.hasOwn(PRESETS, options.preset) ? PRESETS[options.preset] : undefined
     if (preset === undefined) throw typeError('preset', '"whatsappGateway" or "partnerWebhook"', options.preset)

@@ -61,7 +61,7 @@ class Registry extends EventEmitter {
     translate(options, 'configure')
     const base = { ...this._options }
     // The name's own window replaces the Registry's, whichever kind it is.
-    if (options.windowMs !== undefined || options.windowCalls !== undefined) {
+    if (Object.hasOwn(options, 'windowMs') || Object.hasOwn(options, 'windowCalls')) {
       delete base.windowMs
       delete base.windowCalls
     }

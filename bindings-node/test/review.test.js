@@ -143,11 +143,29 @@ describe('hostile review', () => {
     assert.equal(b.tryAcquire().admitted, true, 'the probe slot is free')
   })
 
-  test("configure() can switch a name between time and count windows", () => {
+  test('configure() can switch a name between time and count windows', () => {
     const r = new Registry({ clock: () => 0, windowMs: 10000 })
     r.configure('k', { windowCalls: 10 })
-    const rate = new Registry({ clock: () => 0, windowCalls: 10, failureThreshold: null, failureRateThreshold: 50 })
-    rate.configure('k', { windowMs: 5000 })
+    for (let i = 0; i < 12; i++) r.get('k').record(r.get('k').tryAcquire(), 'success')
+    assert.equal(r.get('k').metrics().windowCalls, 10, 'a window of the last 10 calls')
+    let now = 0
+    const rate = new Registry({ clock: () => now, windowCalls: 10, failureThreshold: null, failureRateThreshold: 50 })
+    rate.configure('k', { windowMs: 8000 })
+    for (let i = 0; i < 12; i++) rate.get('k').record(rate.get('k').tryAcquire(), 'success')
+    now = 8000
+    assert.equal(rate.get('k').metrics().windowCalls, 0, 'a time window: the calls have left it')
+  })
+
+  test('options inherited from a polluted Object.prototype are not options', () => {
+    Object.prototype.failureThreshold = 0
+    try {
+      const b = new CircuitBreaker({ name: 'r' })
+      for (let i = 0; i < 5; i++) b.record(b.tryAcquire(), 'failure')
+      assert.equal(b.getState(), 'OPEN', "the default threshold (5), not the prototype's 0")
+      assert.doesNotThrow(() => new Registry().configure('k', { openTimeoutMs: 5000 }))
+    } finally {
+      delete Object.prototype.failureThreshold
+    }
   })
 
   test('forceOpen(ms) beyond 2^53 - 1 ms is a RangeError', () => {
