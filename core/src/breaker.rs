@@ -9,6 +9,7 @@ use crate::error::ConfigError;
 use crate::histogram::LatencyHistogram;
 use crate::jitter;
 use crate::licence::Licence;
+use crate::limit::Limiter;
 use crate::meter::{Meter, Report};
 use crate::metrics::{MetricsReading, ReadMetrics};
 use crate::permit::{Admission, Outcome, Permit, Rejection, Wait};
@@ -72,9 +73,12 @@ pub struct Breaker<C = Config, M = ()> {
     open_for: Duration,
     generation: u32,
     consecutive: u32,
-    probes_in_flight: u16,
+    /// Calls admitted in this generation and not yet reported (closed and
+    /// half-open); earlier permits are stale and hold no slot.
+    in_flight: u32,
     probe_successes: u16,
     phase: Phase,
+    limiter: Limiter,
 }
 
 impl<C: Borrow<Config>> Breaker<C> {
@@ -96,9 +100,10 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             open_for: policy::first_open_period(c),
             generation: 0,
             consecutive: 0,
-            probes_in_flight: 0,
+            in_flight: 0,
             probe_successes: 0,
             phase: Phase::Closed,
+            limiter: Limiter::new(c, Instant::ZERO),
             config,
             meter,
         })
@@ -125,13 +130,14 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn try_acquire(&mut self, now: Instant) -> Admission {
         self.latest = self.latest.max(now);
         match self.phase {
-            Phase::Closed => {
+            Phase::Closed if self.limiter.admits(self.in_flight) => {
+                self.in_flight += 1;
                 self.meter.admitted(self.latest);
                 Admission { decision: Ok(self.permit(self.latest)), transition: None }
             }
             Phase::Open { until } if self.latest < until => {
                 self.meter.rejected(self.latest);
-                let wait = Wait::UntilHalfOpen(until - self.latest);
+                let wait = self.open_wait(until, self.latest);
                 Admission { decision: Err(Rejection { state: State::Open, wait }), transition: None }
             }
             _ => self.try_acquire_any(now),
@@ -148,9 +154,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Some(wait) => Err(Rejection { state: self.phase.state(), wait }),
             None => {
                 if let Phase::HalfOpen { .. } = self.phase {
-                    self.probes_in_flight += 1;
                     self.phase = Phase::HalfOpen { give_up_at: policy::probe_give_up_at(self.config(), now) };
                 }
+                self.in_flight = self.in_flight.saturating_add(1);
                 Ok(self.permit(now))
             }
         };
@@ -175,6 +181,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             if !policy::is_slow(c, latency) {
                 self.latest = now;
                 self.consecutive = 0;
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.limiter.succeeded(c);
                 let window = c.window;
                 self.window.record(window, now, false, false);
                 self.meter.reported(Report { outcome, latency, slow: false, stale: false });
@@ -202,10 +210,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Outcome::Success => slow,
             Outcome::Failure => true,
             Outcome::Ignored | Outcome::Cancelled => {
-                if let Phase::HalfOpen { .. } = self.phase {
-                    self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
-                }
-                return None;
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.limiter.ended();
+                return observed;
             }
         };
         match self.phase {
@@ -221,13 +228,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn licence(&self, now: Instant) -> Licence {
         let now = now.max(self.latest);
         let c = self.config();
+        let limited = c.concurrency_limit.is_some();
+        let room = limited.then(|| self.limiter.limit.saturating_sub(self.in_flight));
         match self.phase {
-            Phase::Closed if !self.meter.measures_latency() => Licence::Admit {
+            Phase::Closed if !self.meter.measures_latency() && room != Some(0) => Licence::Admit {
                 generation: self.generation,
                 until: self.window.bucket_end(c.window, now),
                 slow_after: policy::slow_after(c),
+                room,
             },
-            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => {
+            // With a limit, each open rejection's hint is drawn by the breaker.
+            Phase::Open { until } | Phase::ForcedOpen { until } if now < until && !limited => {
                 Licence::Reject { until: Some(until) }
             }
             Phase::HeldOpen => Licence::Reject { until: None },
@@ -239,6 +250,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// of them at `first` (only the meter sees them; their reports follow).
     pub fn admit_licensed(&mut self, count: u32, first: Instant) {
         self.latest = self.latest.max(first);
+        self.in_flight = self.in_flight.saturating_add(count);
         // At `first`, not the latest time seen: if these are the first calls
         // the breaker ever admitted, its time in states starts there.
         for _ in 0..count {
@@ -282,7 +294,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
             Phase::Open { until } | Phase::ForcedOpen { until } => Some(until),
-            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 => Some(give_up_at),
+            Phase::HalfOpen { give_up_at } if self.in_flight > 0 => Some(give_up_at),
             _ => None,
         }
     }
@@ -324,15 +336,19 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// The counters at `now`; changes nothing.
     pub fn counts(&self, now: Instant) -> Counts {
         let now = now.max(self.latest);
-        let (probes_in_flight, probe_successes) = match self.phase {
+        let (in_flight, probe_successes) = match self.phase {
             Phase::HalfOpen { give_up_at } if now >= give_up_at => (0, self.probe_successes),
-            Phase::HalfOpen { .. } => (self.probes_in_flight, self.probe_successes),
-            _ => (0, 0),
+            Phase::HalfOpen { .. } => (self.in_flight, self.probe_successes),
+            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => (0, 0),
+            _ => (self.in_flight, 0),
         };
+        let probing = self.state(now) == State::HalfOpen;
         Counts {
             consecutive_failures: self.consecutive,
             window: self.window.totals(self.config().window, now),
-            probes_in_flight,
+            in_flight,
+            concurrency_limit: self.config().concurrency_limit.map(|_| self.limiter.limit),
+            probes_in_flight: if probing { u16::try_from(in_flight).unwrap_or(u16::MAX) } else { 0 },
             probe_successes,
             generation: self.generation,
         }
@@ -449,18 +465,36 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let now = now.max(self.latest);
         let c = self.config();
         match self.phase {
-            Phase::Closed | Phase::Disabled => None,
-            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => {
-                Some(Wait::UntilHalfOpen(until - now))
-            }
+            Phase::Disabled => None,
+            Phase::Closed => self.limit_wait(now),
+            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Some(self.open_wait(until, now)),
             Phase::Open { .. } | Phase::ForcedOpen { .. } => None,
             Phase::HeldOpen => Some(Wait::Held),
-            Phase::HalfOpen { give_up_at } if now < give_up_at && !policy::admits_probe(c, self.probes_in_flight) => {
+            Phase::HalfOpen { give_up_at } if now >= give_up_at => None,
+            Phase::HalfOpen { give_up_at } if !policy::admits_probe(c, self.in_flight) => {
                 let give_up = give_up_at - now;
                 Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
             }
-            Phase::HalfOpen { .. } => None,
+            Phase::HalfOpen { .. } => self.limit_wait(now),
         }
+    }
+
+    /// An open rejection's wait at `now`, the period ending at `until`.
+    #[inline]
+    fn open_wait(&self, until: Instant, now: Instant) -> Wait {
+        let left = until - now;
+        let spread = self.limiter.spread(self.config(), self.generation, now);
+        Wait::UntilHalfOpen { left, retry: Duration::from_micros(left.as_micros().saturating_add(spread.as_micros())) }
+    }
+
+    /// Whether the concurrency limit refuses a call at `now`, and the wait.
+    fn limit_wait(&self, now: Instant) -> Option<Wait> {
+        if self.limiter.admits(self.in_flight) {
+            return None;
+        }
+        let c = self.config();
+        let counted = self.window.totals(c.window, now);
+        Some(Wait::LimitFull { retry: self.limiter.retry_hint(c, self.in_flight, counted, now) })
     }
 
     /// Applies the timed changes due by `now` (reported to the meter), for a
@@ -482,10 +516,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.enter(Phase::HalfOpen { give_up_at: until });
                 Some(Transition { from: State::Open, to: State::HalfOpen, reason, at: until })
             }
-            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 && self.latest >= give_up_at => {
+            Phase::HalfOpen { give_up_at } if self.in_flight > 0 && self.latest >= give_up_at => {
                 // Every in-flight probe was admitted at least `probe_timeout`
                 // ago: give them up; their late reports will be stale.
-                self.probes_in_flight = 0;
+                self.in_flight = 0;
+                self.limiter.forget_in_flight();
                 self.generation = self.generation.wrapping_add(1);
                 None
             }
@@ -497,7 +532,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     fn enter(&mut self, phase: Phase) {
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);
-        self.probes_in_flight = 0;
+        self.in_flight = 0;
+        self.limiter.forget_in_flight();
         self.probe_successes = 0;
     }
 
@@ -517,12 +553,15 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         transition
     }
 
-    /// Closes, forgetting the outcomes counted and the backoff reached.
+    /// Closes, forgetting the outcomes counted and the backoff reached; a
+    /// concurrency limit starts again from its starting value.
     fn close(&mut self) {
         self.enter(Phase::Closed);
         self.window.clear();
         self.consecutive = 0;
-        self.open_for = policy::first_open_period(self.config());
+        let c = self.config.borrow();
+        self.open_for = policy::first_open_period(c);
+        self.limiter.restart(c, self.latest);
     }
 
     fn open(&mut self, now: Instant, reason: Reason, from: State) -> Option<Transition> {
@@ -536,6 +575,13 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
 
     fn count_closed(&mut self, now: Instant, failed: bool, slow: bool) -> Option<Transition> {
         self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let c = self.config.borrow();
+        if failed {
+            self.limiter.failed(c, self.in_flight);
+        } else {
+            self.limiter.succeeded(c);
+        }
         let window = self.config().window;
         self.window.record(window, now, failed, slow);
         if !failed || self.phase == Phase::Disabled {
@@ -548,7 +594,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 
     fn count_probe(&mut self, now: Instant, failed: bool) -> Option<Transition> {
-        self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+        self.in_flight = self.in_flight.saturating_sub(1);
         if failed {
             self.open_for = policy::grown_open_period(self.config(), self.open_for);
             return self.open(now, Reason::ProbeFailed, State::HalfOpen);
@@ -602,6 +648,8 @@ mod saved {
         pub(crate) probes_in_flight: u16,
         pub(crate) probe_successes: u16,
         pub(crate) window: crate::window::SavedWindow,
+        /// An adaptive concurrency limit's state (none without one).
+        pub(crate) limit: Option<crate::limit::SavedLimit>,
         pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
     }
 
@@ -628,9 +676,13 @@ mod saved {
                 deadline_in_us: (deadline - now).as_micros(),
                 open_for_us: self.open_for.as_micros(),
                 consecutive: self.consecutive,
-                probes_in_flight: self.probes_in_flight,
+                probes_in_flight: match self.phase {
+                    Phase::HalfOpen { .. } => u16::try_from(self.in_flight).unwrap_or(u16::MAX),
+                    _ => 0,
+                },
                 probe_successes: self.probe_successes,
                 window: self.window.save(config.window, now),
+                limit: self.limiter.save(config, now),
                 metrics: self.meter.save(now),
             }
         }
@@ -673,6 +725,7 @@ mod saved {
                 return corrupt("open period");
             }
             let window = WindowState::load(c.window, c.windowed(), &s.window, now)?;
+            let limiter = Limiter::load(c, s.limit.as_ref(), now)?;
             let meter = M::load(s.metrics.as_ref(), now)?;
             Ok(Breaker {
                 window,
@@ -680,9 +733,10 @@ mod saved {
                 open_for,
                 generation: s.generation.wrapping_add(1),
                 consecutive: s.consecutive,
-                probes_in_flight: 0,
+                in_flight: 0,
                 probe_successes: s.probe_successes,
                 phase,
+                limiter,
                 config,
                 meter,
             })

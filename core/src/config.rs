@@ -1,6 +1,7 @@
 //! What a breaker is told to do: trip policies, open time, half-open probing.
 
 use crate::error::{ConfigError, Field, Problem};
+use crate::limit::ConcurrencyLimit;
 use crate::time::Duration;
 use crate::window::{MAX_WINDOW_CALLS, TIME_BUCKETS, Window};
 
@@ -58,6 +59,9 @@ pub struct Config {
     /// was admitted is given up on: it stops counting as in flight, and its
     /// late report is ignored as stale.
     pub probe_timeout: Duration,
+    /// At most this many calls in flight at once, fixed or adaptive
+    /// ([`ConcurrencyLimit`]). `None` (the default, as in seed 000): no limit.
+    pub concurrency_limit: Option<ConcurrencyLimit>,
 }
 
 impl Default for Config {
@@ -80,6 +84,7 @@ impl Default for Config {
             half_open_max_attempts: 3,
             half_open_successes: None,
             probe_timeout: Duration::from_secs(60),
+            concurrency_limit: None,
         }
     }
 }
@@ -207,7 +212,7 @@ impl Config {
         if self.probe_timeout.is_zero() {
             return err(Field::ProbeTimeout, Problem::Zero);
         }
-        Ok(())
+        self.concurrency_limit.map_or(Ok(()), ConcurrencyLimit::validate)
     }
 }
 
@@ -249,5 +254,11 @@ fn fingerprint(c: &Config) -> u64 {
     feed(u64::from(c.half_open_max_attempts));
     feed(u64::from(c.successes_to_close()));
     feed(c.probe_timeout.as_micros());
+    // Only when set, so that every fingerprint from before the limit existed holds.
+    match c.concurrency_limit {
+        None => {}
+        Some(ConcurrencyLimit::Fixed(n)) => feed(u64::from(n) << 1),
+        Some(ConcurrencyLimit::Adaptive { min, max }) => feed((u64::from(min) << 33) | (u64::from(max) << 1) | 1),
+    }
     hash & ((1 << 53) - 1)
 }

@@ -21,6 +21,9 @@ pub enum Field {
     HalfOpenMaxAttempts,
     HalfOpenSuccesses,
     ProbeTimeout,
+    ConcurrencyLimit,
+    AdaptiveLimitMin,
+    AdaptiveLimitMax,
 }
 
 impl Field {
@@ -41,6 +44,9 @@ impl Field {
             Field::HalfOpenMaxAttempts => "half_open_max_attempts",
             Field::HalfOpenSuccesses => "half_open_successes",
             Field::ProbeTimeout => "probe_timeout",
+            Field::ConcurrencyLimit => "concurrency_limit",
+            Field::AdaptiveLimitMin => "adaptive_limit_min",
+            Field::AdaptiveLimitMax => "adaptive_limit_max",
         }
     }
 }
@@ -68,6 +74,8 @@ pub enum Problem {
     BelowOpenTimeout,
     /// `half_open_successes` larger than `half_open_max_attempts`.
     ExceedsHalfOpenMaxAttempts,
+    /// `adaptive_limit_min` larger than `adaptive_limit_max`.
+    ExceedsMax,
 }
 
 impl Problem {
@@ -84,6 +92,7 @@ impl Problem {
             Problem::Missing => "is required by another option that is set",
             Problem::BelowOpenTimeout => "must be at least open_timeout",
             Problem::ExceedsHalfOpenMaxAttempts => "must not exceed half_open_max_attempts",
+            Problem::ExceedsMax => "must not exceed adaptive_limit_max",
         }
     }
 }

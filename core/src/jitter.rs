@@ -1,4 +1,4 @@
-//! Bounded, seeded jitter for open periods. The fraction for an open period
+//! Bounded, seeded jitter for open periods (and the draws that spread retry hints). The fraction for an open period
 //! comes from splitmix64's output for the state `seed + (generation + 1) × γ`
 //! (its `generation`-th draw from `seed`), so it needs no state of its own: the
 //! same seed and history give the same periods on every platform.
@@ -13,14 +13,18 @@ fn mix(state: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The `generation`-th draw from `seed`: uniform over `u64`.
+pub(crate) fn draw(seed: u64, generation: u32) -> u64 {
+    mix(seed.wrapping_add((u64::from(generation) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+}
+
 /// `period` shortened by a uniformly drawn fraction in `[0, jitter)` of it,
 /// drawn for the open period that starts generation `generation`.
 pub(crate) fn shorten(period: Duration, jitter: f64, seed: u64, generation: u32) -> Duration {
     if jitter == 0.0 {
         return period;
     }
-    let draw = mix(seed.wrapping_add((u64::from(generation) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-    let unit = (draw >> 11) as f64 / (1u64 << 53) as f64;
+    let unit = (draw(seed, generation) >> 11) as f64 / (1u64 << 53) as f64;
     let cut = (period.as_micros() as f64 * jitter * unit) as u64;
     Duration::from_micros(period.as_micros() - cut.min(period.as_micros().saturating_sub(1)))
 }

@@ -64,6 +64,7 @@ mod error;
 mod histogram;
 mod jitter;
 mod licence;
+mod limit;
 mod meter;
 mod metrics;
 mod permit;
@@ -86,6 +87,7 @@ pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
 pub use histogram::{LatencyHistogram, LatencySummary};
 pub use licence::Licence;
+pub use limit::{ConcurrencyLimit, MAX_CONCURRENCY_LIMIT};
 pub use meter::{Meter, Report};
 pub use metrics::{Counters, MAX_SAVED_COUNTER, Metrics, MetricsReading, ReadMetrics};
 #[cfg(feature = "serde")]

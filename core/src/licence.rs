@@ -52,6 +52,13 @@ pub enum Licence {
         /// reading to its own) is slow, so a failure: report it with
         /// `record`, never in a batch. `None`: no success is slow.
         slow_after: Option<Duration>,
+        /// With a concurrency limit, how many more calls may be in flight:
+        /// admit while fewer than `room` admitted under this licence are
+        /// unreported (a success handed over frees its slot; any other
+        /// outcome is reported with `record`, and the licence asked again),
+        /// then ask. Successes only ever raise the limit, so a call admitted
+        /// within `room` is one the breaker would admit. `None`: no limit.
+        room: Option<u32>,
     },
     /// Reject every call read before `until` (open), or every call
     /// (`None`: held open until released).

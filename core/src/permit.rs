@@ -42,16 +42,17 @@ pub enum Outcome {
     /// It failed in a way that says the upstream is unwell.
     Failure,
     /// It failed in a way that says nothing about the upstream (a validation
-    /// error, say): not counted; a probe slot is freed.
+    /// error, say): not counted; its slot is freed.
     Ignored,
-    /// The caller gave up before an answer: nothing is counted; a probe slot is freed.
+    /// The caller gave up before an answer: nothing is counted; its slot is freed.
     Cancelled,
 }
 
 /// A call that was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejection {
-    /// The state that rejected it (open, or half-open with every probe slot taken).
+    /// The state that rejected it: open, half-open (every probe slot taken,
+    /// or the concurrency limit full), or closed (the concurrency limit full).
     pub state: State,
     /// What the caller waits for.
     pub wait: Wait,
@@ -67,8 +68,16 @@ impl Rejection {
 /// What a refused call waits for; each case holds its own times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Open: the open period ends after this; then probes may go.
-    UntilHalfOpen(Duration),
+    /// Open: the open period ends after `left`; then probes may go. `retry`
+    /// is `left`, plus, with a concurrency limit, a spread drawn over the
+    /// tenth of `open_timeout` after it, so that the calls refused while
+    /// open do not all come back in the same instant.
+    UntilHalfOpen {
+        /// Until the open period ends.
+        left: Duration,
+        /// When to try again.
+        retry: Duration,
+    },
     /// Half-open with every probe slot taken. A slot frees when a probe
     /// reports, so `retry` is a short hint (a tenth of `open_timeout`, no
     /// later than `give_up`); `give_up` is when the probes in flight are
@@ -79,18 +88,36 @@ pub enum Wait {
         /// When slots free at the latest.
         give_up: Duration,
     },
+    /// The concurrency limit is full: a slot frees when a call in flight
+    /// ends, so `retry` is about one round trip, estimated from the calls
+    /// the window counted (a tenth of `open_timeout` before it has any).
+    LimitFull {
+        /// When to try again.
+        retry: Duration,
+    },
     /// Held open until [`release`](crate::Breaker::release)d.
     Held,
 }
 
 impl Wait {
-    /// The delay a caller (a queue) should wait before trying again: the
-    /// open time left, the half-open hint, or `None` when held open.
+    /// The delay a caller (a queue) should wait before trying again: each
+    /// case's `retry`, or `None` when held open.
     pub fn retry_after(self) -> Option<Duration> {
         match self {
-            Wait::UntilHalfOpen(d) => Some(d),
-            Wait::ProbesBusy { retry, .. } => Some(retry),
+            Wait::UntilHalfOpen { retry, .. } | Wait::ProbesBusy { retry, .. } | Wait::LimitFull { retry } => {
+                Some(retry)
+            }
             Wait::Held => None,
+        }
+    }
+
+    /// Why: `"open"`, `"probes_busy"`, `"limit_full"` or `"held"`.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Wait::UntilHalfOpen { .. } => "open",
+            Wait::ProbesBusy { .. } => "probes_busy",
+            Wait::LimitFull { .. } => "limit_full",
+            Wait::Held => "held",
         }
     }
 }

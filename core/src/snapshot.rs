@@ -30,7 +30,7 @@ use core::fmt;
 use crate::error::SnapshotError;
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2;
 
 /// Whether this build reads snapshots of format `version`.
 pub(crate) fn check_version(version: u32) -> Result<(), SnapshotError> {

@@ -10,7 +10,13 @@ pub struct Counts {
     pub consecutive_failures: u32,
     /// What the window holds now.
     pub window: WindowCounts,
-    /// Half-open probes admitted and not yet reported or given up.
+    /// Calls admitted in the current state period and not yet reported (or
+    /// given up, for half-open probes).
+    pub in_flight: u32,
+    /// The concurrency limit in force, if one is configured.
+    pub concurrency_limit: Option<u32>,
+    /// Half-open probes admitted and not yet reported or given up
+    /// (`in_flight` while half-open, else 0).
     pub probes_in_flight: u16,
     /// Successful probes in the current half-open period.
     pub probe_successes: u16,

@@ -3,12 +3,15 @@
 //! breaker B as a binding drives it under [`Licence`]s (admissions,
 //! successes and rejections handed over in bulk, with outcomes at distinct
 //! times across window-bucket boundaries). States, counts, metrics and the
-//! transitions returned must be identical.
+//! transitions returned must be identical. With a concurrency limit, B admits
+//! within the licence's room and stamps its licensed permits with the time
+//! it asked for the licence, as the Node binding does.
 //!
 //! `HALFOPEN_LICENCE_SEQUENCES` sets the number of sequences (default 5,000).
 
 use halfopen::{
-    Breaker, Config, Duration, Instant, Licence, Metrics, Outcome, Permit, Rejection, Transition, Wait, Window,
+    Breaker, ConcurrencyLimit, Config, Duration, Instant, Licence, Metrics, Outcome, Permit, Rejection, Transition,
+    Wait, Window,
 };
 
 mod common;
@@ -26,6 +29,10 @@ struct Held {
 struct Binding {
     breaker: Breaker<Config, Metrics>,
     licence: Option<Licence>,
+    /// When the licence was asked for.
+    licensed_at: Instant,
+    /// Under a licence with room: how much is left.
+    room: Option<u32>,
     /// Admissions not yet counted: how many, and the first one's reading.
     admitted: (u32, Instant),
     /// Successes not yet handed over: generation, count, latest reading.
@@ -36,13 +43,21 @@ struct Binding {
 
 impl Binding {
     fn flush(&mut self, now: Instant) {
-        // The successes first: nothing may tell the breaker a later time before them.
+        // Nothing may tell the breaker a later time before the successes: the
+        // admissions go first only if the first was read no later than they
+        // were (else none of the batch's calls is among them).
+        let (count, first) = self.admitted;
+        let admissions_first = self.batch.is_none_or(|(_, _, at)| first <= at);
+        if count > 0 && admissions_first {
+            self.breaker.admit_licensed(count, first);
+        }
         if let Some((generation, count, at)) = self.batch.take() {
             self.transitions.extend(self.breaker.record_successes(generation, count, at));
         }
-        let (count, first) = self.admitted;
         if count > 0 {
-            self.breaker.admit_licensed(count, first);
+            if !admissions_first {
+                self.breaker.admit_licensed(count, first);
+            }
             self.admitted = (0, now);
         }
         if self.rejections > 0 {
@@ -52,7 +67,13 @@ impl Binding {
     }
 
     fn relicense(&mut self, now: Instant) {
-        self.licence = Some(self.breaker.licence(now));
+        let licence = self.breaker.licence(now);
+        self.licence = Some(licence);
+        self.licensed_at = now;
+        self.room = match licence {
+            Licence::Admit { room, .. } => room,
+            _ => None,
+        };
     }
 
     /// Asks again only when the licence may have changed (the rule in
@@ -72,16 +93,22 @@ impl Binding {
     fn acquire(&mut self, now: Instant) -> Result<Held, Rejection> {
         match self.licence {
             // A closed breaker admits every call until its next transition.
-            Some(Licence::Admit { generation, .. }) => {
+            Some(Licence::Admit { generation, slow_after, .. }) if self.room != Some(0) => {
                 if self.admitted.0 == 0 {
                     self.admitted.1 = now;
                 }
                 self.admitted.0 += 1;
-                return Ok(Held { generation, issued_at: now, licensed: true });
+                if let Some(room) = &mut self.room {
+                    *room -= 1;
+                }
+                // Without a slow-call threshold, the permit need not know when
+                // its call began: it is stamped with the licence's time.
+                let issued_at = if slow_after.is_some() { now } else { self.licensed_at };
+                return Ok(Held { generation, issued_at, licensed: true });
             }
             Some(Licence::Reject { until }) if until.is_none_or(|u| now < u) => {
                 self.rejections += 1;
-                let wait = until.map_or(Wait::Held, |u| Wait::UntilHalfOpen(u - now));
+                let wait = until.map_or(Wait::Held, |u| Wait::UntilHalfOpen { left: u - now, retry: u - now });
                 return Err(Rejection { state: halfopen::State::Open, wait });
             }
             _ => {}
@@ -89,16 +116,20 @@ impl Binding {
         self.flush(now);
         let admission = self.breaker.try_acquire(now);
         self.transitions.extend(admission.transition);
-        self.relicense_if(admission.transition.is_some(), now);
+        // Under a limit the room changed with this call: ask again.
+        self.relicense_if(admission.transition.is_some() || self.room.is_some(), now);
         admission.decision.map(|p| Held { generation: p.generation(), issued_at: p.issued_at(), licensed: false })
     }
 
     fn record(&mut self, held: Held, outcome: Outcome, now: Instant) {
         let batchable = held.licensed
             && outcome == Outcome::Success
-            && matches!(self.licence, Some(Licence::Admit { generation, until, slow_after })
+            && matches!(self.licence, Some(Licence::Admit { generation, until, slow_after, .. })
                 if generation == held.generation && now < until && slow_after.is_none_or(|s| now - held.issued_at <= s));
         if batchable {
+            if let Some(room) = &mut self.room {
+                *room += 1;
+            }
             match &mut self.batch {
                 Some((generation, count, at)) if *generation == held.generation => {
                     *count += 1;
@@ -115,7 +146,8 @@ impl Binding {
         self.flush(now);
         let permit = Permit::from_parts(held.generation, held.issued_at);
         self.transitions.extend(self.breaker.record(permit, outcome, now));
-        self.relicense_if(self.transitions.len() > before, now);
+        // Under a limit, any report may have cut it: ask again.
+        self.relicense_if(self.transitions.len() > before || self.room.is_some(), now);
     }
 }
 
@@ -154,6 +186,14 @@ fn random_config(rng: &mut Rng) -> Config {
     if let Window::Count(n) = c.window {
         c.minimum_calls = c.minimum_calls.min(u32::from(n));
     }
+    c.concurrency_limit = match rng.below(10) {
+        0..2 => Some(ConcurrencyLimit::Fixed(1 + rng.below(6) as u32)),
+        2..5 => {
+            let min = 1 + rng.below(3) as u32;
+            Some(ConcurrencyLimit::Adaptive { min, max: min + rng.below(10) as u32 })
+        }
+        _ => None,
+    };
     c
 }
 
@@ -164,6 +204,8 @@ fn run_sequence(seed: u64, steps: usize, batched: &mut u64) {
     let mut b = Binding {
         breaker: Breaker::with_meter(config, Metrics::default()).expect("valid config"),
         licence: None,
+        licensed_at: Instant::ZERO,
+        room: None,
         admitted: (0, Instant::ZERO),
         batch: None,
         rejections: 0,
@@ -270,12 +312,17 @@ fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
     b.record(p, Outcome::Success, Instant::from_millis(250));
     let generation = b.counts(Instant::from_millis(250)).generation;
     let until = Instant::from_millis(300);
-    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until, slow_after: None });
+    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until, slow_after: None, room: None });
     let slow = Config { slow_call_duration: Some(Duration::from_secs(1)), ..Config::default() };
     let licence = Breaker::new(slow).expect("valid").licence(Instant::ZERO);
     assert_eq!(
         licence,
-        Licence::Admit { generation: 0, until: Instant::from_millis(7_500), slow_after: Some(Duration::from_secs(1)) }
+        Licence::Admit {
+            generation: 0,
+            until: Instant::from_millis(7_500),
+            slow_after: Some(Duration::from_secs(1)),
+            room: None
+        }
     );
     let histogram = Breaker::with_meter(Config::default(), halfopen::LatencyHistogram::default()).expect("valid");
     assert_eq!(histogram.licence(Instant::ZERO), Licence::Ask);

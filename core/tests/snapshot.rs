@@ -4,7 +4,7 @@
 //! too, and checks every answer against the reference model.)
 
 use halfopen::{
-    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, Snapshot, SnapshotError,
+    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, SNAPSHOT_VERSION, Snapshot, SnapshotError,
     Window,
 };
 use serde_json::Value;
@@ -83,15 +83,16 @@ fn corrupt_fields_are_refused_with_what_is_wrong() {
 #[test]
 fn a_newer_version_is_reported_as_such() {
     let s = tripped().snapshot(ms(50_000));
-    let newer = json_with(&s, |v| v["version"] = 2.into());
-    assert_eq!(Snapshot::from_json(&newer), Err(SnapshotError::NewerVersion { found: 2, supported: 1 }));
+    let newer = json_with(&s, |v| v["version"] = (SNAPSHOT_VERSION + 1).into());
+    let found = SNAPSHOT_VERSION + 1;
+    assert_eq!(Snapshot::from_json(&newer), Err(SnapshotError::NewerVersion { found, supported: SNAPSHOT_VERSION }));
     let mut bytes = s.to_bytes();
     bytes[0] = 9;
-    assert_eq!(Snapshot::from_bytes(&bytes), Err(SnapshotError::NewerVersion { found: 9, supported: 1 }));
+    assert_eq!(Snapshot::from_bytes(&bytes), Err(SnapshotError::NewerVersion { found: 9, supported: SNAPSHOT_VERSION }));
     let mut direct = s.clone();
-    direct.version = 3;
+    direct.version = SNAPSHOT_VERSION + 2;
     let restored = Breaker::<Config, Metrics>::restore(*tripped().config(), &direct, ms(0));
-    assert!(matches!(restored, Err(SnapshotError::NewerVersion { found: 3, .. })));
+    assert!(matches!(restored, Err(SnapshotError::NewerVersion { found, .. }) if found == SNAPSHOT_VERSION + 2));
 }
 
 #[test]
