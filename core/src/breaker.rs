@@ -343,11 +343,20 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             _ => (self.in_flight, 0),
         };
         let probing = self.state(now) == State::HalfOpen;
+        // An open period that has ended starts probing, and the limit again.
+        let limiter = match self.phase {
+            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => {
+                let mut limiter = self.limiter;
+                limiter.restart(self.config(), until);
+                limiter
+            }
+            _ => self.limiter,
+        };
         Counts {
             consecutive_failures: self.consecutive,
             window: self.window.totals(self.config().window, now),
             in_flight,
-            concurrency_limit: self.config().concurrency_limit.map(|_| self.limiter.limit),
+            concurrency_limit: self.config().concurrency_limit.map(|_| limiter.limit),
             probes_in_flight: if probing { u16::try_from(in_flight).unwrap_or(u16::MAX) } else { 0 },
             probe_successes,
             generation: self.generation,
@@ -466,7 +475,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let c = self.config();
         match self.phase {
             Phase::Disabled => None,
-            Phase::Closed => self.limit_wait(now),
+            Phase::Closed => self.limit_wait(now, None),
             Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Some(self.open_wait(until, now)),
             Phase::Open { .. } | Phase::ForcedOpen { .. } => None,
             Phase::HeldOpen => Some(Wait::Held),
@@ -475,7 +484,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 let give_up = give_up_at - now;
                 Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
             }
-            Phase::HalfOpen { .. } => self.limit_wait(now),
+            Phase::HalfOpen { give_up_at } => self.limit_wait(now, Some(give_up_at - now)),
         }
     }
 
@@ -487,14 +496,20 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         Wait::UntilHalfOpen { left, retry: Duration::from_micros(left.as_micros().saturating_add(spread.as_micros())) }
     }
 
-    /// Whether the concurrency limit refuses a call at `now`, and the wait.
-    fn limit_wait(&self, now: Instant) -> Option<Wait> {
+    /// Whether the concurrency limit refuses a call at `now`, and the wait:
+    /// about one round trip while closed; while half-open (the probes in
+    /// flight given up after `give_up`), the probes' hint, since the window
+    /// counted nothing while the breaker was open.
+    fn limit_wait(&self, now: Instant, give_up: Option<Duration>) -> Option<Wait> {
         if self.limiter.admits(self.in_flight) {
             return None;
         }
         let c = self.config();
-        let counted = self.window.totals(c.window, now);
-        Some(Wait::LimitFull { retry: self.limiter.retry_hint(c, self.in_flight, counted, now) })
+        let retry = match give_up {
+            Some(give_up) => policy::probe_retry_hint(c, give_up),
+            None => self.limiter.retry_hint(c, self.in_flight, self.window.totals(c.window, now), now),
+        };
+        Some(Wait::LimitFull { retry })
     }
 
     /// Applies the timed changes due by `now` (reported to the meter), for a
@@ -528,8 +543,12 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
     }
 
-    /// Starts a new state period in `phase`.
+    /// Starts a new state period in `phase`. Probing starts an adaptive
+    /// limit again from the probe count.
     fn enter(&mut self, phase: Phase) {
+        if let Phase::HalfOpen { .. } = phase {
+            self.limiter.restart(self.config.borrow(), self.latest);
+        }
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);
         self.in_flight = 0;

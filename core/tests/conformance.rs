@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode, Outcome, Permit,
+    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode, Outcome, Permit,
     Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -152,6 +152,9 @@ fn build_config(value: &Value) -> Result<Config, String> {
         "half_open_max_attempts",
         "half_open_successes",
         "probe_timeout_ms",
+        "concurrency_limit",
+        "adaptive_limit_min",
+        "adaptive_limit_max",
         "latency_histogram",
     ];
     let map = object(value, KEYS)?;
@@ -165,7 +168,17 @@ fn build_config(value: &Value) -> Result<Config, String> {
     for (key, v) in map {
         let field = |f: Field| move |_| invalid(f);
         match key.as_str() {
-            "preset" | "latency_histogram" => {}
+            "preset" | "latency_histogram" | "adaptive_limit_max" => {}
+            "concurrency_limit" => {
+                c.concurrency_limit =
+                    opt(v, count).map_err(field(Field::ConcurrencyLimit))?.map(ConcurrencyLimit::Fixed)
+            }
+            "adaptive_limit_min" => {
+                let min = count(v).ok_or(invalid(Field::AdaptiveLimitMin))?;
+                let max = map.get("adaptive_limit_max").ok_or("adaptive_limit_min needs adaptive_limit_max")?;
+                let max = count(max).ok_or(invalid(Field::AdaptiveLimitMax))?;
+                c.concurrency_limit = Some(ConcurrencyLimit::Adaptive { min, max });
+            }
             "failure_threshold" => c.failure_threshold = opt(v, count).map_err(field(Field::FailureThreshold))?,
             "window_ms" => c.window = Window::Time(millis(v).map_err(field(Field::Window))?),
             "window_calls" => {
@@ -203,6 +216,12 @@ fn build_config(value: &Value) -> Result<Config, String> {
     }
     if map.contains_key("window_ms") && map.contains_key("window_calls") {
         return Err("window_ms and window_calls are exclusive".into());
+    }
+    if map.contains_key("adaptive_limit_max") && !map.contains_key("adaptive_limit_min") {
+        return Err("adaptive_limit_max needs adaptive_limit_min".into());
+    }
+    if map.contains_key("concurrency_limit") && map.contains_key("adaptive_limit_min") {
+        return Err("concurrency_limit and adaptive_limit_* are exclusive".into());
     }
     Ok(c)
 }
@@ -454,6 +473,8 @@ impl Run {
                 ("window_slow", u64::from(c.window.slow)),
                 ("probes_in_flight", u64::from(c.probes_in_flight)),
                 ("probe_successes", u64::from(c.probe_successes)),
+                ("in_flight", u64::from(c.in_flight)),
+                ("concurrency_limit", c.concurrency_limit.map_or(u64::MAX, u64::from)),
             ];
             let names: Vec<&str> = actual.iter().map(|(n, _)| *n).collect();
             for (key, want) in object(counts, &names)? {
@@ -485,9 +506,12 @@ fn acquire(
             Ok(())
         }
         (Err(rejection), None, Some(want)) => {
-            let want = object(want, &["state", "retry_after_ms"])?;
+            let want = object(want, &["state", "reason", "retry_after_ms"])?;
             if let Some(state) = want.get("state") {
                 equal("rejection state", rejection.state.name(), state)?;
+            }
+            if let Some(reason) = want.get("reason") {
+                equal("rejection reason", rejection.wait.reason(), reason)?;
             }
             match want.get("retry_after_ms") {
                 Some(expected) => check_retry_after(rejection.retry_after(), expected),

@@ -24,6 +24,9 @@ pub struct Scenario {
     /// Messages arrive evenly over this span, spread over the instances in turn.
     pub arrival_span: Micros,
     pub model: GatewayModel,
+    /// The last instance's model, if it differs: a newer number with lower
+    /// limits. The timeline follows this instance (else the first).
+    pub weak: Option<GatewayModel>,
     /// Sends in flight at most (the sender's concurrency).
     pub workers: usize,
     /// The sender gives up on an answer after this (a failure).
@@ -43,9 +46,9 @@ pub struct Second {
     pub calls: u32,
     /// Of those, answered with a failure (429 or timeout) or swallowed.
     pub failures: u32,
-    /// The first instance's breaker state (0 closed, 1 half-open, 2 open).
+    /// The watched instance's breaker state (0 closed, 1 half-open, 2 open).
     pub state: Option<u8>,
-    /// Whether the first instance was suspended.
+    /// Whether the watched instance was suspended.
     pub suspended: bool,
 }
 
@@ -69,6 +72,8 @@ pub struct Report {
     pub wasted_calls: u64,
     /// Time any instance spent suspended (summed).
     pub suspended: Micros,
+    /// Times a breaker opened (summed over instances; `None` without one).
+    pub opens: Option<u64>,
     /// When the last message was resolved (delivered or lost).
     pub duration: Micros,
     pub timeline: Vec<Second>,
@@ -235,7 +240,12 @@ impl World {
 pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
     let mut world = World {
         rng: Rng::new(seed),
-        gateways: (0..scenario.instances).map(|_| Gateway::new(scenario.model)).collect(),
+        gateways: (0..scenario.instances)
+            .map(|i| match scenario.weak {
+                Some(weak) if i + 1 == scenario.instances => Gateway::new(weak),
+                _ => Gateway::new(scenario.model),
+            })
+            .collect(),
         guards: (0..scenario.instances).map(|_| Guard::new(strategy)).collect(),
         events: BinaryHeap::new(),
         ready: BinaryHeap::new(),
@@ -254,6 +264,7 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
             upstream_calls: 0,
             wasted_calls: 0,
             suspended: 0,
+            opens: None,
             duration: 0,
             timeline: Vec::new(),
         },
@@ -276,8 +287,9 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
             Event::Wake => {}
         }
         world.dispatch(now);
-        let suspended = world.gateways[0].is_suspended(now);
-        let state = world.guards[0].state(now);
+        let watched = if scenario.weak.is_some() { scenario.instances - 1 } else { 0 };
+        let suspended = world.gateways[watched].is_suspended(now);
+        let state = world.guards[watched].state(now);
         let second = world.second(now);
         second.suspended |= suspended;
         second.state = state.max(second.state);
@@ -288,5 +300,6 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
     world.report.waiting = (world.ready.len() + not_arrived) as u32;
     world.report.in_flight = world.in_flight as u32;
     world.report.suspended = world.gateways.iter().map(|g| g.suspended_for).sum();
+    world.report.opens = world.guards.iter().map(Guard::opens).sum();
     world.report
 }

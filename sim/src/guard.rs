@@ -1,7 +1,7 @@
 //! What stands between the sender and the gateway: nothing, seed 000's
 //! TypeScript class (ported below, line for line), or halfopen's core.
 
-use halfopen::{Breaker, Config, Instant, Metrics, Outcome, Permit};
+use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, Metrics, Outcome, Permit};
 
 use crate::gateway::{Micros, SECOND};
 
@@ -21,11 +21,24 @@ pub enum Strategy {
     /// halfopen with its defaults (seed 000's values); a rejected job goes back
     /// to the queue until the breaker's retry time, without using an attempt.
     Halfopen,
+    /// halfopen with seed 000's values and an adaptive concurrency limit
+    /// ([`limited`]); the same queue integration.
+    HalfopenLimited,
+}
+
+/// The adaptive limit the demo uses: from 1 up to the sender's concurrency.
+pub fn limited() -> Config {
+    Config { concurrency_limit: Some(ConcurrencyLimit::Adaptive { min: 1, max: 1_000 }), ..Config::default() }
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 4] =
-        [Strategy::NoBreaker, Strategy::SeedClass, Strategy::SeedClassRequeued, Strategy::Halfopen];
+    pub const ALL: [Strategy; 5] = [
+        Strategy::NoBreaker,
+        Strategy::SeedClass,
+        Strategy::SeedClassRequeued,
+        Strategy::Halfopen,
+        Strategy::HalfopenLimited,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -33,6 +46,7 @@ impl Strategy {
             Strategy::SeedClass => "seed 000's class, its own worker (a rejection uses an attempt)",
             Strategy::SeedClassRequeued => "seed 000's class, requeued like halfopen",
             Strategy::Halfopen => "halfopen (defaults)",
+            Strategy::HalfopenLimited => "halfopen + adaptive concurrency limit",
         }
     }
 }
@@ -64,8 +78,9 @@ impl Guard {
             Strategy::NoBreaker => Guard::None,
             Strategy::SeedClass => Guard::Seed(SeedBreaker::new(), false),
             Strategy::SeedClassRequeued => Guard::Seed(SeedBreaker::new(), true),
-            Strategy::Halfopen => {
-                let breaker = Breaker::with_meter(Config::default(), Metrics::default()).expect("defaults are valid");
+            Strategy::Halfopen | Strategy::HalfopenLimited => {
+                let config = if strategy == Strategy::Halfopen { Config::default() } else { limited() };
+                let breaker = Breaker::with_meter(config, Metrics::default()).expect("the demo's configs are valid");
                 Guard::Halfopen(Box::new(breaker))
             }
         }
@@ -107,6 +122,15 @@ impl Guard {
         }
     }
 
+    /// Times the breaker opened; `None` without one.
+    pub fn opens(&self) -> Option<u64> {
+        match self {
+            Guard::None => None,
+            Guard::Seed(b, _) => Some(b.opens),
+            Guard::Halfopen(b) => Some(b.meter().counters().opens),
+        }
+    }
+
     /// 0 closed, 1 half-open, 2 open; `None` without a breaker.
     pub fn state(&mut self, now: Micros) -> Option<u8> {
         match self {
@@ -141,6 +165,8 @@ pub struct SeedBreaker {
     half_open_attempts: u32,
     half_open_successes: u32,
     current_timeout: Micros,
+    /// Times it opened (not in the seed's class: counted for the tables).
+    opens: u64,
 }
 
 const SEED_THRESHOLD: usize = 5;
@@ -157,6 +183,7 @@ impl SeedBreaker {
             half_open_attempts: 0,
             half_open_successes: 0,
             current_timeout: SEED_OPEN,
+            opens: 0,
         }
     }
 
@@ -208,6 +235,7 @@ impl SeedBreaker {
         }
         if self.state == SeedState::HalfOpen {
             self.state = SeedState::Open;
+            self.opens += 1;
             self.opened_at = now;
             self.current_timeout = (self.current_timeout * 2).min(300 * SECOND);
             return;
@@ -215,6 +243,7 @@ impl SeedBreaker {
         self.failures.push(now);
         if self.failures.len() >= SEED_THRESHOLD {
             self.state = SeedState::Open;
+            self.opens += 1;
             self.opened_at = now;
         }
     }

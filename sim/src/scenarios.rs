@@ -5,6 +5,8 @@ use crate::gateway::{GatewayModel, SECOND};
 
 const MINUTE: u64 = 60 * SECOND;
 const HOUR: u64 = 60 * MINUTE;
+const CASE_2_CAPACITY: f64 = 4.0;
+const CASE_2_ABUSE: u32 = 600;
 
 /// A WhatsApp-gateway instance as seed 000 describes it: 2 s answers, up to
 /// 30 s when saturated, 429s beyond its rate, flagged for 3 hours after
@@ -34,23 +36,45 @@ pub fn black_friday() -> Scenario {
         sender_timeout: 10 * SECOND,
         max_attempts: 5,
         incident: None,
+        weak: None,
         horizon: 4 * HOUR,
     }
 }
 
-/// Case 1, billing SaaS: 50,000 reminders on the 1st of the month, 5 instances.
+/// Case 1, billing SaaS: 50,000 reminders over 5 instances in an hour; the
+/// fifth is a newer number with lower limits.
 pub fn billing_saas() -> Scenario {
     Scenario {
-        name: "Billing SaaS: 50,000 reminders over 5 instances",
+        name: "Billing SaaS: 50,000 reminders over 5 instances, one of them a newer number",
         slug: "billing-saas",
         instances: 5,
         messages: 50_000,
-        arrival_span: 10 * MINUTE,
-        model: whatsapp_instance(10.0, 600),
+        arrival_span: HOUR,
+        model: whatsapp_instance(20.0, 3_000),
         workers: 1_000,
         sender_timeout: 10 * SECOND,
         max_attempts: 5,
         incident: None,
+        weak: Some(whatsapp_instance(1.5, 120)),
+        horizon: 12 * HOUR,
+    }
+}
+
+/// Case 2, e-commerce: 8,000 order confirmations in 30 minutes to one
+/// instance that takes a little less than they come in.
+pub fn order_confirmations() -> Scenario {
+    Scenario {
+        name: "Order confirmations: 8,000 in 30 minutes to one instance",
+        slug: "order-confirmations",
+        instances: 1,
+        messages: 8_000,
+        arrival_span: 30 * MINUTE,
+        model: GatewayModel { suspension: 4 * HOUR, ..whatsapp_instance(CASE_2_CAPACITY, CASE_2_ABUSE) },
+        workers: 1_000,
+        sender_timeout: 10 * SECOND,
+        max_attempts: 5,
+        incident: None,
+        weak: None,
         horizon: 8 * HOUR,
     }
 }
@@ -77,10 +101,11 @@ pub fn slow_upstream() -> Scenario {
         sender_timeout: 10 * SECOND,
         max_attempts: 5,
         incident: Some((5 * MINUTE, 15 * MINUTE, 12.0)),
+        weak: None,
         horizon: 3 * HOUR,
     }
 }
 
 pub fn all() -> Vec<Scenario> {
-    vec![black_friday(), billing_saas(), slow_upstream()]
+    vec![black_friday(), billing_saas(), order_confirmations(), slow_upstream()]
 }

@@ -20,6 +20,7 @@ fn color(s: Strategy) -> &'static str {
         Strategy::SeedClass => "#ff7f0e",
         Strategy::SeedClassRequeued => "#2ca02c",
         Strategy::Halfopen => "#1f77b4",
+        Strategy::HalfopenLimited => "#9467bd",
     }
 }
 

@@ -20,14 +20,14 @@ fn duration(us: u64) -> String {
 pub fn render(reports: &[Report]) -> String {
     let mut out = String::new();
     out.push_str(
-        "| strategy | delivered | lost | still queued | upstream calls | wasted calls | time suspended | duration |\n",
+        "| strategy | delivered | lost | still queued | upstream calls | wasted calls | time suspended | breaker opened | duration |\n",
     );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in reports {
         // Writing into a String cannot fail.
         let _ = writeln!(
             out,
-            "| {} | {} ({:.1} %) | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} ({:.1} %) | {} | {} | {} | {} | {} | {} | {} |",
             r.strategy.name(),
             r.delivered,
             100.0 * f64::from(r.delivered) / f64::from(r.messages),
@@ -36,6 +36,7 @@ pub fn render(reports: &[Report]) -> String {
             r.upstream_calls,
             r.wasted_calls,
             duration(r.suspended),
+            r.opens.map_or_else(|| "–".to_owned(), |n| format!("{n}×")),
             duration(r.duration)
         );
     }

@@ -1,0 +1,128 @@
+//! The concurrency limit's invariants over random call sequences (with
+//! trips, probes given up, manual operations and restores):
+//! - the calls the breaker counts in flight are exactly the permits of its
+//!   current state period that were admitted and not yet reported (in
+//!   flight = admitted − reported − given up; stale permits hold no slot);
+//! - a call is admitted only while fewer than the limit are in flight, and
+//!   refused for the limit only when that many are (a disabled breaker
+//!   admits everything); a fixed limit is never exceeded;
+//! - an adaptive limit stays within its bounds; every limit refusal has a
+//!   hint between 1 µs and `open_timeout`.
+//!
+//! `HALFOPEN_LIMIT_SEQUENCES` sets the number of sequences (default 3,000).
+
+use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, Metrics, Mode, Outcome, Permit, State, Wait};
+
+mod common;
+use common::Rng;
+
+fn random_config(rng: &mut Rng) -> Config {
+    let limit = if rng.chance(40) {
+        ConcurrencyLimit::Fixed(1 + rng.below(6) as u32)
+    } else {
+        let min = 1 + rng.below(4) as u32;
+        ConcurrencyLimit::Adaptive { min, max: min + rng.below(20) as u32 }
+    };
+    Config {
+        failure_threshold: Some(1 + rng.below(8) as u32),
+        window: halfopen::Window::Time(Duration::from_millis(100 + rng.below(5_000))),
+        open_timeout: Duration::from_millis(1 + rng.below(2_000)),
+        probe_timeout: Duration::from_millis(1 + rng.below(3_000)),
+        half_open_max_attempts: 1 + rng.below(4) as u16,
+        slow_call_duration: rng.chance(30).then(|| Duration::from_millis(1 + rng.below(200))),
+        concurrency_limit: Some(limit),
+        ..Config::default()
+    }
+}
+
+fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let config = random_config(&mut rng);
+    let mut b = Breaker::with_meter(config, Metrics::default()).expect("valid config");
+    let mut outstanding: Vec<Permit> = Vec::new();
+    let mut now = Instant::ZERO;
+    let ctx = |step: usize, what: &str| format!("seed {seed} step {step}: {what} ({config:?})");
+    for step in 0..steps {
+        now = now + Duration::from_micros(if rng.chance(30) { 0 } else { rng.below(400_000) });
+        let before = b.counts(now);
+        match rng.below(100) {
+            0..50 => {
+                let admission = b.try_acquire(now);
+                let disabled = b.mode(now) == Mode::Disabled;
+                // The counts as the admission saw them (a due timed change applied).
+                let seen = if admission.transition.is_some() { None } else { Some(before) };
+                match admission.decision {
+                    Ok(permit) => {
+                        if let Some(seen) = seen
+                            && !disabled
+                        {
+                            let limit = seen.concurrency_limit.expect("a limit is set");
+                            assert!(seen.in_flight < limit, "{}", ctx(step, "admitted over the limit"));
+                        }
+                        outstanding.push(permit);
+                    }
+                    Err(rejection) => {
+                        if let Wait::LimitFull { retry } = rejection.wait {
+                            *refusals += 1;
+                            assert!(!disabled, "{}", ctx(step, "a disabled breaker refused"));
+                            let counts = b.counts(now);
+                            assert!(counts.in_flight >= counts.concurrency_limit.unwrap(), "{}", ctx(step, "refused with room"));
+                            assert!(retry.as_micros() >= 1 && retry <= config.open_timeout, "{}", ctx(step, "hint"));
+                        }
+                    }
+                }
+            }
+            50..90 if !outstanding.is_empty() => {
+                let permit = outstanding.swap_remove(rng.below(outstanding.len() as u64) as usize);
+                let outcome = [Outcome::Success, Outcome::Success, Outcome::Success, Outcome::Failure, Outcome::Ignored, Outcome::Cancelled]
+                    [rng.below(6) as usize];
+                let _ = b.record(permit, outcome, now);
+            }
+            90..95 => {
+                let d = rng.chance(50).then(|| Duration::from_millis(1 + rng.below(500)));
+                let _ = match rng.below(5) {
+                    0 => b.force_open(now, d),
+                    1 => b.force_close(now),
+                    2 => b.disable(now),
+                    3 => b.release(now),
+                    _ => b.reset(now),
+                };
+            }
+            95..97 => {
+                let snapshot = b.snapshot(now);
+                b = Breaker::restore(config, &snapshot, now).expect("a snapshot restores");
+            }
+            _ => {
+                let _ = b.handle_timeout(now);
+            }
+        }
+        let counts = b.counts(now);
+        let current = outstanding.iter().filter(|p| p.generation() == counts.generation).count() as u32;
+        let open = b.state(now) == State::Open;
+        assert_eq!(counts.in_flight, if open { 0 } else { current }, "{}", ctx(step, "in flight"));
+        let limit = counts.concurrency_limit.expect("a limit is set");
+        match config.concurrency_limit {
+            Some(ConcurrencyLimit::Fixed(n)) => {
+                assert_eq!(limit, n);
+                if b.mode(now) != Mode::Disabled {
+                    assert!(counts.in_flight <= n, "{}", ctx(step, "over a fixed limit"));
+                }
+            }
+            Some(ConcurrencyLimit::Adaptive { min, max }) => {
+                assert!((min..=max).contains(&limit), "{}", ctx(step, "adaptive limit out of bounds"));
+            }
+            None => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn the_limit_counts_every_slot_and_never_admits_over_it() {
+    let sequences: u64 = std::env::var("HALFOPEN_LIMIT_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
+    let mut refusals = 0;
+    for seed in 0..sequences {
+        run_sequence(seed, 150, &mut refusals);
+    }
+    println!("limit: {sequences} sequences; {refusals} refusals for the limit");
+    assert!(refusals > sequences, "the sequences must reach the limit: {refusals} refusals");
+}
