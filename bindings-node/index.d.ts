@@ -40,7 +40,27 @@ export interface CoreOptions {
   jitterSeed?: number
   /** Give up half-open probes not reported within this (default 60,000 ms). */
   probeTimeoutMs?: number
+  /**
+   * At most this many calls in flight at once (a bulkhead); a call over it is
+   * refused with `reason: 'limit_full'`, the state still `'CLOSED'`. Off by
+   * default (seed 000's class has no limit); `null` turns a preset's off.
+   * Excludes `adaptiveLimitMin`/`adaptiveLimitMax`.
+   */
+  concurrencyLimit?: number | null
+  /**
+   * With `adaptiveLimitMax`: a concurrency limit adapted to what the upstream
+   * takes (TCP-like: starts at `halfOpenMaxAttempts`, doubles per round trip,
+   * halves on a failure or slow call, then grows by one per round trip),
+   * never below this. What a sender in front of a rate-limited gateway wants:
+   * a breaker that closes does not release its whole backlog at once.
+   */
+  adaptiveLimitMin?: number
+  /** With `adaptiveLimitMin`: the adaptive limit never grows beyond this (say, the sender's concurrency). */
+  adaptiveLimitMax?: number
 }
+
+/** Why a call was refused: see `CircuitBreakerOpenError.reason`. */
+export type RefusalReason = 'open' | 'probes_busy' | 'limit_full' | 'held'
 
 /**
  * Seed 000's options, and every other core option (ms for times).
@@ -74,7 +94,7 @@ export interface Transition {
 }
 
 export type Permit = { admitted: true; generation: number; issuedAtMs: number }
-export type Refusal = { admitted: false; state: CircuitState; retryAfterMs: number }
+export type Refusal = { admitted: false; state: CircuitState; retryAfterMs: number; reason: RefusalReason }
 export type Outcome = 'success' | 'failure' | 'ignored' | 'cancelled'
 
 export interface Metrics {
@@ -105,14 +125,30 @@ export interface Metrics {
   windowSlow: number
   probesInFlight: number
   probeSuccesses: number
+  /** Calls admitted in the current state period and not yet reported. */
+  inFlight: number
+  /** The concurrency limit in force; null without one. */
+  concurrencyLimit: number | null
 }
 
 /** Rejection of a call the breaker did not admit (`fn` was not called). */
 export declare class CircuitBreakerOpenError extends Error {
   readonly breakerName: string
+  /** The state that refused: `'OPEN'`, `'HALF_OPEN'`, or `'CLOSED'` when the concurrency limit is full. */
   readonly state: CircuitState
-  /** ms after which to try again (the open time left, or a short hint while half-open); Infinity while held open. */
+  /**
+   * ms after which to try again — use it as a queue's delay: the open time
+   * left (spread over a tenth of `openTimeoutMs` after it with a concurrency
+   * limit), a short hint while half-open, about one round trip when the
+   * limit is full; Infinity while held open.
+   */
   readonly retryAfterMs: number
+  /**
+   * Why: `'open'` (the open time has not ended), `'probes_busy'` (half-open,
+   * every probe slot taken), `'limit_full'` (the concurrency limit is full),
+   * `'held'` (forced open until released).
+   */
+  readonly reason: RefusalReason
 }
 
 /** A snapshot that cannot be restored. */
@@ -184,7 +220,7 @@ export interface RegistryOptions extends CoreOptions {
 export interface KeyedBreaker {
   readonly name: string
   execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
-  tryAcquire(): Permit | (Refusal & { error: CircuitBreakerOpenError | RegistryFullError })
+  tryAcquire(): Permit | (Omit<Refusal, 'reason'> & { reason: RefusalReason | 'registry_full'; error: CircuitBreakerOpenError | RegistryFullError })
   record(permit: Permit, outcome: Outcome): void
   getState(): CircuitState
   retryAfterMs(): number

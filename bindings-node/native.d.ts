@@ -21,6 +21,11 @@ export declare class NativeBreaker {
   /** Admission: see `admission_code`. */
   acquire(nowMs: number): number
   /**
+   * Why the latest rejection `acquire` made was made: `"open"`,
+   * `"probes_busy"`, `"limit_full"` or `"held"`.
+   */
+  refusalReason(): string
+  /**
    * Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
    * success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
    */
@@ -95,6 +100,12 @@ export declare class NativeRegistry {
   /** `name`'s licence and state at `nowMs`, or `null` if it has no breaker. */
   licence(name: string, nowMs: number): NativeLicence | null
   /**
+   * The latest rejection `acquire` made, for `name`: the state gauge of
+   * `name`'s breaker at `nowMs` and why (`"open"`, `"probes_busy"`,
+   * `"limit_full"` or `"held"`).
+   */
+  refusal(name: string, nowMs: number): NativeRefusal
+  /**
    * Milliseconds until a call for `name` is worth trying: 0 now, Infinity
    * when held open — or, for a name without a breaker, 0 if one would be
    * made now and Infinity if the registry is full of busy breakers.
@@ -141,6 +152,18 @@ export interface NativeLicence {
    * once); `Infinity`: no success is slow.
    */
   slowAfterMs: number
+  /**
+   * Under "admit" with a concurrency limit: how many more calls may be in
+   * flight (admit while fewer are unreported, then ask; any outcome but a
+   * batched success is reported at once and the licence asked again);
+   * `Infinity`: no limit.
+   */
+  room: number
+  /**
+   * Whether a concurrency limit is configured: then every admission and
+   * report through the breaker may change the room, so ask again after each.
+   */
+  limited: boolean
 }
 
 /** Counters and derived figures, for `metrics()`. */
@@ -172,6 +195,8 @@ export interface NativeMetrics {
   windowSlow: number
   probesInFlight: number
   probeSuccesses: number
+  inFlight: number
+  concurrencyLimit?: number
 }
 
 /** Options as numbers (milliseconds for times). */
@@ -184,7 +209,8 @@ export interface NativeOptions {
   /**
    * Policies given as `null` (unset, even when the preset sets them), by
    * option name: `failureThreshold`, `consecutiveFailures`,
-   * `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`.
+   * `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`,
+   * `concurrencyLimit`.
    */
   unset?: Array<string>
   failureThreshold?: number
@@ -203,6 +229,15 @@ export interface NativeOptions {
   halfOpenMaxAttempts?: number
   halfOpenSuccesses?: number
   probeTimeoutMs?: number
+  concurrencyLimit?: number
+  adaptiveLimitMin?: number
+  adaptiveLimitMax?: number
+}
+
+/** A rejection: the state gauge (0 closed, 1 half-open, 2 open) and why. */
+export interface NativeRefusal {
+  gauge: number
+  reason: string
 }
 
 /** A transition, for events (`name`: the breaker's, from a registry). */

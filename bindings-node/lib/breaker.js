@@ -9,9 +9,13 @@
 //   successes handed over at once (before any other native call, and at 256);
 // - under "reject until T", a call read before T is rejected without asking,
 //   and the rejections are counted in batches;
+// - with a concurrency limit, "admit" holds only while the licence's room
+//   lasts: each call admitted under it takes one, each batched success gives
+//   one back; at none left, calls cross;
 // - every other call, and every other outcome, crosses at once.
 // The licence is asked again after anything that can change it: a
-// transition, a manual operation, a restore, or its time running out.
+// transition, a manual operation, a restore, or its time running out; with
+// a concurrency limit, also after every call and report that crosses.
 
 const { EventEmitter } = require('node:events')
 const { NativeBreaker } = require('../native.js')
@@ -41,7 +45,7 @@ function retryOf(code) {
 }
 
 /** The metrics object as documented: upper-case state, `null` for what is not measured. */
-const OPTIONAL_METRICS = ['meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
+const OPTIONAL_METRICS = ['concurrencyLimit', 'meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
 function metricsOf(m) {
   m.state = STATE_OF[m.state]
   for (const key of OPTIONAL_METRICS) if (m[key] === undefined) m[key] = null
@@ -116,6 +120,9 @@ class CircuitBreaker {
     this._refusalMs = 0 // the latest rejection's retry time (its state: `_gauge`)
     this._licensed = null // the permit of calls admitted under the licence
     this._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
+    this._room = Infinity // under "admit": calls that may still be admitted without asking
+    this._limited = false // whether a concurrency limit is configured (set with the licence)
+    this._refusalReason = 'open' // the latest rejection's reason (its state: `_gauge`)
     this._queue = null // events (lib/events.js)
   }
 
@@ -135,14 +142,14 @@ class CircuitBreaker {
   /**
    * Asks for leave to make one call, without running anything, through the
    * core (no licence): a permit `{ admitted: true, generation, issuedAtMs }`
-   * to hand back to `record` once, or `{ admitted: false, state, retryAfterMs }`.
+   * to hand back to `record` once, or `{ admitted: false, state, retryAfterMs, reason }`.
    */
   tryAcquire() {
     const now = read(this)
     const generation = this._acquire(now)
     if (generation < 0) {
-      const { state, retryAfterMs } = this._rejectionError()
-      return { admitted: false, state, retryAfterMs }
+      const { state, retryAfterMs, reason } = this._rejectionError()
+      return { admitted: false, state, retryAfterMs, reason }
     }
     return issuePermit(this, generation, now)
   }
@@ -277,7 +284,8 @@ class CircuitBreaker {
    * read as the plain protocol would, so that the latest reading is the same.
    */
   _admit() {
-    if (this._kind === ADMIT) {
+    if (this._kind === ADMIT && this._room > 0) {
+      this._room -= 1
       const slow = this._slowAfter !== Infinity
       if (slow || !this._monotonic || this._admitted === 0) {
         const now = read(this)
@@ -293,6 +301,7 @@ class CircuitBreaker {
     if (this._kind === REJECT && now < this._until) {
       this._rejections += 1
       this._refusalMs = between(now, this._until)
+      this._refusalReason = this._refusalMs === Infinity ? 'held' : 'open'
       return null
     }
     const generation = this._acquire(now)
@@ -317,6 +326,7 @@ class CircuitBreaker {
       if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
         this._batch += 1
         this._batchAt = now
+        this._room += 1
         if (this._batch >= BATCH) {
           if (this._flush(now)) this._transitions(now)
         }
@@ -329,7 +339,7 @@ class CircuitBreaker {
     let pending = this._flush(now)
     pending = this._native.record(permit.generation, permit.issuedAtMs, outcome, now) || pending
     if (event !== undefined && this.listenerCount(event) > 0) enqueue(this, event, payload)
-    if (pending || (this._kind === ADMIT && !(now < this._until))) this._relicense(now)
+    if (pending || this._limited || (this._kind === ADMIT && !(now < this._until))) this._relicense(now)
     if (pending) enqueueTransitions(this, this._native.takeTransitions())
     drain(this)
   }
@@ -344,18 +354,26 @@ class CircuitBreaker {
       this._transitions(now)
       return code - TRANSITION_PENDING
     }
-    // A licence changes only with a transition (taken above); ask for the
-    // first one here.
-    if (this._kind === UNKNOWN) this._relicense(now)
+    // A licence changes only with a transition (taken above), or with a
+    // limit's room; ask for the first one here.
+    if (this._kind === UNKNOWN || this._limited) this._relicense(now)
     if (code < 0) {
       this._refusalMs = retryOf(code)
+      this._refusalReason = this._refusalOf(code)
       return -1
     }
     return code
   }
 
+  /** The reason of a rejection: the state tells it, but while half-open (the probes, or the limit). */
+  _refusalOf(code) {
+    if (this._gauge === 1) return this._native.refusalReason()
+    if (this._gauge === 0) return 'limit_full'
+    return code === -Infinity ? 'held' : 'open'
+  }
+
   _rejectionError() {
-    const err = new CircuitBreakerOpenError(this.name, STATES[this._gauge], this._refusalMs)
+    const err = new CircuitBreakerOpenError(this.name, STATES[this._gauge], this._refusalMs, this._refusalReason)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
     return err
   }
@@ -363,7 +381,15 @@ class CircuitBreaker {
   /** Hands everything done under the licence to the core; true if a transition waits. */
   _flush(now) {
     let pending = false
-    // The successes first: nothing may tell the core a later time before them.
+    // Nothing may tell the core a later time before the successes: the
+    // admissions go first only if the first was read no later than the
+    // batch (else none of the batch's calls is among them), so that a
+    // success never ends a call the core has not yet counted in flight.
+    if (this._admitted > 0 && (this._batch === 0 || this._admittedAt <= this._batchAt)) {
+      const count = this._admitted
+      this._admitted = 0
+      this._native.admitLicensed(count, this._admittedAt)
+    }
     if (this._batch > 0) {
       const count = this._batch
       this._batch = 0
@@ -391,6 +417,8 @@ class CircuitBreaker {
     this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
     this._gauge = licence.gauge
     this._slowAfter = licence.slowAfterMs
+    this._room = licence.room
+    this._limited = licence.limited
     // Without a slow-call threshold, one permit serves every call admitted
     // under this licence (no allocation per call).
     if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {

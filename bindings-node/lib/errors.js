@@ -4,11 +4,15 @@
 
 /**
  * Thrown (as a rejection) when the breaker does not admit a call; `fn` is not
- * called. It carries no stack trace: capturing one is half the cost of a
- * rejection, and it would only point into the breaker.
+ * called. `reason` says why, in the core's words: `'open'` (the open time
+ * has not ended), `'probes_busy'` (half-open, every probe slot taken),
+ * `'limit_full'` (the concurrency limit is full: `state` is then `'CLOSED'`
+ * or `'HALF_OPEN'`) or `'held'` (forced open until released). It carries no
+ * stack trace: capturing one is half the cost of a rejection, and it would
+ * only point into the breaker.
  */
 class CircuitBreakerOpenError extends Error {
-  constructor(breakerName, state, retryAfterMs) {
+  constructor(breakerName, state, retryAfterMs, reason) {
     const limit = Error.stackTraceLimit
     Error.stackTraceLimit = 0
     super()
@@ -16,11 +20,13 @@ class CircuitBreakerOpenError extends Error {
     this.breakerName = breakerName
     this.state = state
     this.retryAfterMs = retryAfterMs
+    this.reason = reason
   }
 
   // Written when read: most rejections are handled without reading it.
   get message() {
-    return `CircuitBreaker[${this.breakerName}] is ${this.state}; retry in ${this.retryAfterMs} ms`
+    const what = this.reason === 'limit_full' ? `at its concurrency limit (${this.state})` : this.state
+    return `CircuitBreaker[${this.breakerName}] is ${what}; retry in ${this.retryAfterMs} ms`
   }
 }
 CircuitBreakerOpenError.prototype.name = 'CircuitBreakerOpenError'
@@ -89,6 +95,9 @@ const OPTION_OF_FIELD = {
   half_open_max_attempts: 'halfOpenMaxAttempts',
   half_open_successes: 'halfOpenSuccesses',
   probe_timeout: 'probeTimeoutMs',
+  concurrency_limit: 'concurrencyLimit',
+  adaptive_limit_min: 'adaptiveLimitMin',
+  adaptive_limit_max: 'adaptiveLimitMax',
   preset: 'preset',
 }
 

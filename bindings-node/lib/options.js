@@ -24,6 +24,9 @@ const CORE_OPTIONS = {
   halfOpenMaxAttempts: 'number',
   halfOpenSuccesses: 'number',
   probeTimeoutMs: 'number',
+  concurrencyLimit: 'nullable',
+  adaptiveLimitMin: 'number',
+  adaptiveLimitMax: 'number',
 }
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {

@@ -138,7 +138,7 @@ class KeyedBreaker {
   constructor(registry, name) {
     this._registry = registry
     this.name = name
-    this._refusal = [0, 0, false] // the latest: [gauge, retryAfterMs, full]
+    this._refusal = [0, 0, false, 'open'] // the latest: [gauge, retryAfterMs, full, reason]
   }
 
   // The clock, `isFailure` and `timeoutMs` are the registry's.
@@ -163,12 +163,14 @@ class KeyedBreaker {
     return execute(this, fn, options)
   }
 
-  /** A permit, or `{ admitted: false, state, retryAfterMs, error }` (never throws but for a broken clock). */
+  /** A permit, or `{ admitted: false, state, retryAfterMs, reason, error }` (never throws but for a broken clock). */
   tryAcquire() {
     const permit = this._admit()
     if (permit === null) {
       const error = this._rejectionError()
-      return { admitted: false, state: error.state ?? 'CLOSED', retryAfterMs: error.retryAfterMs ?? Infinity, error }
+      const full = error instanceof RegistryFullError
+      const state = full ? 'CLOSED' : error.state
+      return { admitted: false, state, retryAfterMs: full ? Infinity : error.retryAfterMs, reason: full ? 'registry_full' : error.reason, error }
     }
     return issuePermit(this._registry, permit.generation, permit.issuedAtMs, this.name)
   }
@@ -240,10 +242,11 @@ class KeyedBreaker {
       return null
     }
     if (code < 0) {
-      const licence = r._native.licence(this.name, now)
-      this._refusal[0] = licence ? licence.gauge : 2
+      const refusal = r._native.refusal(this.name, now)
+      this._refusal[0] = refusal.gauge
       this._refusal[1] = retryOf(code)
       this._refusal[2] = false
+      this._refusal[3] = refusal.reason
       return null
     }
     if (code >= TRANSITION_PENDING) {
@@ -255,8 +258,8 @@ class KeyedBreaker {
 
   _rejectionError() {
     const r = this._registry
-    const [gauge, retryAfterMs, full] = this._refusal
-    const err = full ? new RegistryFullError(this.name) : new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs)
+    const [gauge, retryAfterMs, full, reason] = this._refusal
+    const err = full ? new RegistryFullError(this.name) : new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs, reason)
     if (r.listenerCount('reject') > 0) publish(r, 'reject', err)
     return err
   }

@@ -43,6 +43,14 @@ pub struct NativeLicence {
     /// Under "admit": a success slower than this is a failure (report it at
     /// once); `Infinity`: no success is slow.
     pub slow_after_ms: f64,
+    /// Under "admit" with a concurrency limit: how many more calls may be in
+    /// flight (admit while fewer are unreported, then ask; any outcome but a
+    /// batched success is reported at once and the licence asked again);
+    /// `Infinity`: no limit.
+    pub room: f64,
+    /// Whether a concurrency limit is configured: then every admission and
+    /// report through the breaker may change the room, so ask again after each.
+    pub limited: bool,
 }
 
 /// Counters and derived figures, for `metrics()`.
@@ -76,6 +84,8 @@ pub struct NativeMetrics {
     pub window_slow: f64,
     pub probes_in_flight: f64,
     pub probe_successes: f64,
+    pub in_flight: f64,
+    pub concurrency_limit: Option<f64>,
 }
 
 pub(crate) type Native = Breaker<Arc<Config>, Gauges>;
@@ -85,6 +95,8 @@ pub struct NativeBreaker {
     breaker: Native,
     /// Transitions not yet taken by JavaScript, oldest first.
     transitions: Vec<Transition>,
+    /// Why the latest rejection was made (`Wait::reason`).
+    refusal: &'static str,
 }
 
 pub(crate) fn outcome(code: u32) -> Outcome {
@@ -115,13 +127,15 @@ pub(crate) fn admission_code(admission: &Admission) -> f64 {
 pub(crate) fn licence_of(breaker: &Native, now: Instant) -> NativeLicence {
     let gauge = u32::from(breaker.state(now).gauge());
     let generation = breaker.counts(now).generation;
-    let (kind, until, slow_after) = match breaker.licence(now) {
-        Licence::Ask => (0, Instant::MAX, None),
-        Licence::Admit { until, slow_after, .. } => (1, until, slow_after),
-        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX), None),
+    let (kind, until, slow_after, room) = match breaker.licence(now) {
+        Licence::Ask => (0, Instant::MAX, None, None),
+        Licence::Admit { until, slow_after, room, .. } => (1, until, slow_after, room),
+        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX), None, None),
     };
     let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
-    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms }
+    let room = room.map_or(f64::INFINITY, f64::from);
+    let limited = breaker.config().concurrency_limit.is_some();
+    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, limited }
 }
 
 impl NativeBreaker {
@@ -148,7 +162,7 @@ impl NativeBreaker {
         let config = options.config()?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
         let breaker = Breaker::with_meter(crate::shared::shared(config), meter).map_err(Refusal::from)?;
-        Ok(NativeBreaker { breaker, transitions: Vec::new() })
+        Ok(NativeBreaker { breaker, transitions: Vec::new(), refusal: "" })
     }
 
     /// Admission: see `admission_code`.
@@ -156,7 +170,17 @@ impl NativeBreaker {
     pub fn acquire(&mut self, now_ms: f64) -> f64 {
         let admission = self.breaker.try_acquire(instant(now_ms));
         self.keep(admission.transition);
+        if let Err(rejection) = &admission.decision {
+            self.refusal = rejection.wait.reason();
+        }
         admission_code(&admission)
+    }
+
+    /// Why the latest rejection `acquire` made was made: `"open"`,
+    /// `"probes_busy"`, `"limit_full"` or `"held"`.
+    #[napi]
+    pub fn refusal_reason(&self) -> String {
+        self.refusal.into()
     }
 
     /// Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
@@ -302,6 +326,7 @@ impl NativeBreaker {
         breaker.meter_mut().1 = latency.then(Box::<LatencyHistogram>::default);
         self.breaker = breaker;
         self.transitions.clear();
+        self.refusal = "";
         Ok(())
     }
 }
@@ -358,5 +383,7 @@ pub(crate) fn metrics_of(breaker: &Native, now: Instant) -> NativeMetrics {
         window_slow: f64::from(k.window.slow),
         probes_in_flight: f64::from(k.probes_in_flight),
         probe_successes: f64::from(k.probe_successes),
+        in_flight: f64::from(k.in_flight),
+        concurrency_limit: k.concurrency_limit.map(f64::from),
     }
 }

@@ -4,7 +4,7 @@
 //! infinite durations) are refused, naming the core field, and the core
 //! validates the rest and owns every default (`null`/absent keeps it).
 
-use halfopen::{Config, Duration, Field, Window};
+use halfopen::{ConcurrencyLimit, Config, Duration, Field, Problem, Window};
 use napi::bindgen_prelude::{Error, Result};
 use napi_derive::napi;
 
@@ -20,7 +20,8 @@ pub struct NativeOptions {
     pub preset: Option<String>,
     /// Policies given as `null` (unset, even when the preset sets them), by
     /// option name: `failureThreshold`, `consecutiveFailures`,
-    /// `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`.
+    /// `failureRateThreshold`, `slowCallMs`, `slowCallRateThreshold`,
+    /// `concurrencyLimit`.
     pub unset: Option<Vec<String>>,
     pub failure_threshold: Option<f64>,
     pub window_ms: Option<f64>,
@@ -38,6 +39,9 @@ pub struct NativeOptions {
     pub half_open_max_attempts: Option<f64>,
     pub half_open_successes: Option<f64>,
     pub probe_timeout_ms: Option<f64>,
+    pub concurrency_limit: Option<f64>,
+    pub adaptive_limit_min: Option<f64>,
+    pub adaptive_limit_max: Option<f64>,
 }
 
 fn count(value: f64, field: Field) -> Result<u32> {
@@ -77,6 +81,7 @@ impl NativeOptions {
                 "failureRateThreshold" => c.failure_rate_threshold = None,
                 "slowCallMs" => c.slow_call_duration = None,
                 "slowCallRateThreshold" => c.slow_call_rate_threshold = None,
+                "concurrencyLimit" => c.concurrency_limit = None,
                 other => return Err(refused(other, "cannot be null")),
             }
         }
@@ -122,6 +127,22 @@ impl NativeOptions {
         }
         if let Some(v) = self.probe_timeout_ms {
             c.probe_timeout = millis(v, Field::ProbeTimeout)?;
+        }
+        if let Some(v) = self.concurrency_limit {
+            c.concurrency_limit = Some(ConcurrencyLimit::Fixed(count(v, Field::ConcurrencyLimit)?));
+        }
+        let missing = |field: Field| refused(field.name(), Problem::Missing.describe());
+        match (self.adaptive_limit_min, self.adaptive_limit_max) {
+            (None, None) => {}
+            (Some(_), None) => return Err(missing(Field::AdaptiveLimitMax)),
+            (None, Some(_)) => return Err(missing(Field::AdaptiveLimitMin)),
+            (Some(_), Some(_)) if self.concurrency_limit.is_some() => {
+                return Err(refused(Field::ConcurrencyLimit.name(), "excludes adaptive_limit_min and adaptive_limit_max"));
+            }
+            (Some(min), Some(max)) => {
+                let (min, max) = (count(min, Field::AdaptiveLimitMin)?, count(max, Field::AdaptiveLimitMax)?);
+                c.concurrency_limit = Some(ConcurrencyLimit::Adaptive { min, max });
+            }
         }
         c.validate().map_err(|e| Error::from(Refusal::Config(e)))?;
         Ok(c)

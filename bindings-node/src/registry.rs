@@ -15,12 +15,21 @@ use crate::error::Refusal;
 use crate::options::NativeOptions;
 use crate::time::{duration, instant, ms};
 
+/// A rejection: the state gauge (0 closed, 1 half-open, 2 open) and why.
+#[napi(object)]
+pub struct NativeRefusal {
+    pub gauge: u32,
+    pub reason: String,
+}
+
 /// What `acquire` returns when the registry is full (no idle breaker to evict).
 const FULL: f64 = -0.5;
 
 #[napi]
 pub struct NativeRegistry {
     registry: Registry<Gauges>,
+    /// Why the latest rejection was made (`Wait::reason`).
+    refusal: &'static str,
     /// Transitions not yet taken, with the name of their breaker.
     transitions: Vec<(String, Transition)>,
 }
@@ -43,7 +52,7 @@ impl NativeRegistry {
             return Err(Refusal::Registry(halfopen::RegistryError::Capacity).into());
         }
         let registry = Registry::new(config, capacity as usize).map_err(Refusal::from)?;
-        Ok(NativeRegistry { registry, transitions: Vec::new() })
+        Ok(NativeRegistry { registry, transitions: Vec::new(), refusal: "" })
     }
 
     /// Gives `name` its own options (replacing a breaker it has). True if a
@@ -62,6 +71,9 @@ impl NativeRegistry {
         match self.registry.try_acquire(&name, instant(now_ms)) {
             Ok(admission) => {
                 self.keep(&name, admission.transition);
+                if let Err(rejection) = &admission.decision {
+                    self.refusal = rejection.wait.reason();
+                }
                 admission_code(&admission)
             }
             Err(_) => FULL,
@@ -108,6 +120,15 @@ impl NativeRegistry {
     #[napi]
     pub fn licence(&self, name: String, now_ms: f64) -> Option<NativeLicence> {
         self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms)))
+    }
+
+    /// The latest rejection `acquire` made, for `name`: the state gauge of
+    /// `name`'s breaker at `nowMs` and why (`"open"`, `"probes_busy"`,
+    /// `"limit_full"` or `"held"`).
+    #[napi]
+    pub fn refusal(&self, name: String, now_ms: f64) -> NativeRefusal {
+        let gauge = self.registry.peek(&name).map_or(2, |b| u32::from(b.state(instant(now_ms)).gauge()));
+        NativeRefusal { gauge, reason: self.refusal.into() }
     }
 
     /// Milliseconds until a call for `name` is worth trying: 0 now, Infinity

@@ -47,6 +47,9 @@ const CONFIG_KEYS = {
   half_open_max_attempts: 'halfOpenMaxAttempts',
   half_open_successes: 'halfOpenSuccesses',
   probe_timeout_ms: 'probeTimeoutMs',
+  concurrency_limit: 'concurrencyLimit',
+  adaptive_limit_min: 'adaptiveLimitMin',
+  adaptive_limit_max: 'adaptiveLimitMax',
   latency_histogram: 'latencyHistogram',
 }
 // The core's presets, by the package's name for them (the values come from the core).
@@ -89,6 +92,8 @@ const COUNTS = {
   window_slow: 'windowSlow',
   probes_in_flight: 'probesInFlight',
   probe_successes: 'probeSuccesses',
+  in_flight: 'inFlight',
+  concurrency_limit: 'concurrencyLimit',
 }
 const STATE = { closed: 'CLOSED', open: 'OPEN', half_open: 'HALF_OPEN' }
 const STEP_KEYS = {
@@ -204,6 +209,7 @@ async function runCase(c) {
         } else {
           assert.equal(got.admitted, false, 'expected a rejection')
           if (step.rejected.state) assert.equal(got.state, STATE[step.rejected.state])
+          if (step.rejected.reason) assert.equal(got.reason, step.rejected.reason, 'rejection reason')
           if ('retry_after_ms' in step.rejected) checkRetry(got.retryAfterMs, step.rejected.retry_after_ms)
         }
         break

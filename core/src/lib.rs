@@ -38,7 +38,9 @@
 //! protocol would leave it.
 //!
 //! Every rule the breaker decides by (trip policies, slow calls, probes,
-//! backoff, what a registry may forget) is in one module, `policy`.
+//! backoff, what a registry may forget) is in one module, `policy`; the
+//! optional [`ConcurrencyLimit`] (how many calls may be in flight at once,
+//! fixed or adaptive) is in another, `limit`.
 //!
 //! ## Time
 //! See [`time`]: microseconds as `u64` from any origin; time never goes
