@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use failsafe::CircuitBreaker as _;
-use halfopen::{Breaker, Config, Duration, Instant, LatencyHistogram, Metrics, Outcome, Registry, Window};
+use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, LatencyHistogram, Metrics, Outcome, Registry, Window};
 
 mod alloc_count;
 mod registry;
@@ -87,6 +87,8 @@ fn closed_contenders() -> Vec<Contender> {
     let origin = StdInstant::now();
     let seed000 = Config::default();
     let consecutive = Config { failure_threshold: None, consecutive_failures: Some(5), ..Config::default() };
+    let fixed = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(100)), ..Config::default() };
+    let adaptive = Config { concurrency_limit: Some(ConcurrencyLimit::Adaptive { min: 1, max: 1_000 }), ..seed000 };
     let recloser = recloser::Recloser::custom().build();
     let failsafe = failsafe::Config::new()
         .failure_policy(failsafe::failure_policy::consecutive_failures(
@@ -105,6 +107,8 @@ fn closed_contenders() -> Vec<Contender> {
             closed_calls(consecutive, move || clock_now(origin)),
         ),
         Contender::new("halfopen, seed 000 window, no clock read", closed_calls(seed000, counter())),
+        Contender::new("halfopen, seed 000 window + fixed limit, no clock read", closed_calls(fixed, counter())),
+        Contender::new("halfopen, seed 000 window + adaptive limit, no clock read", closed_calls(adaptive, counter())),
         Contender::new("halfopen, consecutive, no clock read", closed_calls(consecutive, counter())),
         Contender::new("recloser 1.4 (count ring)", move || {
             for _ in 0..OPS {

@@ -98,6 +98,25 @@ const contenders = {
     },
     make: () => new CircuitBreaker(seedOptions),
   },
+  // The concurrency limit on (the licence's room is counted in JavaScript).
+  'halfopen, seed 000 options + adaptive limit': {
+    closed: () => {
+      const b = new CircuitBreaker({ ...seedOptions, adaptiveLimitMin: 1, adaptiveLimitMax: 1000 })
+      return { run: () => b.execute(fn) }
+    },
+    // Open: each rejection asks the core, which spreads its retry hint.
+    open: async () => {
+      const b = new CircuitBreaker({ ...seedOptions, adaptiveLimitMin: 1, adaptiveLimitMax: 1000 })
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
+  },
+  'halfopen, seed 000 options + fixed limit': {
+    closed: () => {
+      const b = new CircuitBreaker({ ...seedOptions, concurrencyLimit: 100 })
+      return { run: () => b.execute(fn) }
+    },
+  },
   // What the closed path costs without a clock reading per success: a policy
   // with no time window (its licence has no bucket end), or a clock that
   // returns a number the caller keeps (a coarse clock).

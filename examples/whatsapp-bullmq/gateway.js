@@ -2,12 +2,14 @@
 // A local stand-in for a WhatsApp gateway instance (seed 000): it accepts
 // messages up to a rate, answers 429 beyond it, and after sustained abuse
 // (too many 429s in a second) suspends the instance for a while, answering
-// 503 to everything. It records every message it delivers, so a run can check
-// that each one arrived exactly once.
+// 503 to everything. A message it takes is answered after `latencyMs` (seed
+// 000's gateway takes 2 s; scaled down here), so that how many requests it
+// gets per second depends on how many are in flight. It records every
+// message it delivers, so a run can check that each one arrived exactly once.
 
 const http = require('node:http')
 
-function startGateway({ ratePerSecond = 300, abuseLimit = 150, suspendMs = 3000 } = {}) {
+function startGateway({ ratePerSecond = 300, abuseLimit = 150, suspendMs = 3000, latencyMs = 0 } = {}) {
   const delivered = new Map() // message id -> times delivered
   const instances = new Map() // instance id -> { tokens, refilledAt, rejects: [times], suspendedUntil }
   const stats = { accepted: 0, throttled: 0, suspended: 0, suspensions: 0 }
@@ -52,7 +54,9 @@ function startGateway({ ratePerSecond = 300, abuseLimit = 150, suspendMs = 3000 
       const { id } = JSON.parse(body)
       delivered.set(id, (delivered.get(id) || 0) + 1)
       stats.accepted += 1
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"sent"}')
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"sent"}')
+      if (latencyMs > 0) setTimeout(answer, latencyMs)
+      else answer()
     })
   })
 

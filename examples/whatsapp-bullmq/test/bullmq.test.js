@@ -22,7 +22,18 @@ test('a campaign through BullMQ delivers every message exactly once, the breaker
   assert.equal(r.deliveredTwice, 0)
   assert.equal(r.failedForGood, 0)
   assert.ok(r.gateway.throttled > 0, 'the gateway was pushed past its rate')
-  assert.ok(r.breakerOpens > 0 && r.delayedByBreaker > 0, 'breakers opened and held jobs back')
+  assert.ok(r.delayedByLimit > 0, 'the concurrency limit held jobs back')
+  assert.ok(r.delayedByBreaker > 0, 'breakers held jobs back')
+})
+
+test('without the limit the same campaign still delivers every message exactly once', () => {
+  const out = execFileSync('node', ['run.js', '--json', '--messages', '300', '--no-limit'], { cwd: DIR, encoding: 'utf8', timeout: 120_000 })
+  const r = JSON.parse(out.trim().split('\n').pop())
+  assert.equal(r.limit, 'none')
+  assert.equal(r.delivered, 300)
+  assert.equal(r.deliveredTwice, 0)
+  assert.equal(r.delayedByLimit, 0)
+  assert.ok(r.breakerOpens > 0, 'breakers opened')
 })
 
 function freePort() {

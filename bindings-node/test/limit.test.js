@@ -1,0 +1,152 @@
+'use strict'
+// The concurrency limit as a Node user meets it: its options and their
+// errors, refusals that say why (and how long to wait), slots freed by every
+// way a call can end (fn throwing, isFailure throwing, an abort, a timeout),
+// and the licence's room on the fast path. The core's rules themselves are
+// in tests/conformance/concurrency_limit.json, which this package runs too.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { CircuitBreaker, CircuitBreakerOpenError, Registry } = require('..')
+
+function clocked(options = {}) {
+  const clock = { now: 0 }
+  const breaker = new CircuitBreaker({ name: 'instance-1', clock: () => clock.now, ...options })
+  return { breaker, clock }
+}
+
+/** A call that stays in flight until `release()`. */
+function pending() {
+  let release
+  const promise = new Promise((resolve, reject) => {
+    release = { resolve, reject }
+  })
+  return { fn: () => promise, release }
+}
+
+test('invalid limit options throw naming the option', () => {
+  const cases = [
+    [{ concurrencyLimit: 0 }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: -1 }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: 1.5 }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: NaN }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: Infinity }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: 1_000_001 }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: '3' }, TypeError, 'concurrencyLimit'],
+    [{ adaptiveLimitMin: 1 }, RangeError, 'adaptiveLimitMax'],
+    [{ adaptiveLimitMax: 10 }, RangeError, 'adaptiveLimitMin'],
+    [{ adaptiveLimitMin: 0, adaptiveLimitMax: 10 }, RangeError, 'adaptiveLimitMin'],
+    [{ adaptiveLimitMin: 11, adaptiveLimitMax: 10 }, RangeError, 'adaptiveLimitMin'],
+    [{ adaptiveLimitMin: 1, adaptiveLimitMax: 2e6 }, RangeError, 'adaptiveLimitMax'],
+    [{ adaptiveLimitMin: 1, adaptiveLimitMax: -Infinity }, RangeError, 'adaptiveLimitMax'],
+    [{ adaptiveLimitMin: { min: 1 }, adaptiveLimitMax: 10 }, TypeError, 'adaptiveLimitMin'],
+    [{ concurrencyLimit: 5, adaptiveLimitMin: 1, adaptiveLimitMax: 10 }, RangeError, 'concurrencyLimit'],
+  ]
+  for (const [options, kind, option] of cases) {
+    assert.throws(
+      () => new CircuitBreaker({ name: 'x', ...options }),
+      (err) => err instanceof kind && err.option === option,
+      `${JSON.stringify(options)} should throw ${kind.name} naming ${option}`,
+    )
+    assert.throws(() => new Registry(options), (err) => err instanceof kind && err.option === option)
+  }
+  // null turns it off (the default).
+  assert.equal(new CircuitBreaker({ name: 'x', concurrencyLimit: null }).metrics().concurrencyLimit, null)
+})
+
+test('a full limit refuses with state CLOSED, reason limit_full and a retry hint; every way a call ends frees its slot', async () => {
+  const { breaker } = clocked({ concurrencyLimit: 2, isFailure: () => {
+    throw new Error('isFailure is broken')
+  } })
+  const a = pending()
+  const b = pending()
+  const callA = breaker.execute(a.fn)
+  const callB = breaker.execute(b.fn)
+  const refused = await breaker.execute(() => 'never').catch((e) => e)
+  assert.ok(refused instanceof CircuitBreakerOpenError)
+  assert.deepEqual([refused.state, refused.reason, refused.retryAfterMs], ['CLOSED', 'limit_full', 3000])
+  assert.match(refused.message, /concurrency limit/)
+  assert.equal(breaker.getState(), 'CLOSED')
+  assert.deepEqual([breaker.metrics().inFlight, breaker.metrics().rejections], [2, 1])
+  // fn rejects and isFailure throws: still reported (as a failure), slot freed.
+  process.once('warning', () => {})
+  a.release.reject(new Error('429'))
+  await callA.catch(() => {})
+  assert.equal(breaker.metrics().inFlight, 1)
+  // An abort frees the slot without counting.
+  const controller = new AbortController()
+  const aborted = breaker.execute(() => new Promise(() => {}), { signal: controller.signal })
+  assert.equal(breaker.metrics().inFlight, 2)
+  controller.abort()
+  await aborted.catch(() => {})
+  assert.deepEqual([breaker.metrics().inFlight, breaker.metrics().cancelled], [1, 1])
+  b.release.resolve('ok')
+  assert.equal(await callB, 'ok')
+  assert.equal(breaker.metrics().inFlight, 0)
+})
+
+test('a timeout frees its slot', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  const { breaker } = clocked({ concurrencyLimit: 1, timeoutMs: 50 })
+  const call = breaker.execute(() => new Promise(() => {}))
+  assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'limit_full')
+  t.mock.timers.tick(50)
+  await call.catch(() => {})
+  assert.equal(breaker.metrics().inFlight, 0)
+  assert.equal(await breaker.execute(() => 'again'), 'again')
+})
+
+test('tryAcquire says why; record frees the slot', () => {
+  const { breaker } = clocked({ concurrencyLimit: 1 })
+  const permit = breaker.tryAcquire()
+  assert.equal(permit.admitted, true)
+  assert.deepEqual(breaker.tryAcquire(), { admitted: false, state: 'CLOSED', retryAfterMs: 3000, reason: 'limit_full' })
+  breaker.record(permit, 'ignored')
+  assert.equal(breaker.tryAcquire().admitted, true)
+})
+
+test('the adaptive limit grows with successes and is cut by a failure, on the fast path as through the core', async () => {
+  const { breaker } = clocked({ adaptiveLimitMin: 1, adaptiveLimitMax: 50 })
+  assert.equal(breaker.metrics().concurrencyLimit, 3)
+  // Three at once, then a fourth refused: the licence's room is 3.
+  const calls = [pending(), pending(), pending()]
+  const running = calls.map((c) => breaker.execute(c.fn))
+  assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'limit_full')
+  for (const c of calls) c.release.resolve('ok')
+  await Promise.all(running)
+  assert.equal(breaker.metrics().concurrencyLimit, 6, 'slow start: one more per success')
+  await breaker.execute(() => Promise.reject(new Error('429'))).catch(() => {})
+  assert.equal(breaker.metrics().concurrencyLimit, 3, 'halved by a failure')
+})
+
+test('while open, refusals say so; with a limit their hints are spread after the open time', async () => {
+  const { breaker } = clocked({ adaptiveLimitMin: 1, adaptiveLimitMax: 50 })
+  for (let i = 0; i < 5; i++) await breaker.execute(() => Promise.reject(new Error('down'))).catch(() => {})
+  const hints = new Set()
+  for (let i = 0; i < 20; i++) {
+    const err = await breaker.execute(() => 1).catch((e) => e)
+    assert.deepEqual([err.state, err.reason], ['OPEN', 'open'])
+    assert.ok(err.retryAfterMs >= 30000 && err.retryAfterMs < 33000, `${err.retryAfterMs}`)
+    hints.add(err.retryAfterMs)
+  }
+  // The spread is drawn from the moment: a frozen clock gives one value.
+  assert.equal(hints.size, 1)
+  const { breaker: plain } = clocked()
+  for (let i = 0; i < 5; i++) await plain.execute(() => Promise.reject(new Error('down'))).catch(() => {})
+  assert.equal((await plain.execute(() => 1).catch((e) => e)).retryAfterMs, 30000, 'no spread without a limit')
+  breaker.forceOpen()
+  assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'held')
+})
+
+test('a registry key refuses for its limit with the reason', async () => {
+  const registry = new Registry({ concurrencyLimit: 1, clock: () => 0 })
+  const a = pending()
+  const call = registry.get('inst-1').execute(a.fn)
+  const refused = await registry.get('inst-1').execute(() => 1).catch((e) => e)
+  assert.deepEqual([refused.state, refused.reason], ['CLOSED', 'limit_full'])
+  const attempt = registry.get('inst-1').tryAcquire()
+  assert.deepEqual([attempt.admitted, attempt.reason], [false, 'limit_full'])
+  assert.equal(await registry.get('inst-2').execute(() => 'other instance'), 'other instance')
+  a.release.resolve('done')
+  await call
+})
