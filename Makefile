@@ -36,6 +36,7 @@ test-msrv:
 # The property test with 1,000,000 random sequences (about half a minute).
 test-long:
 	HALFOPEN_MODEL_SEQUENCES=1000000 $(CARGO) test --release -p halfopen --test model -- --nocapture
+	HALFOPEN_LIMIT_SEQUENCES=300000 HALFOPEN_LICENCE_SEQUENCES=300000 $(CARGO) test --release -p halfopen --test limit --test licence -- --nocapture
 
 # The core must build for a bare-metal target without std; building it with
 # std for that target must fail, which proves the check checks something.

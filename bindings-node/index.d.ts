@@ -42,16 +42,20 @@ export interface CoreOptions {
   probeTimeoutMs?: number
   /**
    * At most this many calls in flight at once (a bulkhead); a call over it is
-   * refused with `reason: 'limit_full'`, the state still `'CLOSED'`. Off by
-   * default (seed 000's class has no limit); `null` turns a preset's off.
+   * refused with `reason: 'limit_full'`, the state `'CLOSED'` (or
+   * `'HALF_OPEN'` while probing). A call holds its slot until it settles,
+   * whatever the state does meanwhile; an abort or `timeoutMs` frees it at
+   * once (a `fn` that ignores its signal may still be running). Off by
+   * default (seed 000's class has no limit); `null` turns it off (for a
+   * `Registry.configure` name: the Registry's limit, of either kind).
    * Excludes `adaptiveLimitMin`/`adaptiveLimitMax`.
    */
   concurrencyLimit?: number | null
   /**
    * With `adaptiveLimitMax`: a concurrency limit adapted to what the upstream
-   * takes (TCP-like: starts at `halfOpenMaxAttempts`, doubles per round trip,
-   * halves on a failure or slow call, then grows by one per round trip),
-   * never below this. What a sender in front of a rate-limited gateway wants:
+   * takes (TCP-like: starts at `halfOpenMaxAttempts`; once it has refused a
+   * call, doubles per round trip; halves on a failure or slow call, then
+   * grows by one per round trip), never below this. What a sender in front of a rate-limited gateway wants:
    * a breaker that closes does not release its whole backlog at once.
    */
   adaptiveLimitMin?: number

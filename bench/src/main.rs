@@ -22,7 +22,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use failsafe::CircuitBreaker as _;
-use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, LatencyHistogram, Metrics, Outcome, Registry, Window};
+use halfopen::{
+    Breaker, ConcurrencyLimit, Config, Duration, Instant, LatencyHistogram, Metrics, Outcome, Registry, Window,
+};
 
 mod alloc_count;
 mod registry;

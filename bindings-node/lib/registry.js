@@ -60,10 +60,10 @@ class Registry extends EventEmitter {
     checkName(name)
     translate(options, 'configure')
     const base = { ...this._options }
-    // The name's own window replaces the Registry's, whichever kind it is.
-    if (Object.hasOwn(options, 'windowMs') || Object.hasOwn(options, 'windowCalls')) {
-      delete base.windowMs
-      delete base.windowCalls
+    // The name's own window replaces the Registry's, whichever kind it is;
+    // so does its concurrency limit (`concurrencyLimit: null`: none).
+    for (const group of [['windowMs', 'windowCalls'], ['concurrencyLimit', 'adaptiveLimitMin', 'adaptiveLimitMax']]) {
+      if (group.some((key) => Object.hasOwn(options, key))) for (const key of group) delete base[key]
     }
     const t = translate({ ...base, ...options }, 'configure')
     const now = read(this)

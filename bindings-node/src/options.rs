@@ -71,6 +71,11 @@ fn preset(name: Option<&str>) -> Result<Config> {
 }
 
 impl NativeOptions {
+    /// Whether `option` was given as `null`.
+    fn unsets(&self, option: &str) -> bool {
+        self.unset.iter().flatten().any(|o| o == option)
+    }
+
     /// The configuration these options describe.
     pub(crate) fn config(&self) -> Result<Config> {
         let mut c = preset(self.preset.as_deref())?;
@@ -136,8 +141,12 @@ impl NativeOptions {
             (None, None) => {}
             (Some(_), None) => return Err(missing(Field::AdaptiveLimitMax)),
             (None, Some(_)) => return Err(missing(Field::AdaptiveLimitMin)),
-            (Some(_), Some(_)) if self.concurrency_limit.is_some() => {
-                return Err(refused(Field::ConcurrencyLimit.name(), "excludes adaptive_limit_min and adaptive_limit_max"));
+            // A fixed limit, or `null` (no limit), beside an adaptive one.
+            (Some(_), Some(_)) if self.concurrency_limit.is_some() || self.unsets("concurrencyLimit") => {
+                return Err(refused(
+                    Field::ConcurrencyLimit.name(),
+                    "excludes adaptive_limit_min and adaptive_limit_max",
+                ));
             }
             (Some(min), Some(max)) => {
                 let (min, max) = (count(min, Field::AdaptiveLimitMin)?, count(max, Field::AdaptiveLimitMax)?);

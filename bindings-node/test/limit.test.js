@@ -41,6 +41,7 @@ test('invalid limit options throw naming the option', () => {
     [{ adaptiveLimitMin: 1, adaptiveLimitMax: -Infinity }, RangeError, 'adaptiveLimitMax'],
     [{ adaptiveLimitMin: { min: 1 }, adaptiveLimitMax: 10 }, TypeError, 'adaptiveLimitMin'],
     [{ concurrencyLimit: 5, adaptiveLimitMin: 1, adaptiveLimitMax: 10 }, RangeError, 'concurrencyLimit'],
+    [{ concurrencyLimit: null, adaptiveLimitMin: 1, adaptiveLimitMax: 10 }, RangeError, 'concurrencyLimit'],
   ]
   for (const [options, kind, option] of cases) {
     assert.throws(
@@ -105,9 +106,11 @@ test('tryAcquire says why; record frees the slot', () => {
   assert.equal(breaker.tryAcquire().admitted, true)
 })
 
-test('the adaptive limit grows with successes and is cut by a failure, on the fast path as through the core', async () => {
+test('the adaptive limit grows with successes once it has refused a call, and is cut by a failure', async () => {
   const { breaker } = clocked({ adaptiveLimitMin: 1, adaptiveLimitMax: 50 })
   assert.equal(breaker.metrics().concurrencyLimit, 3)
+  for (let i = 0; i < 5; i++) await breaker.execute(() => 'one at a time')
+  assert.equal(breaker.metrics().concurrencyLimit, 3, 'a limit that holds nobody back does not grow')
   // Three at once, then a fourth refused: the licence's room is 3.
   const calls = [pending(), pending(), pending()]
   const running = calls.map((c) => breaker.execute(c.fn))
@@ -136,6 +139,54 @@ test('while open, refusals say so; with a limit their hints are spread after the
   assert.equal((await plain.execute(() => 1).catch((e) => e)).retryAfterMs, 30000, 'no spread without a limit')
   breaker.forceOpen()
   assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'held')
+})
+
+test("a name configured in a Registry replaces the Registry's limit, of either kind, or turns it off with null", () => {
+  const registry = new Registry({ adaptiveLimitMin: 1, adaptiveLimitMax: 50, clock: () => 0 })
+  registry.configure('fixed', { concurrencyLimit: 5 })
+  registry.configure('none', { concurrencyLimit: null })
+  registry.configure('tighter', { adaptiveLimitMin: 1, adaptiveLimitMax: 2 })
+  const limit = (name) => {
+    // A name's breaker is made on its first call.
+    const key = registry.get(name)
+    key.record(key.tryAcquire(), 'success')
+    return key.metrics().concurrencyLimit
+  }
+  assert.deepEqual([limit('fixed'), limit('none'), limit('tighter'), limit('other')], [5, null, 2, 3])
+  const fixed = new Registry({ concurrencyLimit: 4, clock: () => 0 })
+  fixed.configure('adaptive', { adaptiveLimitMin: 2, adaptiveLimitMax: 9 })
+  const key = fixed.get('adaptive')
+  key.record(key.tryAcquire(), 'success')
+  assert.equal(key.metrics().concurrencyLimit, 3)
+})
+
+test('lost calls cannot wedge a full limit: after probeTimeoutMs of refusals with no report they are given up', async () => {
+  const { breaker, clock } = clocked({ concurrencyLimit: 2, probeTimeoutMs: 1000 })
+  const lost = [breaker.tryAcquire(), breaker.tryAcquire()]
+  assert.ok(lost.every((p) => p.admitted))
+  clock.now = 500
+  assert.deepEqual([breaker.tryAcquire().reason, breaker.pollTimeoutMs()], ['limit_full', 1500])
+  clock.now = 1500
+  assert.equal(await breaker.execute(() => 'through'), 'through')
+  breaker.record(lost[0], 'failure')
+  assert.deepEqual([breaker.metrics().stale, breaker.metrics().failures, breaker.metrics().inFlight], [1, 0, 0])
+})
+
+test('calls in flight keep their slots across state changes; their stale reports free them', async () => {
+  const { breaker } = clocked({ concurrencyLimit: 2 })
+  const a = pending()
+  const b = pending()
+  const calls = [breaker.execute(a.fn), breaker.execute(b.fn)]
+  breaker.forceClose()
+  breaker.reset()
+  assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'limit_full', 'a bulkhead stays a bulkhead')
+  a.release.resolve('late')
+  assert.equal(await calls[0], 'late')
+  assert.deepEqual([breaker.metrics().inFlight, breaker.metrics().stale], [1, 1])
+  assert.equal(await breaker.execute(() => 'now'), 'now')
+  b.release.resolve('late too')
+  await calls[1]
+  assert.equal(breaker.metrics().inFlight, 0)
 })
 
 test('a registry key refuses for its limit with the reason', async () => {

@@ -73,9 +73,13 @@ pub struct Breaker<C = Config, M = ()> {
     open_for: Duration,
     generation: u32,
     consecutive: u32,
-    /// Calls admitted in this generation and not yet reported (closed and
-    /// half-open); earlier permits are stale and hold no slot.
+    /// Calls admitted and not yet reported nor given up, of every
+    /// generation from `held_from` on (a stale report still frees its slot).
     in_flight: u32,
+    /// Calls of generations before this were given up: they hold no slot.
+    held_from: u32,
+    /// Half-open probes admitted in this generation, not yet reported.
+    probes_in_flight: u16,
     probe_successes: u16,
     phase: Phase,
     limiter: Limiter,
@@ -101,9 +105,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             generation: 0,
             consecutive: 0,
             in_flight: 0,
+            held_from: 0,
+            probes_in_flight: 0,
             probe_successes: 0,
             phase: Phase::Closed,
-            limiter: Limiter::new(c, Instant::ZERO),
+            limiter: Limiter::new(c),
             config,
             meter,
         })
@@ -132,6 +138,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         match self.phase {
             Phase::Closed if self.limiter.admits(self.in_flight) => {
                 self.in_flight += 1;
+                self.limiter.admitted(self.latest);
                 self.meter.admitted(self.latest);
                 Admission { decision: Ok(self.permit(self.latest)), transition: None }
             }
@@ -154,15 +161,22 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Some(wait) => Err(Rejection { state: self.phase.state(), wait }),
             None => {
                 if let Phase::HalfOpen { .. } = self.phase {
+                    self.probes_in_flight += 1;
                     self.phase = Phase::HalfOpen { give_up_at: policy::probe_give_up_at(self.config(), now) };
                 }
                 self.in_flight = self.in_flight.saturating_add(1);
+                self.limiter.admitted(now);
                 Ok(self.permit(now))
             }
         };
         match decision {
             Ok(_) => self.meter.admitted(now),
-            Err(_) => self.meter.rejected(now),
+            Err(rejection) => {
+                if let Wait::LimitFull { .. } = rejection.wait {
+                    self.limiter.refused(now);
+                }
+                self.meter.rejected(now)
+            }
         }
         Admission { decision, transition }
     }
@@ -182,6 +196,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.latest = now;
                 self.consecutive = 0;
                 self.in_flight = self.in_flight.saturating_sub(1);
+                self.limiter.reported();
                 self.limiter.succeeded(c);
                 let window = c.window;
                 self.window.record(window, now, false, false);
@@ -203,14 +218,21 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let counted = !stale && matches!(outcome, Outcome::Success | Outcome::Failure);
         let slow = counted && policy::is_slow(self.config(), latency);
         self.meter.reported(Report { outcome, latency, slow, stale });
+        if self.holds_slot(permit.generation) {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            self.limiter.reported();
+        }
+        if !stale && self.phase.state() == State::HalfOpen {
+            self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+        }
         if stale {
+            self.limiter.ended();
             return observed;
         }
         let failed = match outcome {
             Outcome::Success => slow,
             Outcome::Failure => true,
             Outcome::Ignored | Outcome::Cancelled => {
-                self.in_flight = self.in_flight.saturating_sub(1);
                 self.limiter.ended();
                 return observed;
             }
@@ -251,6 +273,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn admit_licensed(&mut self, count: u32, first: Instant) {
         self.latest = self.latest.max(first);
         self.in_flight = self.in_flight.saturating_add(count);
+        if count > 0 {
+            self.limiter.admitted(first);
+        }
         // At `first`, not the latest time seen: if these are the first calls
         // the breaker ever admitted, its time in states starts there.
         for _ in 0..count {
@@ -294,7 +319,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
             Phase::Open { until } | Phase::ForcedOpen { until } => Some(until),
-            Phase::HalfOpen { give_up_at } if self.in_flight > 0 => Some(give_up_at),
+            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 => Some(give_up_at),
+            _ if self.in_flight > 0 && !self.limiter.admits(self.in_flight) => self.limiter.give_up_at(self.config()),
             _ => None,
         }
     }
@@ -336,18 +362,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// The counters at `now`; changes nothing.
     pub fn counts(&self, now: Instant) -> Counts {
         let now = now.max(self.latest);
-        let (in_flight, probe_successes) = match self.phase {
-            Phase::HalfOpen { give_up_at } if now >= give_up_at => (0, self.probe_successes),
-            Phase::HalfOpen { .. } => (self.in_flight, self.probe_successes),
-            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => (0, 0),
-            _ => (self.in_flight, 0),
+        let (in_flight, probes_in_flight) = match self.given_up_by(now) {
+            true => (0, 0),
+            false => (self.in_flight, self.probes_in_flight),
         };
         let probing = self.state(now) == State::HalfOpen;
+        let probe_successes = if self.phase.state() == State::HalfOpen { self.probe_successes } else { 0 };
         // An open period that has ended starts probing, and the limit again.
         let limiter = match self.phase {
             Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => {
                 let mut limiter = self.limiter;
-                limiter.restart(self.config(), until);
+                limiter.restart(self.config());
                 limiter
             }
             _ => self.limiter,
@@ -357,7 +382,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             window: self.window.totals(self.config().window, now),
             in_flight,
             concurrency_limit: self.config().concurrency_limit.map(|_| limiter.limit),
-            probes_in_flight: if probing { u16::try_from(in_flight).unwrap_or(u16::MAX) } else { 0 },
+            probes_in_flight: if probing { probes_in_flight } else { 0 },
             probe_successes,
             generation: self.generation,
         }
@@ -461,6 +486,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub(crate) fn follow_generation(&mut self, generation: u32, now: Instant) {
         self.latest = self.latest.max(now);
         self.generation = generation.wrapping_add(1);
+        self.held_from = self.generation;
     }
 
     #[inline]
@@ -475,17 +501,42 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let c = self.config();
         match self.phase {
             Phase::Disabled => None,
-            Phase::Closed => self.limit_wait(now, None),
+            Phase::Closed => self.limit_wait(now, false),
             Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Some(self.open_wait(until, now)),
             Phase::Open { .. } | Phase::ForcedOpen { .. } => None,
             Phase::HeldOpen => Some(Wait::Held),
-            Phase::HalfOpen { give_up_at } if now >= give_up_at => None,
-            Phase::HalfOpen { give_up_at } if !policy::admits_probe(c, self.in_flight) => {
+            Phase::HalfOpen { give_up_at } if now >= give_up_at && self.probes_in_flight > 0 => None,
+            Phase::HalfOpen { give_up_at } if !policy::admits_probe(c, self.probes_in_flight) => {
                 let give_up = give_up_at - now;
                 Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
             }
-            Phase::HalfOpen { give_up_at } => self.limit_wait(now, Some(give_up_at - now)),
+            Phase::HalfOpen { .. } => self.limit_wait(now, true),
         }
+    }
+
+    /// Whether the calls in flight are given up by `now` (half-open probes
+    /// not reported in time, or a full limit idle for `probe_timeout`).
+    fn given_up_by(&self, now: Instant) -> bool {
+        match self.phase {
+            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 && now >= give_up_at => true,
+            _ => self.limiter.gives_up(self.config(), self.in_flight, now),
+        }
+    }
+
+    /// Whether a report of a permit of `generation` frees a slot: one from
+    /// `held_from` up to the current generation (not given up, not forged).
+    fn holds_slot(&self, generation: u32) -> bool {
+        self.generation.wrapping_sub(generation) <= self.generation.wrapping_sub(self.held_from)
+    }
+
+    /// Gives up every call in flight: their slots are freed, and their
+    /// permits, of earlier generations from now on, are stale.
+    fn give_up(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.held_from = self.generation;
+        self.in_flight = 0;
+        self.probes_in_flight = 0;
+        self.limiter.forget_in_flight();
     }
 
     /// An open rejection's wait at `now`, the period ending at `until`.
@@ -497,17 +548,19 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 
     /// Whether the concurrency limit refuses a call at `now`, and the wait:
-    /// about one round trip while closed; while half-open (the probes in
-    /// flight given up after `give_up`), the probes' hint, since the window
-    /// counted nothing while the breaker was open.
-    fn limit_wait(&self, now: Instant, give_up: Option<Duration>) -> Option<Wait> {
-        if self.limiter.admits(self.in_flight) {
+    /// about one round trip while closed; while `probing`, the probes' hint,
+    /// since the window counted nothing while the breaker was open. A full
+    /// limit whose calls are given up by `now` refuses nothing.
+    fn limit_wait(&self, now: Instant, probing: bool) -> Option<Wait> {
+        let c = self.config();
+        if self.limiter.admits(self.in_flight) || self.limiter.gives_up(c, self.in_flight, now) {
             return None;
         }
-        let c = self.config();
-        let retry = match give_up {
-            Some(give_up) => policy::probe_retry_hint(c, give_up),
-            None => self.limiter.retry_hint(c, self.in_flight, self.window.totals(c.window, now), now),
+        // The first refusal starts the time after which the calls are given up.
+        let give_up = self.limiter.give_up_at(c).unwrap_or_else(|| policy::probe_give_up_at(c, now)) - now;
+        let retry = match probing {
+            true => policy::probe_retry_hint(c, give_up),
+            false => self.limiter.retry_hint(c, self.in_flight, self.window.totals(c.window, now), now, give_up),
         };
         Some(Wait::LimitFull { retry })
     }
@@ -531,28 +584,30 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.enter(Phase::HalfOpen { give_up_at: until });
                 Some(Transition { from: State::Open, to: State::HalfOpen, reason, at: until })
             }
-            Phase::HalfOpen { give_up_at } if self.in_flight > 0 && self.latest >= give_up_at => {
-                // Every in-flight probe was admitted at least `probe_timeout`
-                // ago: give them up; their late reports will be stale.
-                self.in_flight = 0;
-                self.limiter.forget_in_flight();
-                self.generation = self.generation.wrapping_add(1);
+            // Every in-flight probe was admitted at least `probe_timeout` ago,
+            // or a full limit has refused calls for as long with no report:
+            // give up the calls in flight; their late reports will be stale.
+            _ if self.given_up_by(self.latest) => {
+                self.give_up();
                 None
             }
             _ => None,
         }
     }
 
-    /// Starts a new state period in `phase`. Probing starts an adaptive
-    /// limit again from the probe count.
+    /// Starts a new state period in `phase`: the permits issued so far are
+    /// stale, but hold their slots until reported. Probing starts an
+    /// adaptive limit again from the probe count.
     fn enter(&mut self, phase: Phase) {
         if let Phase::HalfOpen { .. } = phase {
-            self.limiter.restart(self.config.borrow(), self.latest);
+            self.limiter.restart(self.config.borrow());
         }
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);
-        self.in_flight = 0;
-        self.limiter.forget_in_flight();
+        // A limit refuses nothing while open, and an open breaker's licence
+        // (rejecting without asking) must not outlive a timed give-up.
+        self.limiter.reported();
+        self.probes_in_flight = 0;
         self.probe_successes = 0;
     }
 
@@ -580,7 +635,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.consecutive = 0;
         let c = self.config.borrow();
         self.open_for = policy::first_open_period(c);
-        self.limiter.restart(c, self.latest);
+        self.limiter.restart(c);
+        self.limiter.window_cleared();
     }
 
     fn open(&mut self, now: Instant, reason: Reason, from: State) -> Option<Transition> {
@@ -594,7 +650,6 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
 
     fn count_closed(&mut self, now: Instant, failed: bool, slow: bool) -> Option<Transition> {
         self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
-        self.in_flight = self.in_flight.saturating_sub(1);
         let c = self.config.borrow();
         if failed {
             self.limiter.failed(c, self.in_flight);
@@ -613,7 +668,6 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 
     fn count_probe(&mut self, now: Instant, failed: bool) -> Option<Transition> {
-        self.in_flight = self.in_flight.saturating_sub(1);
         if failed {
             self.open_for = policy::grown_open_period(self.config(), self.open_for);
             return self.open(now, Reason::ProbeFailed, State::HalfOpen);
@@ -667,7 +721,8 @@ mod saved {
         pub(crate) probes_in_flight: u16,
         pub(crate) probe_successes: u16,
         pub(crate) window: crate::window::SavedWindow,
-        /// An adaptive concurrency limit's state (none without one).
+        /// A concurrency limit's state (none without one; absent in format 1).
+        #[serde(default)]
         pub(crate) limit: Option<crate::limit::SavedLimit>,
         pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
     }
@@ -695,10 +750,7 @@ mod saved {
                 deadline_in_us: (deadline - now).as_micros(),
                 open_for_us: self.open_for.as_micros(),
                 consecutive: self.consecutive,
-                probes_in_flight: match self.phase {
-                    Phase::HalfOpen { .. } => u16::try_from(self.in_flight).unwrap_or(u16::MAX),
-                    _ => 0,
-                },
+                probes_in_flight: self.probes_in_flight,
                 probe_successes: self.probe_successes,
                 window: self.window.save(config.window, now),
                 limit: self.limiter.save(config, now),
@@ -751,8 +803,10 @@ mod saved {
                 latest: now,
                 open_for,
                 generation: s.generation.wrapping_add(1),
+                held_from: s.generation.wrapping_add(1),
                 consecutive: s.consecutive,
                 in_flight: 0,
+                probes_in_flight: 0,
                 probe_successes: s.probe_successes,
                 phase,
                 limiter,

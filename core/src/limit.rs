@@ -10,7 +10,12 @@
 //! (Reno, without fast retransmit) applied to calls in flight:
 //!
 //! - it starts at the probe count (`half_open_max_attempts`, within
-//!   `min..=max`), when the breaker is new and after every recovery;
+//!   `min..=max`), when the breaker is new, when it probes and after every
+//!   recovery;
+//! - it grows only while it is what holds the caller back: once it has
+//!   refused a call since it last started or was cut (TCP's congestion
+//!   window validation), so that a quiet spell does not grow it to `max`
+//!   for the next burst to find;
 //! - *slow start*: below the threshold, each success adds one (the limit
 //!   doubles per round trip);
 //! - *congestion avoidance*: from the threshold on, `limit` successes add one
@@ -32,6 +37,7 @@
 
 use crate::config::Config;
 use crate::error::{ConfigError, Field, Problem};
+use crate::policy;
 use crate::time::{Duration, Instant};
 use crate::window::{Window, WindowCounts};
 
@@ -39,9 +45,16 @@ use crate::window::{Window, WindowCounts};
 pub const MAX_CONCURRENCY_LIMIT: u32 = 1_000_000;
 
 /// A limit on the calls in flight at once, counted over every call admitted
-/// (closed and half-open) and not yet reported; a call over it is refused
-/// with [`Wait::LimitFull`](crate::Wait::LimitFull). A disabled breaker
-/// admits every call, whatever the limit.
+/// and not yet reported — across state changes: a call admitted before the
+/// breaker opened, or before a manual operation, holds its slot until it is
+/// reported (its report is then stale, but frees the slot). A call over the
+/// limit is refused with [`Wait::LimitFull`](crate::Wait::LimitFull). A
+/// disabled breaker admits every call, whatever the limit.
+///
+/// Calls whose permits are lost would hold their slots for ever; so, like
+/// half-open probes, the calls in flight are given up (their slots freed,
+/// their late reports stale) when the limit has refused calls for
+/// `probe_timeout` and no call was reported meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConcurrencyLimit {
     /// Never more than this many (a bulkhead).
@@ -93,8 +106,16 @@ pub(crate) struct Limiter {
     /// Reports still to come before a failure may cut again (the calls in
     /// flight at the latest cut).
     recovering: u32,
-    /// When the window's counts began (the round-trip estimate's span).
+    /// When the window began counting: the first admission after it was
+    /// cleared (or made); [`Instant::MAX`] before it (the round-trip
+    /// estimate's span).
     counting_since: Instant,
+    /// The first refusal for the limit since the latest report;
+    /// [`Instant::MAX`]: none (when a full limit gives its calls up).
+    refused_since: Instant,
+    /// Whether the limit has refused a call since it started or was cut
+    /// (only then does it grow).
+    pressed: bool,
 }
 
 /// The adaptive bounds, if the limit adapts.
@@ -106,20 +127,65 @@ fn adaptive(c: &Config) -> Option<(u32, u32)> {
 }
 
 impl Limiter {
-    /// A new breaker's limit, counting from `now`.
-    pub(crate) fn new(c: &Config, now: Instant) -> Self {
-        let mut limiter =
-            Limiter { limit: u32::MAX, threshold: u32::MAX, credit: 0, recovering: 0, counting_since: now };
-        limiter.restart(c, now);
+    /// A new breaker's limit.
+    pub(crate) fn new(c: &Config) -> Self {
+        let mut limiter = Limiter {
+            limit: u32::MAX,
+            threshold: u32::MAX,
+            credit: 0,
+            recovering: 0,
+            counting_since: Instant::MAX,
+            refused_since: Instant::MAX,
+            pressed: false,
+        };
+        limiter.restart(c);
         limiter
     }
 
-    /// After a recovery (or a reset): the starting limit, slow start anew,
-    /// the window counted from `now`.
-    pub(crate) fn restart(&mut self, c: &Config, now: Instant) {
-        self.counting_since = now;
+    /// The window was cleared: it counts again from the next admission.
+    pub(crate) fn window_cleared(&mut self) {
+        self.counting_since = Instant::MAX;
+    }
+
+    /// A call was admitted at `now` (the first of a batch, for a binding).
+    #[inline(always)]
+    pub(crate) fn admitted(&mut self, now: Instant) {
+        self.counting_since = self.counting_since.min(now);
+    }
+
+    /// A call holding a slot was reported, or a new state period began:
+    /// the time to give up starts again with the next refusal.
+    #[inline(always)]
+    pub(crate) fn reported(&mut self) {
+        self.refused_since = Instant::MAX;
+    }
+
+    /// A call was refused for the limit at `now`.
+    pub(crate) fn refused(&mut self, now: Instant) {
+        self.refused_since = self.refused_since.min(now);
+        self.pressed = true;
+    }
+
+    /// Whether the calls in flight are given up at `now`: the limit is full
+    /// and has refused calls for `probe_timeout` with no call reported.
+    /// (Refusals and reports, unlike admissions, are never batched by a
+    /// binding, so the breaker knows when each happened.)
+    pub(crate) fn gives_up(&self, c: &Config, in_flight: u32, now: Instant) -> bool {
+        in_flight > 0 && !self.admits(in_flight) && self.give_up_at(c).is_some_and(|at| now >= at)
+    }
+
+    /// When a full limit gives up its calls if nothing is reported.
+    pub(crate) fn give_up_at(&self, c: &Config) -> Option<Instant> {
+        (self.refused_since != Instant::MAX).then(|| policy::probe_give_up_at(c, self.refused_since))
+    }
+
+    /// After a recovery (or a reset), and when probing begins: the starting
+    /// limit, slow start anew.
+    pub(crate) fn restart(&mut self, c: &Config) {
         self.credit = 0;
         self.recovering = 0;
+        self.refused_since = Instant::MAX;
+        self.pressed = false;
         match c.concurrency_limit {
             None => self.limit = u32::MAX,
             Some(ConcurrencyLimit::Fixed(n)) => self.limit = n,
@@ -147,12 +213,15 @@ impl Limiter {
         self.recovering = self.recovering.saturating_sub(1);
     }
 
-    /// A success was counted: the adaptive limit grows.
+    /// A success was counted: the adaptive limit grows, if it has refused a
+    /// call since it started or was cut.
     #[inline(always)]
     pub(crate) fn succeeded(&mut self, c: &Config) {
         if let Some((_, max)) = adaptive(c) {
             self.recovering = self.recovering.saturating_sub(1);
-            self.grow(max);
+            if self.pressed {
+                self.grow(max);
+            }
         }
     }
 
@@ -181,23 +250,34 @@ impl Limiter {
         self.limit = self.threshold;
         self.credit = 0;
         self.recovering = in_flight;
+        self.pressed = false;
     }
 
     /// When a caller refused because the limit is full should try again:
     /// about one round trip, by Little's law from what the window counted
     /// (`in_flight` calls out, `counted` calls ended over the time the window
-    /// covers); a tenth of `open_timeout` when the window counts no time or
-    /// nothing yet. At least 1 µs, at most `open_timeout`.
-    pub(crate) fn retry_hint(&self, c: &Config, in_flight: u32, counted: WindowCounts, now: Instant) -> Duration {
-        let fallback = Duration::from_micros((c.open_timeout.as_micros() / 10).max(1));
-        let Window::Time(length) = c.window else { return fallback };
-        if counted.calls == 0 {
-            return fallback;
+    /// covers: since it began counting, at most its length). Never more than
+    /// the probes' hint (a tenth of `open_timeout`), which is also the hint
+    /// when the window counts no time, covers none yet, or counted nothing;
+    /// never more than `give_up` either (when the calls would be given up);
+    /// at least 1 µs.
+    pub(crate) fn retry_hint(
+        &self,
+        c: &Config,
+        in_flight: u32,
+        counted: WindowCounts,
+        now: Instant,
+        give_up: Duration,
+    ) -> Duration {
+        let ceiling = policy::probe_retry_hint(c, give_up);
+        let Window::Time(length) = c.window else { return ceiling };
+        let span = now.saturating_since(self.counting_since).min(length);
+        if counted.calls == 0 || span.is_zero() {
+            return ceiling;
         }
-        let span = (now - self.counting_since).min(length);
         let round_trip = u128::from(span.as_micros()) * u128::from(in_flight.max(1)) / u128::from(counted.calls);
         let round_trip = u64::try_from(round_trip).unwrap_or(u64::MAX);
-        Duration::from_micros(round_trip.clamp(1, c.open_timeout.as_micros().max(1)))
+        Duration::from_micros(round_trip.max(1)).min(ceiling)
     }
 
     /// The spread added to an open rejection's hint at `now` with a limit
@@ -218,60 +298,70 @@ impl Limiter {
 mod saved {
     use super::*;
 
-    /// An adaptive limit's state in a snapshot (a fixed one has none).
+    /// A limit's state in a snapshot: the adaptive limit reached, and how
+    /// long the window had counted (at most its length; `None`: not yet).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(crate) struct SavedLimit {
         pub(crate) limit: u32,
         pub(crate) threshold: u32,
         pub(crate) credit: u32,
-        /// How long the window had counted, at most its length.
-        pub(crate) counting_for_us: u64,
+        pub(crate) pressed: bool,
+        pub(crate) counting_for_us: Option<u64>,
     }
 
     impl Limiter {
         pub(crate) fn save(&self, c: &Config, now: Instant) -> Option<SavedLimit> {
             let counting_for = match c.window {
-                Window::Time(length) => (now - self.counting_since).min(length),
-                Window::Count(_) => Duration::ZERO,
+                Window::Time(length) if self.counting_since != Instant::MAX => {
+                    Some(now.saturating_since(self.counting_since).min(length).as_micros())
+                }
+                _ => None,
             };
-            adaptive(c).map(|_| SavedLimit {
-                limit: self.limit,
-                threshold: self.threshold,
-                credit: self.credit,
-                counting_for_us: counting_for.as_micros(),
-            })
+            let (limit, threshold, credit, pressed) = match c.concurrency_limit? {
+                ConcurrencyLimit::Fixed(n) => (n, n, 0, false),
+                ConcurrencyLimit::Adaptive { .. } => (self.limit, self.threshold, self.credit, self.pressed),
+            };
+            Some(SavedLimit { limit, threshold, credit, pressed, counting_for_us: counting_for })
         }
 
         /// The limiter `saved` describes at `now`. Calls issued before `now`
-        /// are stale for the restored breaker, so no loss window is open.
+        /// are stale for the restored breaker and hold no slot, so no loss
+        /// window is open.
         pub(crate) fn load(
             c: &Config,
             saved: Option<&SavedLimit>,
             now: Instant,
         ) -> Result<Self, crate::error::SnapshotError> {
             let corrupt = Err(crate::error::SnapshotError::Corrupt("concurrency limit"));
-            let mut limiter = Limiter::new(c, now);
-            match (adaptive(c), saved) {
-                (None, None) => Ok(limiter),
-                (Some((min, max)), Some(s)) => {
-                    let in_bounds = |n: u32| (min..=max).contains(&n);
-                    if !in_bounds(s.limit) || !in_bounds(s.threshold) || s.credit > s.limit {
-                        return corrupt;
-                    }
-                    let counting_for = Duration::from_micros(s.counting_for_us);
-                    if matches!(c.window, Window::Time(length) if counting_for > length) {
-                        return corrupt;
-                    }
-                    limiter.limit = s.limit;
-                    limiter.threshold = s.threshold;
-                    limiter.credit = s.credit;
-                    // (From the clock's origin at the earliest.)
-                    limiter.counting_since = Instant::from_micros(now.as_micros().saturating_sub(counting_for.as_micros()));
-                    Ok(limiter)
-                }
-                _ => corrupt,
+            let mut limiter = Limiter::new(c);
+            let Some(limit) = c.concurrency_limit else {
+                return if saved.is_none() { Ok(limiter) } else { corrupt };
+            };
+            let Some(s) = saved else { return corrupt };
+            let (min, max) = match limit {
+                ConcurrencyLimit::Fixed(n) => (n, n),
+                ConcurrencyLimit::Adaptive { min, max } => (min, max),
+            };
+            let in_bounds = |n: u32| (min..=max).contains(&n);
+            if !in_bounds(s.limit) || !in_bounds(s.threshold) || s.credit > s.limit {
+                return corrupt;
             }
+            if let Some(us) = s.counting_for_us {
+                let counting_for = Duration::from_micros(us);
+                match c.window {
+                    Window::Time(length) if counting_for <= length => {
+                        // (From the clock's origin at the earliest.)
+                        limiter.counting_since = Instant::from_micros(now.as_micros().saturating_sub(us));
+                    }
+                    _ => return corrupt,
+                }
+            }
+            limiter.limit = s.limit;
+            limiter.threshold = s.threshold;
+            limiter.credit = s.credit;
+            limiter.pressed = s.pressed;
+            Ok(limiter)
         }
     }
 }
@@ -290,8 +380,11 @@ mod tests {
     #[test]
     fn slow_start_doubles_then_one_per_round_trip() {
         let c = adaptive_config(1, 100);
-        let mut l = Limiter::new(&c, Instant::ZERO);
+        let mut l = Limiter::new(&c);
         assert_eq!(l.limit, 3);
+        l.succeeded(&c);
+        assert_eq!(l.limit, 3, "no growth before the limit has refused a call");
+        l.refused(Instant::ZERO);
         for _ in 0..3 {
             l.succeeded(&c);
         }
@@ -302,6 +395,7 @@ mod tests {
         l.failed(&c, 1);
         l.ended();
         assert_eq!(l.limit, 3);
+        l.refused(Instant::ZERO);
         for _ in 0..3 {
             l.succeeded(&c);
         }
@@ -316,7 +410,10 @@ mod tests {
         let bad = |l: ConcurrencyLimit| l.validate().unwrap_err();
         assert_eq!(bad(ConcurrencyLimit::Fixed(0)).field, Field::ConcurrencyLimit);
         assert_eq!(bad(ConcurrencyLimit::Adaptive { min: 5, max: 4 }).problem, Problem::ExceedsMax);
-        assert_eq!(bad(ConcurrencyLimit::Adaptive { min: 1, max: MAX_CONCURRENCY_LIMIT + 1 }).problem, Problem::TooLarge);
+        assert_eq!(
+            bad(ConcurrencyLimit::Adaptive { min: 1, max: MAX_CONCURRENCY_LIMIT + 1 }).problem,
+            Problem::TooLarge
+        );
         assert!(ConcurrencyLimit::Adaptive { min: 1, max: 1 }.validate().is_ok());
     }
 }

@@ -22,8 +22,8 @@ pub(crate) fn slow_after(c: &Config) -> Option<Duration> {
 }
 
 /// Whether another probe may go while `in_flight` are out.
-pub(crate) fn admits_probe(c: &Config, in_flight: u32) -> bool {
-    in_flight < u32::from(c.half_open_max_attempts)
+pub(crate) fn admits_probe(c: &Config, in_flight: u16) -> bool {
+    in_flight < c.half_open_max_attempts
 }
 
 /// Whether `successes` successful probes close the breaker.

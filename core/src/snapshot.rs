@@ -29,16 +29,33 @@ use core::fmt;
 
 use crate::error::SnapshotError;
 
-/// The snapshot format this build writes and reads.
+/// The snapshot format this build writes, and the newest it reads. It also
+/// reads format 1 (before the concurrency limit: the same fields but the
+/// limit's) in JSON; in the compact form, whose fields have no names, it
+/// cannot tell where the missing one was, and refuses it as malformed.
 pub const SNAPSHOT_VERSION: u32 = 2;
+
+/// The oldest format this build reads (in JSON).
+const OLDEST_VERSION: u32 = 1;
 
 /// Whether this build reads snapshots of format `version`.
 pub(crate) fn check_version(version: u32) -> Result<(), SnapshotError> {
     match version {
-        SNAPSHOT_VERSION => Ok(()),
+        OLDEST_VERSION..=SNAPSHOT_VERSION => Ok(()),
         v if v > SNAPSHOT_VERSION => Err(SnapshotError::NewerVersion { found: v, supported: SNAPSHOT_VERSION }),
         _ => Err(SnapshotError::Corrupt("version")),
     }
+}
+
+/// [`check_version`] for the compact form, which reads only the current format.
+pub(crate) fn check_compact_version(version: u32) -> Result<(), SnapshotError> {
+    check_version(version)?;
+    if version != SNAPSHOT_VERSION {
+        return Err(SnapshotError::Malformed(alloc::format!(
+            "a version {version} snapshot in the compact form cannot be read by this build (its JSON form can)"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn malformed(e: impl fmt::Display) -> SnapshotError {
@@ -76,9 +93,9 @@ macro_rules! encodings {
 
             /// From compact bytes; checks the version first.
             pub fn from_bytes(bytes: &[u8]) -> Result<Self, $crate::SnapshotError> {
-                use $crate::snapshot::{check_version, malformed};
+                use $crate::snapshot::{check_compact_version, malformed};
                 let (version, _) = postcard::take_from_bytes::<u32>(bytes).map_err(malformed)?;
-                check_version(version)?;
+                check_compact_version(version)?;
                 postcard::from_bytes(bytes).map_err(malformed)
             }
         }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode, Outcome, Permit,
-    Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError, Transition, Window,
+    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode,
+    Outcome, Permit, Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};

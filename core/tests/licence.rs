@@ -312,7 +312,10 @@ fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
     b.record(p, Outcome::Success, Instant::from_millis(250));
     let generation = b.counts(Instant::from_millis(250)).generation;
     let until = Instant::from_millis(300);
-    assert_eq!(b.licence(Instant::from_millis(250)), Licence::Admit { generation, until, slow_after: None, room: None });
+    assert_eq!(
+        b.licence(Instant::from_millis(250)),
+        Licence::Admit { generation, until, slow_after: None, room: None }
+    );
     let slow = Config { slow_call_duration: Some(Duration::from_secs(1)), ..Config::default() };
     let licence = Breaker::new(slow).expect("valid").licence(Instant::ZERO);
     assert_eq!(

@@ -4,8 +4,8 @@
 //! too, and checks every answer against the reference model.)
 
 use halfopen::{
-    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, SNAPSHOT_VERSION, Snapshot, SnapshotError,
-    Window,
+    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, SNAPSHOT_VERSION,
+    Snapshot, SnapshotError, Window,
 };
 use serde_json::Value;
 
@@ -88,11 +88,39 @@ fn a_newer_version_is_reported_as_such() {
     assert_eq!(Snapshot::from_json(&newer), Err(SnapshotError::NewerVersion { found, supported: SNAPSHOT_VERSION }));
     let mut bytes = s.to_bytes();
     bytes[0] = 9;
-    assert_eq!(Snapshot::from_bytes(&bytes), Err(SnapshotError::NewerVersion { found: 9, supported: SNAPSHOT_VERSION }));
+    assert_eq!(
+        Snapshot::from_bytes(&bytes),
+        Err(SnapshotError::NewerVersion { found: 9, supported: SNAPSHOT_VERSION })
+    );
     let mut direct = s.clone();
     direct.version = SNAPSHOT_VERSION + 2;
     let restored = Breaker::<Config, Metrics>::restore(*tripped().config(), &direct, ms(0));
     assert!(matches!(restored, Err(SnapshotError::NewerVersion { found, .. }) if found == SNAPSHOT_VERSION + 2));
+}
+
+#[test]
+fn a_format_1_compact_snapshot_is_refused_as_malformed_but_its_json_restores() {
+    let s = tripped().snapshot(ms(50_000));
+    let mut v1 = s.clone();
+    v1.version = 1;
+    // Format 1 had no `limit` field: its JSON restores; its compact form
+    // cannot be told apart from a garbled one, and is refused.
+    let json = json_with(&v1, |v| {
+        v.as_object_mut().expect("an object").remove("limit");
+    });
+    let restored = Snapshot::from_json(&json).expect("format 1 JSON is read");
+    assert!(Breaker::<Config, Metrics>::restore(*tripped().config(), &restored, ms(0)).is_ok());
+    let bytes = v1.to_bytes();
+    match Snapshot::from_bytes(&bytes) {
+        Err(SnapshotError::Malformed(why)) => assert!(why.contains("version 1"), "{why}"),
+        other => panic!("expected malformed, got {other:?}"),
+    }
+    let mut older = s.clone();
+    older.version = 0;
+    assert_eq!(
+        Breaker::<Config, Metrics>::restore(*tripped().config(), &older, ms(0)).map(|_| ()),
+        Err(SnapshotError::Corrupt("version"))
+    );
 }
 
 #[test]
