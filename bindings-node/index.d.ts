@@ -45,7 +45,11 @@ export interface CoreOptions {
    * refused with `reason: 'limit_full'`, the state `'CLOSED'` (or
    * `'HALF_OPEN'` while probing). A call holds its slot until it settles,
    * whatever the state does meanwhile; an abort or `timeoutMs` frees it at
-   * once (a `fn` that ignores its signal may still be running). Off by
+   * once (a `fn` that ignores its signal may still be running). Calls that
+   * never settle cannot wedge it: when it has refused calls for
+   * `probeTimeoutMs` with none settling, the calls in flight are given up
+   * (their later results count nothing: keep `probeTimeoutMs` longer than
+   * any call). Off by
    * default (seed 000's class has no limit); `null` turns it off (for a
    * `Registry.configure` name: the Registry's limit, of either kind).
    * Excludes `adaptiveLimitMin`/`adaptiveLimitMax`.
@@ -53,8 +57,8 @@ export interface CoreOptions {
   concurrencyLimit?: number | null
   /**
    * With `adaptiveLimitMax`: a concurrency limit adapted to what the upstream
-   * takes (TCP-like: starts at `halfOpenMaxAttempts`; once it has refused a
-   * call, doubles per round trip; halves on a failure or slow call, then
+   * takes (TCP-like: starts at `halfOpenMaxAttempts`; while it holds callers
+   * back, doubles per round trip; halves on a failure or slow call, then
    * grows by one per round trip), never below this. What a sender in front of a rate-limited gateway wants:
    * a breaker that closes does not release its whole backlog at once.
    */
@@ -129,7 +133,7 @@ export interface Metrics {
   windowSlow: number
   probesInFlight: number
   probeSuccesses: number
-  /** Calls admitted in the current state period and not yet reported. */
+  /** Calls admitted and not yet settled nor given up, whatever the state did since. */
   inFlight: number
   /** The concurrency limit in force; null without one. */
   concurrencyLimit: number | null

@@ -164,6 +164,11 @@ export interface NativeLicence {
    * report through the breaker may change the room, so ask again after each.
    */
   limited: boolean
+  /**
+   * Whether transitions wait in `takeTransitions` (a rejection may have
+   * observed one: an open time that ended, then a full limit).
+   */
+  pending: boolean
 }
 
 /** Counters and derived figures, for `metrics()`. */
@@ -234,10 +239,14 @@ export interface NativeOptions {
   adaptiveLimitMax?: number
 }
 
-/** A rejection: the state gauge (0 closed, 1 half-open, 2 open) and why. */
+/**
+ * A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
+ * whether transitions wait in `takeTransitions` (one the rejection observed).
+ */
 export interface NativeRefusal {
   gauge: number
   reason: string
+  pending: boolean
 }
 
 /** A transition, for events (`name`: the breaker's, from a registry). */

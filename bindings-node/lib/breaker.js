@@ -122,6 +122,7 @@ class CircuitBreaker {
     this._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
     this._room = Infinity // under "admit": calls that may still be admitted without asking
     this._limited = false // whether a concurrency limit is configured (set with the licence)
+    this._pending = false // whether transitions waited when the licence was asked
     this._refusalReason = 'open' // the latest rejection's reason (its state: `_gauge`)
     this._queue = null // events (lib/events.js)
   }
@@ -360,6 +361,9 @@ class CircuitBreaker {
     if (code < 0) {
       this._refusalMs = retryOf(code)
       this._refusalReason = this._refusalOf(code)
+      // An open time that ended, then a full limit: the rejection observed
+      // a transition (the licence, asked again with a limit, says so).
+      if (this._pending) this._publishTransitions()
       return -1
     }
     return code
@@ -419,6 +423,7 @@ class CircuitBreaker {
     this._slowAfter = licence.slowAfterMs
     this._room = licence.room
     this._limited = licence.limited
+    this._pending = licence.pending
     // Without a slow-call threshold, one permit serves every call admitted
     // under this licence (no allocation per call).
     if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {

@@ -61,9 +61,10 @@ class Registry extends EventEmitter {
     translate(options, 'configure')
     const base = { ...this._options }
     // The name's own window replaces the Registry's, whichever kind it is;
-    // so does its concurrency limit (`concurrencyLimit: null`: none).
+    // so does its concurrency limit, as a group (`concurrencyLimit: null`:
+    // none). An option given as undefined is not given.
     for (const group of [['windowMs', 'windowCalls'], ['concurrencyLimit', 'adaptiveLimitMin', 'adaptiveLimitMax']]) {
-      if (group.some((key) => Object.hasOwn(options, key))) for (const key of group) delete base[key]
+      if (group.some((key) => Object.hasOwn(options, key) && options[key] !== undefined)) for (const key of group) delete base[key]
     }
     const t = translate({ ...base, ...options }, 'configure')
     const now = read(this)
@@ -247,6 +248,7 @@ class KeyedBreaker {
       this._refusal[1] = retryOf(code)
       this._refusal[2] = false
       this._refusal[3] = refusal.reason
+      if (refusal.pending) r._transitions()
       return null
     }
     if (code >= TRANSITION_PENDING) {

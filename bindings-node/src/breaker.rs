@@ -51,6 +51,9 @@ pub struct NativeLicence {
     /// Whether a concurrency limit is configured: then every admission and
     /// report through the breaker may change the room, so ask again after each.
     pub limited: bool,
+    /// Whether transitions wait in `takeTransitions` (a rejection may have
+    /// observed one: an open time that ended, then a full limit).
+    pub pending: bool,
 }
 
 /// Counters and derived figures, for `metrics()`.
@@ -124,7 +127,7 @@ pub(crate) fn admission_code(admission: &Admission) -> f64 {
 }
 
 /// The licence and state of `breaker` at `now`.
-pub(crate) fn licence_of(breaker: &Native, now: Instant) -> NativeLicence {
+pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> NativeLicence {
     let gauge = u32::from(breaker.state(now).gauge());
     let generation = breaker.counts(now).generation;
     let (kind, until, slow_after, room) = match breaker.licence(now) {
@@ -135,7 +138,7 @@ pub(crate) fn licence_of(breaker: &Native, now: Instant) -> NativeLicence {
     let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
     let room = room.map_or(f64::INFINITY, f64::from);
     let limited = breaker.config().concurrency_limit.is_some();
-    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, limited }
+    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, limited, pending }
 }
 
 impl NativeBreaker {
@@ -195,7 +198,7 @@ impl NativeBreaker {
     /// What JavaScript may do without asking from `nowMs`.
     #[napi(catch_unwind)]
     pub fn licence(&self, now_ms: f64) -> NativeLicence {
-        licence_of(&self.breaker, instant(now_ms))
+        licence_of(&self.breaker, instant(now_ms), !self.transitions.is_empty())
     }
 
     /// Counts `count` calls admitted under a licence, the first at `firstMs`.

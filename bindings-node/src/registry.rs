@@ -15,11 +15,13 @@ use crate::error::Refusal;
 use crate::options::NativeOptions;
 use crate::time::{duration, instant, ms};
 
-/// A rejection: the state gauge (0 closed, 1 half-open, 2 open) and why.
+/// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
+/// whether transitions wait in `takeTransitions` (one the rejection observed).
 #[napi(object)]
 pub struct NativeRefusal {
     pub gauge: u32,
     pub reason: String,
+    pub pending: bool,
 }
 
 /// What `acquire` returns when the registry is full (no idle breaker to evict).
@@ -119,7 +121,8 @@ impl NativeRegistry {
     /// `name`'s licence and state at `nowMs`, or `null` if it has no breaker.
     #[napi]
     pub fn licence(&self, name: String, now_ms: f64) -> Option<NativeLicence> {
-        self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms)))
+        let pending = self.transitions.iter().any(|(n, _)| *n == name);
+        self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms), pending))
     }
 
     /// The latest rejection `acquire` made, for `name`: the state gauge of
@@ -128,7 +131,7 @@ impl NativeRegistry {
     #[napi]
     pub fn refusal(&self, name: String, now_ms: f64) -> NativeRefusal {
         let gauge = self.registry.peek(&name).map_or(2, |b| u32::from(b.state(instant(now_ms)).gauge()));
-        NativeRefusal { gauge, reason: self.refusal.into() }
+        NativeRefusal { gauge, reason: self.refusal.into(), pending: !self.transitions.is_empty() }
     }
 
     /// Milliseconds until a call for `name` is worth trying: 0 now, Infinity

@@ -208,6 +208,8 @@ const MODIFIERS = [
   ['open200', 0.5, { openTimeoutMs: 200 }],
   ['limit3', 0.2, { concurrencyLimit: 3 }],
   ['adaptive', 0.3, { adaptiveLimitMin: 1, adaptiveLimitMax: 8 }],
+  // Calls given up (probes, and a full limit's) within the sequences' time.
+  ['probe500', 0.3, { probeTimeoutMs: 500 }],
 ]
 
 function drawProfile(r) {

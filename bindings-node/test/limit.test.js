@@ -106,18 +106,26 @@ test('tryAcquire says why; record frees the slot', () => {
   assert.equal(breaker.tryAcquire().admitted, true)
 })
 
-test('the adaptive limit grows with successes once it has refused a call, and is cut by a failure', async () => {
+test('the adaptive limit grows by a success after a refusal, and is cut by a failure', async () => {
   const { breaker } = clocked({ adaptiveLimitMin: 1, adaptiveLimitMax: 50 })
   assert.equal(breaker.metrics().concurrencyLimit, 3)
   for (let i = 0; i < 5; i++) await breaker.execute(() => 'one at a time')
   assert.equal(breaker.metrics().concurrencyLimit, 3, 'a limit that holds nobody back does not grow')
-  // Three at once, then a fourth refused: the licence's room is 3.
-  const calls = [pending(), pending(), pending()]
-  const running = calls.map((c) => breaker.execute(c.fn))
-  assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'limit_full')
-  for (const c of calls) c.release.resolve('ok')
-  await Promise.all(running)
-  assert.equal(breaker.metrics().concurrencyLimit, 6, 'slow start: one more per success')
+  // Fill the limit, see a call refused, let one call succeed: each success
+  // after a refusal adds one (slow start, while callers wait).
+  const running = []
+  for (let limit = 3; limit < 6; limit++) {
+    while (running.length < limit) {
+      const call = pending()
+      running.push({ call, done: breaker.execute(call.fn) })
+    }
+    assert.equal((await breaker.execute(() => 1).catch((e) => e)).reason, 'limit_full')
+    const first = running.shift()
+    first.call.release.resolve('ok')
+    await first.done
+    assert.equal(breaker.metrics().concurrencyLimit, limit + 1)
+  }
+  assert.equal(breaker.metrics().concurrencyLimit, 6, 'slow start: one more per success after a refusal')
   await breaker.execute(() => Promise.reject(new Error('429'))).catch(() => {})
   assert.equal(breaker.metrics().concurrencyLimit, 3, 'halved by a failure')
 })
@@ -146,13 +154,15 @@ test("a name configured in a Registry replaces the Registry's limit, of either k
   registry.configure('fixed', { concurrencyLimit: 5 })
   registry.configure('none', { concurrencyLimit: null })
   registry.configure('tighter', { adaptiveLimitMin: 1, adaptiveLimitMax: 2 })
+  registry.configure('inherits', { concurrencyLimit: undefined, windowCalls: undefined, openTimeoutMs: 1000 })
   const limit = (name) => {
     // A name's breaker is made on its first call.
     const key = registry.get(name)
     key.record(key.tryAcquire(), 'success')
     return key.metrics().concurrencyLimit
   }
-  assert.deepEqual([limit('fixed'), limit('none'), limit('tighter'), limit('other')], [5, null, 2, 3])
+  assert.deepEqual([limit('fixed'), limit('none'), limit('tighter'), limit('inherits'), limit('other')], [5, null, 2, 3, 3])
+  assert.throws(() => registry.configure('half', { adaptiveLimitMax: 9 }), (e) => e.option === 'adaptiveLimitMin', 'the limit options replace the Registry\'s as a group')
   const fixed = new Registry({ concurrencyLimit: 4, clock: () => 0 })
   fixed.configure('adaptive', { adaptiveLimitMin: 2, adaptiveLimitMax: 9 })
   const key = fixed.get('adaptive')

@@ -187,8 +187,13 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     #[inline(always)]
     pub fn record(&mut self, permit: Permit, outcome: Outcome, now: Instant) -> Option<Transition> {
         // The hot path, kept small enough to inline: a success in the closed
-        // state (which has no timed changes) that is not slow.
-        if self.phase == Phase::Closed && outcome == Outcome::Success && permit.generation == self.generation {
+        // state (which has no timed change, unless a full limit may give its
+        // calls up) that is not slow.
+        if self.phase == Phase::Closed
+            && outcome == Outcome::Success
+            && permit.generation == self.generation
+            && !self.limiter.give_up_pending()
+        {
             let now = self.latest.max(now);
             let c = self.config.borrow();
             let latency = now - permit.issued_at;
@@ -218,24 +223,27 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let counted = !stale && matches!(outcome, Outcome::Success | Outcome::Failure);
         let slow = counted && policy::is_slow(self.config(), latency);
         self.meter.reported(Report { outcome, latency, slow, stale });
-        if self.holds_slot(permit.generation) {
+        let held = self.holds_slot(permit.generation);
+        if held {
             self.in_flight = self.in_flight.saturating_sub(1);
             self.limiter.reported();
         }
         if !stale && self.phase.state() == State::HalfOpen {
             self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
         }
-        if stale {
-            self.limiter.ended();
-            return observed;
-        }
         let failed = match outcome {
-            Outcome::Success => slow,
-            Outcome::Failure => true,
-            Outcome::Ignored | Outcome::Cancelled => {
+            _ if stale => None,
+            Outcome::Success => Some(slow),
+            Outcome::Failure => Some(true),
+            Outcome::Ignored | Outcome::Cancelled => None,
+        };
+        let Some(failed) = failed else {
+            // A call that held a slot ended without a verdict: it counts
+            // toward the loss window only.
+            if held {
                 self.limiter.ended();
-                return observed;
             }
+            return observed;
         };
         match self.phase {
             Phase::Closed | Phase::Disabled => self.count_closed(now, failed, slow),
@@ -368,15 +376,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         };
         let probing = self.state(now) == State::HalfOpen;
         let probe_successes = if self.phase.state() == State::HalfOpen { self.probe_successes } else { 0 };
-        // An open period that has ended starts probing, and the limit again.
-        let limiter = match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => {
-                let mut limiter = self.limiter;
-                limiter.restart(self.config());
-                limiter
-            }
-            _ => self.limiter,
-        };
+        let limiter = self.limiter_at(now);
         Counts {
             consecutive_failures: self.consecutive,
             window: self.window.totals(self.config().window, now),
@@ -501,16 +501,30 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let c = self.config();
         match self.phase {
             Phase::Disabled => None,
-            Phase::Closed => self.limit_wait(now, false),
+            Phase::Closed => self.limit_wait(&self.limiter, now, false),
             Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Some(self.open_wait(until, now)),
-            Phase::Open { .. } | Phase::ForcedOpen { .. } => None,
+            // Probing would begin: the first probe meets the limit started again.
+            Phase::Open { .. } | Phase::ForcedOpen { .. } => self.limit_wait(&self.limiter_at(now), now, true),
             Phase::HeldOpen => Some(Wait::Held),
             Phase::HalfOpen { give_up_at } if now >= give_up_at && self.probes_in_flight > 0 => None,
             Phase::HalfOpen { give_up_at } if !policy::admits_probe(c, self.probes_in_flight) => {
                 let give_up = give_up_at - now;
                 Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
             }
-            Phase::HalfOpen { .. } => self.limit_wait(now, true),
+            Phase::HalfOpen { .. } => self.limit_wait(&self.limiter, now, true),
+        }
+    }
+
+    /// The limiter as it would be at `now`: an open period that has ended
+    /// starts probing, and the limit again.
+    fn limiter_at(&self, now: Instant) -> Limiter {
+        match self.phase {
+            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => {
+                let mut limiter = self.limiter;
+                limiter.restart(self.config());
+                limiter
+            }
+            _ => self.limiter,
         }
     }
 
@@ -537,6 +551,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.in_flight = 0;
         self.probes_in_flight = 0;
         self.limiter.forget_in_flight();
+        // The next give-up waits for refusals of the calls admitted from now.
+        self.limiter.reported();
     }
 
     /// An open rejection's wait at `now`, the period ending at `until`.
@@ -551,16 +567,16 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// about one round trip while closed; while `probing`, the probes' hint,
     /// since the window counted nothing while the breaker was open. A full
     /// limit whose calls are given up by `now` refuses nothing.
-    fn limit_wait(&self, now: Instant, probing: bool) -> Option<Wait> {
+    fn limit_wait(&self, limiter: &Limiter, now: Instant, probing: bool) -> Option<Wait> {
         let c = self.config();
-        if self.limiter.admits(self.in_flight) || self.limiter.gives_up(c, self.in_flight, now) {
+        if limiter.admits(self.in_flight) || limiter.gives_up(c, self.in_flight, now) {
             return None;
         }
         // The first refusal starts the time after which the calls are given up.
-        let give_up = self.limiter.give_up_at(c).unwrap_or_else(|| policy::probe_give_up_at(c, now)) - now;
+        let give_up = limiter.give_up_at(c).unwrap_or_else(|| policy::probe_give_up_at(c, now)) - now;
         let retry = match probing {
             true => policy::probe_retry_hint(c, give_up),
-            false => self.limiter.retry_hint(c, self.in_flight, self.window.totals(c.window, now), now, give_up),
+            false => limiter.retry_hint(c, self.in_flight, self.window.totals(c.window, now), now, give_up),
         };
         Some(Wait::LimitFull { retry })
     }

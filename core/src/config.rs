@@ -57,7 +57,11 @@ pub struct Config {
     pub half_open_successes: Option<u16>,
     /// A half-open probe not reported within this time after the latest probe
     /// was admitted is given up on: it stops counting as in flight, and its
-    /// late report is ignored as stale.
+    /// late report is ignored as stale (so is every other call in flight
+    /// then). With a concurrency limit, the calls in flight are given up the
+    /// same way when the limit has refused calls for this long with no call
+    /// reported. Set it longer than any call takes: a call given up counts
+    /// nothing when it ends.
     pub probe_timeout: Duration,
     /// At most this many calls in flight at once, fixed or adaptive
     /// ([`ConcurrencyLimit`]). `None` (the default, as in seed 000): no limit.

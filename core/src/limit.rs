@@ -12,20 +12,21 @@
 //! - it starts at the probe count (`half_open_max_attempts`, within
 //!   `min..=max`), when the breaker is new, when it probes and after every
 //!   recovery;
-//! - it grows only while it is what holds the caller back: once it has
-//!   refused a call since it last started or was cut (TCP's congestion
-//!   window validation), so that a quiet spell does not grow it to `max`
-//!   for the next burst to find;
+//! - it grows only while it is what holds callers back: each step needs a
+//!   refusal since the last step, start or cut (TCP's congestion window
+//!   validation), so that a quiet spell does not grow it to `max` for the
+//!   next burst to find;
 //! - *slow start*: below the threshold, each success adds one (the limit
 //!   doubles per round trip);
 //! - *congestion avoidance*: from the threshold on, `limit` successes add one
 //!   (one per round trip);
 //! - a failure (a slow call included) halves it, at most once per *loss
 //!   window*: the calls in flight at a cut were sent under the limit that was
-//!   just cut, so until as many calls have been reported (whatever their
-//!   outcome) no failure cuts again — TCP's "once per window of data",
-//!   counted in calls rather than timed, so that it needs no clock reading
-//!   at admission; the threshold becomes the halved limit, never below `min`.
+//!   just cut, so until as many calls holding a slot have been reported
+//!   (whatever their outcome) no failure cuts again — TCP's "once per window
+//!   of data", counted in reports rather than by when each call began, so
+//!   that it needs no clock reading at admission; the threshold becomes the
+//!   halved limit, never below `min`.
 //!
 //! The simulator (`sim/`, `make demo`) chose it over AIMD (Netflix's
 //! concurrency-limits defaults: ×0.9 per drop, +1 per success) and over a
@@ -106,16 +107,23 @@ pub(crate) struct Limiter {
     /// Reports still to come before a failure may cut again (the calls in
     /// flight at the latest cut).
     recovering: u32,
-    /// When the window began counting: the first admission after it was
-    /// cleared (or made); [`Instant::MAX`] before it (the round-trip
-    /// estimate's span).
-    counting_since: Instant,
+    /// When the window began counting, in µs on the caller's clock (before
+    /// its origin for a breaker restored early in a new process): the first
+    /// admission after it was cleared (or made); `i64::MAX` before it (the
+    /// round-trip estimate's span).
+    counting_since: i64,
     /// The first refusal for the limit since the latest report;
     /// [`Instant::MAX`]: none (when a full limit gives its calls up).
     refused_since: Instant,
-    /// Whether the limit has refused a call since it started or was cut
-    /// (only then does it grow).
+    /// Whether the limit has refused a call since it last grew, started or
+    /// was cut (only then does it grow).
     pressed: bool,
+}
+
+/// `now` in µs as a signed number (times beyond 2^63 µs, 292,000 years,
+/// read as that).
+fn signed(now: Instant) -> i64 {
+    i64::try_from(now.as_micros()).unwrap_or(i64::MAX - 1)
 }
 
 /// The adaptive bounds, if the limit adapts.
@@ -134,7 +142,7 @@ impl Limiter {
             threshold: u32::MAX,
             credit: 0,
             recovering: 0,
-            counting_since: Instant::MAX,
+            counting_since: i64::MAX,
             refused_since: Instant::MAX,
             pressed: false,
         };
@@ -144,13 +152,26 @@ impl Limiter {
 
     /// The window was cleared: it counts again from the next admission.
     pub(crate) fn window_cleared(&mut self) {
-        self.counting_since = Instant::MAX;
+        self.counting_since = i64::MAX;
     }
 
     /// A call was admitted at `now` (the first of a batch, for a binding).
     #[inline(always)]
     pub(crate) fn admitted(&mut self, now: Instant) {
-        self.counting_since = self.counting_since.min(now);
+        self.counting_since = self.counting_since.min(signed(now));
+    }
+
+    /// Whether the calls in flight may be given up if nothing is reported
+    /// (the limit has refused a call since the latest report).
+    #[inline(always)]
+    pub(crate) fn give_up_pending(&self) -> bool {
+        self.refused_since != Instant::MAX
+    }
+
+    /// How long the window has counted at `now` (zero before it began).
+    fn counted_for(&self, now: Instant) -> Duration {
+        let span = i128::from(signed(now)) - i128::from(self.counting_since);
+        Duration::from_micros(u64::try_from(span.max(0)).unwrap_or(u64::MAX))
     }
 
     /// A call holding a slot was reported, or a new state period began:
@@ -214,7 +235,7 @@ impl Limiter {
     }
 
     /// A success was counted: the adaptive limit grows, if it has refused a
-    /// call since it started or was cut.
+    /// call since it last grew.
     #[inline(always)]
     pub(crate) fn succeeded(&mut self, c: &Config) {
         if let Some((_, max)) = adaptive(c) {
@@ -225,14 +246,18 @@ impl Limiter {
         }
     }
 
+    /// One success's growth: one step below the threshold, a credit above
+    /// it (a step per `limit` credits). A step needs a refusal before the next.
     fn grow(&mut self, max: u32) {
         if self.limit < self.threshold {
             self.limit += 1;
+            self.pressed = false;
         } else {
             self.credit += 1;
             if self.credit >= self.limit {
                 self.credit = 0;
                 self.limit += 1;
+                self.pressed = false;
             }
         }
         self.limit = self.limit.min(max);
@@ -271,7 +296,7 @@ impl Limiter {
     ) -> Duration {
         let ceiling = policy::probe_retry_hint(c, give_up);
         let Window::Time(length) = c.window else { return ceiling };
-        let span = now.saturating_since(self.counting_since).min(length);
+        let span = self.counted_for(now).min(length);
         if counted.calls == 0 || span.is_zero() {
             return ceiling;
         }
@@ -313,8 +338,8 @@ mod saved {
     impl Limiter {
         pub(crate) fn save(&self, c: &Config, now: Instant) -> Option<SavedLimit> {
             let counting_for = match c.window {
-                Window::Time(length) if self.counting_since != Instant::MAX => {
-                    Some(now.saturating_since(self.counting_since).min(length).as_micros())
+                Window::Time(length) if self.counting_since != i64::MAX => {
+                    Some(self.counted_for(now).min(length).as_micros())
                 }
                 _ => None,
             };
@@ -351,8 +376,8 @@ mod saved {
                 let counting_for = Duration::from_micros(us);
                 match c.window {
                     Window::Time(length) if counting_for <= length => {
-                        // (From the clock's origin at the earliest.)
-                        limiter.counting_since = Instant::from_micros(now.as_micros().saturating_sub(us));
+                        let since = i128::from(signed(now)) - i128::from(us);
+                        limiter.counting_since = i64::try_from(since).unwrap_or(i64::MIN);
                     }
                     _ => return corrupt,
                 }
@@ -384,11 +409,13 @@ mod tests {
         assert_eq!(l.limit, 3);
         l.succeeded(&c);
         assert_eq!(l.limit, 3, "no growth before the limit has refused a call");
-        l.refused(Instant::ZERO);
         for _ in 0..3 {
+            l.refused(Instant::ZERO);
             l.succeeded(&c);
         }
         assert_eq!(l.limit, 6);
+        l.succeeded(&c);
+        assert_eq!(l.limit, 6, "a step needs a refusal before it");
         // Cut with 2 calls still in flight: their reports do not cut again.
         l.failed(&c, 2);
         assert_eq!((l.limit, l.threshold), (3, 3));

@@ -10,13 +10,14 @@ pub struct Counts {
     pub consecutive_failures: u32,
     /// What the window holds now.
     pub window: WindowCounts,
-    /// Calls admitted in the current state period and not yet reported (or
-    /// given up, for half-open probes).
+    /// Calls admitted and not yet reported nor given up, whatever the state
+    /// did since (a stale report still frees its call's slot).
     pub in_flight: u32,
     /// The concurrency limit in force, if one is configured.
     pub concurrency_limit: Option<u32>,
-    /// Half-open probes admitted and not yet reported or given up
-    /// (`in_flight` while half-open, else 0).
+    /// Half-open probes of the current period admitted and not yet reported
+    /// or given up (0 unless half-open; calls from before it count in
+    /// `in_flight` only).
     pub probes_in_flight: u16,
     /// Successful probes in the current half-open period.
     pub probe_successes: u16,

@@ -10,11 +10,14 @@
 //!   refused for the limit only when that many are (a disabled breaker
 //!   admits everything);
 //! - an adaptive limit stays within its bounds; every limit refusal has a
-//!   hint between 1 µs and a tenth of `open_timeout`.
+//!   hint between 1 µs and a tenth of `open_timeout`;
+//! - calls are given up only when that is due: the limit refused a call,
+//!   or a probe was admitted, at least `probe_timeout` before (and since the
+//!   previous give-up or state change).
 //!
 //! `HALFOPEN_LIMIT_SEQUENCES` sets the number of sequences (default 3,000).
 
-use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, Metrics, Mode, Outcome, Permit, Wait};
+use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, Metrics, Mode, Outcome, Permit, State, Wait};
 
 mod common;
 use common::Rng;
@@ -54,12 +57,26 @@ fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
     let exact = config.probe_timeout == Duration::from_secs(1_000_000);
     let mut now = Instant::ZERO;
     let ctx = |step: usize, what: &str| format!("seed {seed} step {step}: {what} ({config:?})");
+    // Since the latest give-up or state change: the first refusal for the
+    // limit, and the latest probe admitted (what may make a give-up due).
+    let mut refused_at: Option<Instant> = None;
+    let mut probe_at: Option<Instant> = None;
     for step in 0..steps {
         now = now + Duration::from_micros(if rng.chance(30) { 0 } else { rng.below(400_000) });
         let before = b.counts(now);
+        // What may make a give-up due in this step (before the step changes it).
+        let due_by = [refused_at, probe_at];
+        let mut admitted_now = false;
+        let reset = |changed: bool, refused_at: &mut Option<Instant>, probe_at: &mut Option<Instant>| {
+            if changed {
+                *refused_at = None;
+                *probe_at = None;
+            }
+        };
         match rng.below(100) {
             0..50 => {
                 let admission = b.try_acquire(now);
+                reset(admission.transition.is_some(), &mut refused_at, &mut probe_at);
                 let disabled = b.mode(now) == Mode::Disabled;
                 // The counts as the admission saw them (a due timed change applied).
                 let seen = if admission.transition.is_some() { None } else { Some(before) };
@@ -71,11 +88,16 @@ fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
                             let limit = seen.concurrency_limit.expect("a limit is set");
                             assert!(seen.in_flight < limit, "{}", ctx(step, "admitted over the limit"));
                         }
+                        if b.state(now) == State::HalfOpen {
+                            probe_at = Some(now);
+                        }
+                        admitted_now = true;
                         outstanding.push(permit);
                     }
                     Err(rejection) => {
                         if let Wait::LimitFull { retry } = rejection.wait {
                             *refusals += 1;
+                            refused_at.get_or_insert(now);
                             assert!(!disabled, "{}", ctx(step, "a disabled breaker refused"));
                             let counts = b.counts(now);
                             assert!(
@@ -99,12 +121,14 @@ fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
                     Outcome::Ignored,
                     Outcome::Cancelled,
                 ][rng.below(6) as usize];
-                let _ = b.record(permit, outcome, now);
+                let transition = b.record(permit, outcome, now);
+                reset(transition.is_some(), &mut refused_at, &mut probe_at);
             }
             88..90 if !dropped.is_empty() => {
                 let permit = dropped.swap_remove(rng.below(dropped.len() as u64) as usize);
                 let in_flight = b.counts(now).in_flight;
-                let _ = b.record(permit, Outcome::Success, now);
+                let transition = b.record(permit, Outcome::Success, now);
+                reset(transition.is_some(), &mut refused_at, &mut probe_at);
                 if exact {
                     assert_eq!(b.counts(now).in_flight, in_flight, "{}", ctx(step, "a dropped permit freed a slot"));
                 }
@@ -118,22 +142,39 @@ fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
                     3 => b.release(now),
                     _ => b.reset(now),
                 };
+                // An operation that started a new state period (not `release`
+                // of nothing) starts the give-up's time again.
+                reset(b.counts(now).generation != before.generation, &mut refused_at, &mut probe_at);
             }
             95..97 => {
                 let snapshot = b.snapshot(now);
                 b = Breaker::restore(config, &snapshot, now).expect("a snapshot restores");
                 dropped.append(&mut outstanding);
+                reset(true, &mut refused_at, &mut probe_at);
             }
             _ => {
-                let _ = b.handle_timeout(now);
+                let transition = b.handle_timeout(now);
+                reset(transition.is_some(), &mut refused_at, &mut probe_at);
             }
         }
         let counts = b.counts(now);
         let held = outstanding.len() as u32;
         if exact {
             assert_eq!(counts.in_flight, held, "{}", ctx(step, "in flight"));
-        } else {
-            assert!(counts.in_flight <= held, "{}", ctx(step, "more in flight than admitted"));
+        } else if counts.in_flight < held {
+            // Calls were given up (or are due to be, in this read): it must be due.
+            let due = |at: Option<Instant>| at.is_some_and(|t| now >= t + config.probe_timeout);
+            assert!(due_by.into_iter().any(due), "{}", ctx(step, "calls given up before it was due"));
+            // Only a call admitted in this step, after the give-up, still holds a slot.
+            let keep = if admitted_now && counts.in_flight == 1 { outstanding.pop() } else { None };
+            assert_eq!(counts.in_flight, u32::from(keep.is_some()), "{}", ctx(step, "a give-up frees every slot"));
+            dropped.append(&mut outstanding);
+            refused_at = None;
+            // A probe admitted after the give-up starts its own time.
+            if keep.is_none() {
+                probe_at = None;
+            }
+            outstanding.extend(keep);
         }
         let limit = counts.concurrency_limit.expect("a limit is set");
         match config.concurrency_limit {

@@ -124,6 +124,26 @@ fn a_format_1_compact_snapshot_is_refused_as_malformed_but_its_json_restores() {
 }
 
 #[test]
+fn a_limit_restored_on_a_clock_with_another_origin_gives_the_same_hints() {
+    use halfopen::ConcurrencyLimit;
+    let config = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(2)), ..Config::default() };
+    let mut b = Breaker::with_meter(config, Metrics::default()).unwrap();
+    // 2 calls a second for 40 s, then the limit full.
+    for i in 0..80 {
+        let p = b.try_acquire(ms(50_000 + i * 500)).decision.unwrap();
+        b.record(p, Outcome::Success, ms(50_000 + i * 500 + 10));
+    }
+    let at = ms(90_000);
+    let _ = (b.try_acquire(at).decision.unwrap(), b.try_acquire(at).decision.unwrap());
+    let snapshot = b.snapshot(at);
+    let continued = b.try_acquire(at).decision.unwrap_err().retry_after();
+    // A new process whose clock starts at zero, a second after it.
+    let mut restored = Breaker::<Config, Metrics>::restore(config, &snapshot, ms(1_000)).unwrap();
+    let _ = (restored.try_acquire(ms(1_000)).decision.unwrap(), restored.try_acquire(ms(1_000)).decision.unwrap());
+    assert_eq!(restored.try_acquire(ms(1_000)).decision.unwrap_err().retry_after(), continued);
+}
+
+#[test]
 fn another_configuration_is_refused() {
     let s = tripped().snapshot(ms(50_000));
     let other = Config { open_timeout: Duration::from_secs(31), ..*tripped().config() };

@@ -181,7 +181,10 @@ fn the_adaptive_limit_is_never_worse_at_any_concurrency() {
             let slack = u64::from(scenario.messages / 100);
             for other in [Strategy::NoBreaker, Strategy::SeedClassRequeued] {
                 let r = run(&scenario, other, 1);
-                assert!(u64::from(limited.delivered) + slack >= u64::from(r.delivered), "{ctx}: delivered vs {other:?}");
+                assert!(
+                    u64::from(limited.delivered) + slack >= u64::from(r.delivered),
+                    "{ctx}: delivered vs {other:?}"
+                );
                 assert!(limited.wasted_calls <= r.wasted_calls + slack, "{ctx}: wasted vs {other:?}");
             }
         }
