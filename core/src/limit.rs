@@ -223,13 +223,13 @@ impl Limiter {
         in_flight < self.limit
     }
 
-    /// A new state period began: the calls in flight are stale, and none
-    /// will be reported.
+    /// The calls in flight were given up: none of their reports will count.
     pub(crate) fn forget_in_flight(&mut self) {
         self.recovering = 0;
     }
 
-    /// A call was reported without a verdict (ignored, cancelled).
+    /// A call holding a slot ended without a verdict (ignored, cancelled,
+    /// or stale).
     pub(crate) fn ended(&mut self) {
         self.recovering = self.recovering.saturating_sub(1);
     }
