@@ -238,6 +238,16 @@ impl World {
 
 /// Runs `scenario` with `strategy`, drawing chance from `seed`.
 pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
+    run_guarded(scenario, strategy, seed, || Guard::new(strategy))
+}
+
+/// Runs `scenario` with halfopen configured by `config` (a variant of the
+/// limited strategy, reported under its name), drawing chance from `seed`.
+pub fn run_config(scenario: &Scenario, config: halfopen::Config, seed: u64) -> Report {
+    run_guarded(scenario, Strategy::HalfopenLimited, seed, || Guard::with_config(config))
+}
+
+fn run_guarded(scenario: &Scenario, strategy: Strategy, seed: u64, guard: impl Fn() -> Guard) -> Report {
     let mut world = World {
         rng: Rng::new(seed),
         gateways: (0..scenario.instances)
@@ -246,7 +256,7 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Report {
                 _ => Gateway::new(scenario.model),
             })
             .collect(),
-        guards: (0..scenario.instances).map(|_| Guard::new(strategy)).collect(),
+        guards: (0..scenario.instances).map(|_| guard()).collect(),
         events: BinaryHeap::new(),
         ready: BinaryHeap::new(),
         order: 0,

@@ -78,12 +78,15 @@ impl Guard {
             Strategy::NoBreaker => Guard::None,
             Strategy::SeedClass => Guard::Seed(SeedBreaker::new(), false),
             Strategy::SeedClassRequeued => Guard::Seed(SeedBreaker::new(), true),
-            Strategy::Halfopen | Strategy::HalfopenLimited => {
-                let config = if strategy == Strategy::Halfopen { Config::default() } else { limited() };
-                let breaker = Breaker::with_meter(config, Metrics::default()).expect("the demo's configs are valid");
-                Guard::Halfopen(Box::new(breaker))
-            }
+            Strategy::Halfopen => Guard::with_config(Config::default()),
+            Strategy::HalfopenLimited => Guard::with_config(limited()),
         }
+    }
+
+    /// halfopen's core configured by `config`.
+    pub fn with_config(config: Config) -> Self {
+        let breaker = Breaker::with_meter(config, Metrics::default()).expect("the demo's configs are valid");
+        Guard::Halfopen(Box::new(breaker))
     }
 
     pub fn admit(&mut self, now: Micros, jitter: f64) -> Admit {

@@ -1,4 +1,4 @@
-//! `make demo`: runs seed 000's three campaigns with each strategy, prints a
+//! `make demo`: runs seed 000's four campaigns with each strategy, prints a
 //! table per campaign, and writes a picture per campaign to `docs/sim/`.
 //!
 //! cargo run --release -p halfopen-sim -- [--seed N] [--out DIR]
@@ -38,4 +38,6 @@ fn main() {
     }
     println!("### Sensitivity: the sender's concurrency (delivered · wasted calls · time suspended)\n");
     print!("{}", table::sensitivity(&scenarios::all(), seed));
+    println!("\n### Variants of the limit (delivered · wasted calls · time suspended · duration)\n");
+    print!("{}", table::variants(&scenarios::all(), seed));
 }

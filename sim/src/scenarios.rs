@@ -1,4 +1,4 @@
-//! Seed 000's three stories as scenarios. `sim/README.md` explains each number.
+//! Seed 000's stories (the headline and its three cases) as scenarios. `sim/README.md` explains each number.
 
 use crate::engine::Scenario;
 use crate::gateway::{GatewayModel, SECOND};

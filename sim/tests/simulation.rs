@@ -82,6 +82,8 @@ fn the_readme_tables_are_the_ones_make_demo_prints() {
     }
     let sensitivity = halfopen_sim::table::sensitivity(&scenarios::all(), 1);
     assert!(readme.contains(&sensitivity), "README.md's sensitivity table is stale: run make demo\n{sensitivity}");
+    let variants = halfopen_sim::table::variants(&scenarios::all(), 1);
+    assert!(readme.contains(&variants), "README.md's variants table is stale: run make demo\n{variants}");
 }
 
 #[test]
