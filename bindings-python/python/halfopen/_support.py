@@ -1,0 +1,76 @@
+"""What the native extension needs from Python: the exception classes it
+raises, the exceptions that count as cancellations, and the logger that
+receives callback failures."""
+
+from __future__ import annotations
+
+import asyncio
+import decimal
+import logging
+import numbers
+from typing import Optional
+
+logger = logging.getLogger("halfopen")
+
+#: Exceptions that end a call without saying anything about the upstream:
+#: the call's slot is freed and nothing is counted; they are re-raised.
+CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+class CircuitBreakerError(Exception):
+    """A call the breaker did not admit (the function was not called).
+
+    ``state`` is ``"OPEN"``, ``"HALF_OPEN"`` or ``"CLOSED"`` (a full
+    concurrency limit); ``retry_after`` the seconds after which to try again
+    (use it as a queue's delay), ``None`` while held open until released;
+    ``reason`` the core's: ``"open"``, ``"probes_busy"``, ``"limit_full"`` or
+    ``"held"``.
+    """
+
+    def __init__(self, breaker_name: str, state: str, retry_after: Optional[float], reason: str) -> None:
+        self.breaker_name = breaker_name
+        self.state = state
+        self.retry_after = retry_after
+        self.reason = reason
+        wait = "until released" if retry_after is None else f"retry in {retry_after:g} s"
+        super().__init__(f"CircuitBreaker[{breaker_name}] refused the call ({reason}, {state}); {wait}")
+
+
+class CircuitOpenError(CircuitBreakerError):
+    """Refused because the breaker is open (or half-open with every probe slot taken, or held open)."""
+
+
+class ConcurrencyLimitError(CircuitBreakerError):
+    """Refused because the concurrency limit is full (the state is ``"CLOSED"`` or ``"HALF_OPEN"``)."""
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be restored; ``kind`` says why: ``"malformed"``,
+    ``"newer_version"``, ``"config_mismatch"`` or ``"corrupt"``."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def refusal(breaker_name: str, state: str, retry_after: Optional[float], reason: str) -> CircuitBreakerError:
+    """The exception for a refusal, of the class its reason calls for."""
+    cls = ConcurrencyLimitError if reason == "limit_full" else CircuitOpenError
+    return cls(breaker_name, state, retry_after, reason)
+
+
+def exact_micros(value: object) -> Optional[int]:
+    """The microseconds of a clock reading that is a real number other than
+    an int or a float (a ``Fraction``, a ``Decimal``), exactly; ``None`` if it
+    is not a real number (a ``ValueError`` if it is not finite)."""
+    if not isinstance(value, numbers.Real) and not isinstance(value, decimal.Decimal):
+        return None
+    return round(value * 1_000_000)  # type: ignore[operator]
+
+
+def log_error(what: str, error: BaseException) -> None:
+    """Logs a callback's failure; it never changes a call or the breaker."""
+    try:
+        logger.error("halfopen: %s", what, exc_info=error)
+    except Exception:  # noqa: BLE001 - nothing a callback raises may escape
+        pass

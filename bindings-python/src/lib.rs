@@ -1,0 +1,18 @@
+//! The Python extension `halfopen._native`: the core breaker for Python
+//! (threads and asyncio). The package `halfopen` (python/halfopen) builds
+//! its public API on it; every decision is the core's.
+#![forbid(unsafe_code)]
+
+mod breaker;
+mod options;
+mod time;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<breaker::NativeBreaker>()?;
+    m.add_class::<breaker::Permit>()?;
+    m.add_class::<breaker::StateChange>()?;
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! Keyword options, translated into a core [`Config`]. Every core option has
+//! its snake_case name; times are seconds (`int` or `float`). Types are
+//! checked here (`TypeError` naming the option: a `bool` is not a number, a
+//! string is not either); values no configuration can hold (negative,
+//! fractional counts, NaN, infinite times) are a `ValueError` naming it; the
+//! core validates the rest and owns every default (an absent option keeps
+//! it; `None` unsets a policy).
+
+use halfopen::{ConcurrencyLimit, Config, ConfigError, Duration, Field, Window};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple};
+
+/// The options the core reads, by their Python names.
+const CORE: &[&str] = &[
+    "preset",
+    "failure_threshold",
+    "window",
+    "window_calls",
+    "consecutive_failures",
+    "failure_rate_threshold",
+    "minimum_calls",
+    "slow_call_duration",
+    "slow_call_rate_threshold",
+    "open_timeout",
+    "backoff_factor",
+    "max_open_timeout",
+    "jitter",
+    "jitter_seed",
+    "half_open_max_attempts",
+    "half_open_successes",
+    "probe_timeout",
+    "concurrency_limit",
+    "adaptive_limit",
+];
+
+/// A `TypeError` or `ValueError` whose message starts with the option's
+/// name, and whose `option` attribute is it.
+pub(crate) fn option_error(py: Python<'_>, type_error: bool, option: &str, problem: &str) -> PyErr {
+    let message = format!("{option} {problem}");
+    let err = if type_error { PyTypeError::new_err(message) } else { PyValueError::new_err(message) };
+    // Setting an attribute on a fresh exception instance cannot fail.
+    let _ = err.value(py).setattr("option", option);
+    err
+}
+
+/// The option of the core's `field` (given `options`, for the window's kind).
+fn option_of(field: Field, options: &Bound<'_, PyDict>) -> &'static str {
+    match field {
+        Field::Window if options.contains("window_calls").unwrap_or(false) => "window_calls",
+        Field::AdaptiveLimitMin | Field::AdaptiveLimitMax => "adaptive_limit",
+        Field::Window => "window",
+        other => other.name(),
+    }
+}
+
+/// A `ValueError` for an invalid configuration, naming the option.
+pub(crate) fn config_error(py: Python<'_>, e: ConfigError, options: &Bound<'_, PyDict>) -> PyErr {
+    option_error(py, false, option_of(e.field, options), e.problem.describe())
+}
+
+fn is_number(v: &Bound<'_, PyAny>) -> bool {
+    !v.is_instance_of::<PyBool>() && (v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>())
+}
+
+/// A whole number from 0 to `u32::MAX`.
+fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err(option_error(py, true, option, &format!("must be an int, got {}", type_name(v))));
+    }
+    v.extract::<u32>().map_err(|_| option_error(py, false, option, "must be a whole number from 0 to 4294967295"))
+}
+
+/// A real number (an `int` or a `float`, not a `bool`).
+fn number(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if !is_number(v) {
+        return Err(option_error(py, true, option, &format!("must be a number, got {}", type_name(v))));
+    }
+    v.extract::<f64>().map_err(|_| option_error(py, false, option, "must be a finite number"))
+}
+
+/// Seconds, as a core duration (to the microsecond).
+fn seconds(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let s = number(py, option, v)?;
+    crate::time::micros(s)
+        .map(Duration::from_micros)
+        .ok_or_else(|| option_error(py, false, option, "must be a finite, non-negative number of seconds"))
+}
+
+pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into())
+}
+
+/// The configuration `options` describe (every key must be a core option).
+pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Config> {
+    for key in options.keys() {
+        let key: String = key.extract()?;
+        if !CORE.contains(&key.as_str()) {
+            return Err(option_error(py, true, &key, "is not an option"));
+        }
+    }
+    let mut c = match options.get_item("preset")? {
+        None => Config::default(),
+        Some(p) => match p.extract::<String>().as_deref() {
+            Ok("whatsapp_gateway") => Config::whatsapp_gateway(),
+            Ok("partner_webhook") => Config::partner_webhook(),
+            _ => return Err(option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")),
+        },
+    };
+    if options.contains("window")? && options.contains("window_calls")? {
+        return Err(option_error(py, true, "window_calls", "and window exclude each other"));
+    }
+    if options.contains("concurrency_limit")? && options.contains("adaptive_limit")? {
+        return Err(option_error(py, true, "concurrency_limit", "and adaptive_limit exclude each other"));
+    }
+    for (key, v) in options.iter() {
+        let key: String = key.extract()?;
+        let key = key.as_str();
+        let none = v.is_none();
+        match key {
+            "preset" => {}
+            "failure_threshold" => c.failure_threshold = (!none).then(|| count(py, key, &v)).transpose()?,
+            "consecutive_failures" => c.consecutive_failures = (!none).then(|| count(py, key, &v)).transpose()?,
+            "failure_rate_threshold" => c.failure_rate_threshold = (!none).then(|| number(py, key, &v)).transpose()?,
+            "slow_call_duration" => c.slow_call_duration = (!none).then(|| seconds(py, key, &v)).transpose()?,
+            "slow_call_rate_threshold" => {
+                c.slow_call_rate_threshold = (!none).then(|| number(py, key, &v)).transpose()?
+            }
+            "concurrency_limit" => {
+                c.concurrency_limit = (!none).then(|| count(py, key, &v).map(ConcurrencyLimit::Fixed)).transpose()?
+            }
+            "adaptive_limit" => c.concurrency_limit = (!none).then(|| adaptive(py, &v)).transpose()?,
+            _ if none => return Err(option_error(py, true, key, "cannot be None")),
+            "window" => c.window = Window::Time(seconds(py, key, &v)?),
+            "window_calls" => {
+                c.window = Window::Count(
+                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?,
+                )
+            }
+            "minimum_calls" => c.minimum_calls = count(py, key, &v)?,
+            "open_timeout" => c.open_timeout = seconds(py, key, &v)?,
+            "backoff_factor" => c.backoff_factor = number(py, key, &v)?,
+            "max_open_timeout" => c.max_open_timeout = Some(seconds(py, key, &v)?),
+            "jitter" => c.jitter = number(py, key, &v)?,
+            "jitter_seed" => {
+                if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+                    return Err(option_error(py, true, key, &format!("must be an int, got {}", type_name(&v))));
+                }
+                c.jitter_seed = v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?
+            }
+            "half_open_max_attempts" => {
+                c.half_open_max_attempts =
+                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?
+            }
+            "half_open_successes" => {
+                c.half_open_successes = Some(
+                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?,
+                )
+            }
+            "probe_timeout" => c.probe_timeout = seconds(py, key, &v)?,
+            _ => unreachable!("checked against CORE above"),
+        }
+    }
+    c.validate().map_err(|e| config_error(py, e, options))?;
+    Ok(c)
+}
+
+/// `adaptive_limit=(min, max)`.
+fn adaptive(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ConcurrencyLimit> {
+    let pair = v
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|t| t.len() == 2)
+        .ok_or_else(|| option_error(py, true, "adaptive_limit", &format!("must be a (min, max) tuple, got {}", type_name(v))))?;
+    let min = count(py, "adaptive_limit", &pair.get_item(0)?)?;
+    let max = count(py, "adaptive_limit", &pair.get_item(1)?)?;
+    Ok(ConcurrencyLimit::Adaptive { min, max })
+}

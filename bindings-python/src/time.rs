@@ -1,0 +1,29 @@
+//! Seconds (Python's unit) to the core's microseconds, and the default
+//! clock: monotonic, read in Rust (no call into Python).
+
+use std::sync::OnceLock;
+
+use halfopen::{Duration, Instant};
+
+/// Microseconds of `seconds`, if it is finite, not negative, and fits.
+pub(crate) fn micros(seconds: f64) -> Option<u64> {
+    let us = (seconds * 1e6).round();
+    (us.is_finite() && us >= 0.0 && us <= u64::MAX as f64).then_some(us as u64)
+}
+
+/// Seconds of a duration.
+pub(crate) fn secs(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1e6
+}
+
+/// Seconds of an instant on the breaker's clock.
+pub(crate) fn secs_at(t: Instant) -> f64 {
+    t.as_micros() as f64 / 1e6
+}
+
+/// The default clock: microseconds since this process first read it.
+pub(crate) fn monotonic() -> Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(std::time::Instant::now);
+    Instant::from_micros(u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX))
+}
