@@ -9,14 +9,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-promtool node-deps node-build test-node test-examples setup-redis
+.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python test-examples setup-redis
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
 demo:
 	$(CARGO) run -q --release -p halfopen-sim
 
-test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-examples
+test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-examples
 
 # The core with every feature set it claims (std + serde by default, none,
 # alloc alone), and the simulator (release: it runs every campaign).
@@ -91,6 +91,19 @@ node-build: node-deps
 
 test-node: node-build
 	cd $(NODE_DIR) && node --test test/
+
+# The Python package (pyo3 + maturin), built into the project's venv.
+PY_DIR := bindings-python
+python-build: setup-python-dev
+	cd $(PY_DIR) && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
+
+test-python: python-build
+	$(PY) -m pytest -q $(PY_DIR)/tests
+
+setup-python-dev: $(VENV)/.installed-dev
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0
+	touch $@
 
 # Seed 000's sender for real: redis-server + BullMQ + a local gateway.
 BULLMQ_DIR := examples/whatsapp-bullmq
