@@ -4,7 +4,9 @@
 #![forbid(unsafe_code)]
 
 mod breaker;
+mod host;
 mod options;
+mod registry;
 mod time;
 
 use pyo3::prelude::*;
@@ -12,7 +14,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<breaker::NativeBreaker>()?;
-    m.add_class::<breaker::Permit>()?;
-    m.add_class::<breaker::StateChange>()?;
+    m.add_class::<host::Permit>()?;
+    m.add_class::<host::StateChange>()?;
+    m.add_class::<registry::NativeRegistry>()?;
     Ok(())
 }

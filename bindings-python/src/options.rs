@@ -146,16 +146,16 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
                 if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
                     return Err(option_error(py, true, key, &format!("must be an int, got {}", type_name(&v))));
                 }
-                c.jitter_seed = v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?
+                c.jitter_seed =
+                    v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?
             }
             "half_open_max_attempts" => {
                 c.half_open_max_attempts =
                     u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?
             }
             "half_open_successes" => {
-                c.half_open_successes = Some(
-                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?,
-                )
+                c.half_open_successes =
+                    Some(u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?)
             }
             "probe_timeout" => c.probe_timeout = seconds(py, key, &v)?,
             _ => unreachable!("checked against CORE above"),
@@ -167,11 +167,9 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
 
 /// `adaptive_limit=(min, max)`.
 fn adaptive(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ConcurrencyLimit> {
-    let pair = v
-        .cast::<PyTuple>()
-        .ok()
-        .filter(|t| t.len() == 2)
-        .ok_or_else(|| option_error(py, true, "adaptive_limit", &format!("must be a (min, max) tuple, got {}", type_name(v))))?;
+    let pair = v.cast::<PyTuple>().ok().filter(|t| t.len() == 2).ok_or_else(|| {
+        option_error(py, true, "adaptive_limit", &format!("must be a (min, max) tuple, got {}", type_name(v)))
+    })?;
     let min = count(py, "adaptive_limit", &pair.get_item(0)?)?;
     let max = count(py, "adaptive_limit", &pair.get_item(1)?)?;
     Ok(ConcurrencyLimit::Adaptive { min, max })

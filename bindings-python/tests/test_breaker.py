@@ -442,3 +442,49 @@ def test_the_concurrency_limit_refuses_with_its_own_class() -> None:
     assert isinstance(refused.value, CircuitBreakerError)
     breaker.record(permit, "success")
     assert breaker.call(lambda: "ok") == "ok"
+
+
+def test_a_registry_holds_one_breaker_per_name_and_refuses_when_full_of_busy_ones() -> None:
+    clock = Clock()
+    registry = halfopen.Registry(capacity=2, clock=clock, failure_threshold=1)
+    changes: List[Any] = []
+    registry.on_state_change(lambda c: changes.append((c.name, c.to_state)))
+    a, b = registry.get("inst-a"), registry.get("inst-b")
+    assert a.call(lambda: "sent") == "sent" and len(registry) == 1 and "inst-a" in registry
+    with pytest.raises(RuntimeError):
+        b.call(fail)
+    assert (a.state, b.state) == (State.CLOSED, State.OPEN)
+    assert changes == [("inst-b", "OPEN")]
+    held = a.try_acquire()  # a is busy, b is open: neither can be evicted
+    with pytest.raises(halfopen.RegistryFullError) as full:
+        registry.get("inst-c").call(lambda: None)
+    assert isinstance(full.value, CircuitBreakerError) and full.value.reason == "registry_full"
+    a.record(held, "success")
+    assert registry.get("inst-c").call(lambda: "c") == "c"
+    assert registry.evictions == 1 and sorted(registry.names()) == ["inst-b", "inst-c"]
+    assert 'circuit_state{name="inst-b"} 2' in registry.prometheus()
+
+
+def test_a_registry_name_can_have_its_own_options_and_the_forms_of_a_breaker() -> None:
+    registry = halfopen.Registry(clock=Clock(), failure_threshold=5)
+    registry.configure("fragile", failure_threshold=1)
+    with pytest.raises(ValueError) as raised:
+        registry.configure("x", failure_threshold=0)
+    assert raised.value.option == "failure_threshold"
+    fragile = registry.get("fragile")
+
+    @fragile
+    async def send() -> None:
+        raise RuntimeError("down")
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(send())
+    assert fragile.state is State.OPEN
+    with pytest.raises(CircuitOpenError):
+        with fragile:
+            pass
+    assert registry.get("other").state is State.CLOSED
+    restored = halfopen.Registry(clock=Clock(), failure_threshold=5)
+    restored.configure("fragile", failure_threshold=1)
+    restored.restore_json(registry.to_json())
+    assert restored.get("fragile").state is State.OPEN

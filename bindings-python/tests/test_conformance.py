@@ -19,13 +19,6 @@ import halfopen
 
 SUITE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "conformance"
 
-# What this package does not offer yet, by file and case, with the reason.
-# (Listed, not skipped: each is run, and must fail.)
-EXPECTED_FAILURES: Dict[str, str] = {}
-UNSUPPORTED = {
-    "registry": "the Python Registry has not landed yet",
-    "latency_histogram": "the Python package keeps no latency histogram yet",
-}
 
 SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 MS_KEYS = {
@@ -60,6 +53,8 @@ COUNTS = {
 }
 METRIC_TIMES = {"time_closed_ms": "time_closed", "time_open_ms": "time_open",
                 "time_half_open_ms": "time_half_open", "mean_time_open_ms": "mean_time_open"}
+LATENCIES = {"latency_p50_ms": "latency_p50", "latency_p95_ms": "latency_p95",
+             "latency_p99_ms": "latency_p99", "latency_max_ms": "latency_max"}
 METRIC_COUNTERS = {"admitted", "successes", "failures", "slow", "rejections", "ignored",
                    "cancelled", "stale", "opens", "opens_last_24h", "error_rate"}
 
@@ -89,8 +84,7 @@ def options(config: Dict[str, Any]) -> Dict[str, Any]:
         elif key in ("adaptive_limit_min", "adaptive_limit_max"):
             out["adaptive_limit"] = (config.get("adaptive_limit_min"), config.get("adaptive_limit_max"))
         elif key == "latency_histogram":
-            if v:
-                raise NotImplementedError(UNSUPPORTED["latency_histogram"])
+            out["latency_histogram"] = v
         else:
             raise AssertionError(f"unknown config key {key}")
     return out
@@ -139,10 +133,11 @@ def check_metrics(breaker: halfopen.CircuitBreaker, want: Dict[str, Any]) -> Non
             got = None if got is None else got * 1000
         elif key in METRIC_COUNTERS:
             got = m[key]
-        elif key.startswith("latency_"):
-            if w is not None:
-                raise NotImplementedError(UNSUPPORTED["latency_histogram"])
-            continue  # not measured, as expected
+        elif key == "latency_count":
+            got = m[key]
+        elif key in LATENCIES:
+            got = m[LATENCIES[key]]
+            got = None if got is None else got * 1000
         else:
             raise AssertionError(f"unknown metric {key}")
         if w is None:
@@ -153,29 +148,38 @@ def check_metrics(breaker: halfopen.CircuitBreaker, want: Dict[str, Any]) -> Non
             assert got is not None and abs(got - w) <= 1e-9 * max(1, abs(w)), f"metrics.{key} = {got} != {w}"
 
 
-def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]]) -> None:
+def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]], registry_case: Optional[Dict[str, Any]]) -> None:
     clock = [0]  # ms (whole, so that every time is exact: the clock gives a Fraction of seconds)
     seen: List[halfopen.StateChange] = []
     opts = options(config)
-    breaker = halfopen.CircuitBreaker(
-        "conformance", clock=lambda: Fraction(clock[0]) / 1000, exclude=lambda e: isinstance(e, Ignored), **opts
-    )
-    breaker.on_state_change(seen.append)
+    common: Dict[str, Any] = {"clock": lambda: Fraction(clock[0]) / 1000, "exclude": lambda e: isinstance(e, Ignored)}
+    registry: Optional[halfopen.Registry] = None
+    single: Optional[halfopen.CircuitBreaker] = None
+    if registry_case is not None:
+        assert set(registry_case) <= {"capacity", "configure"}
+        registry = halfopen.Registry(capacity=registry_case["capacity"], **common, **opts)
+        for key, own in registry_case.get("configure", {}).items():
+            registry.configure(key, **options(own))
+        registry.on_state_change(seen.append)
+    else:
+        single = halfopen.CircuitBreaker("conformance", **common, **opts)
+        single.on_state_change(seen.append)
+    holder: Any = registry if registry is not None else single
     permits: Dict[str, halfopen.Permit] = {}
     for index, step in enumerate(steps):
         op = step["op"]
         assert op in STEP_KEYS, f"unknown op {op}"
         assert set(step) <= STEP_KEYS[op] | {"op", "at", "key"}, f"unknown key in step {index}: {step}"
-        if "key" in step:
-            raise NotImplementedError(UNSUPPORTED["registry"])
+        assert ("key" in step) == (registry is not None) or op in ("expect", "snapshot_restore"), f"step {index}: key"
+        breaker: Any = registry.get(step["key"]) if registry is not None and "key" in step else single
         if "at" in step:
             clock[0] = step["at"]
         where = f"step {index} {json.dumps(step)}"
         if op == "acquire":
-            if "refused" in step:
-                raise NotImplementedError(UNSUPPORTED["registry"])
             try:
                 permit = breaker.try_acquire()
+            except halfopen.RegistryFullError as err:
+                assert step.get("refused") == "full", f"{where}: unexpected {err}"
             except halfopen.CircuitBreakerError as err:
                 assert "rejected" in step, f"{where}: expected admission, got {err}"
                 want = step["rejected"]
@@ -189,7 +193,7 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]]) -> None:
                 if "retry_after_ms" in want:
                     check_retry(err.retry_after, want["retry_after_ms"])
             else:
-                assert "permit" in step, f"{where}: expected a rejection, the call was admitted"
+                assert "permit" in step, f"{where}: expected a refusal, the call was admitted"
                 assert step["permit"] not in permits, f"{where}: permit name in use"
                 permits[step["permit"]] = permit
         elif op == "record":
@@ -198,7 +202,19 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]]) -> None:
             run_call(breaker, clock, step, where)
         elif op == "expect":
             if "registry" in step:
-                raise NotImplementedError(UNSUPPORTED["registry"])
+                assert registry is not None, where
+                want = step["registry"]
+                assert set(want) <= {"len", "evictions", "holds", "lacks"}
+                if "len" in want:
+                    assert len(registry) == want["len"], f"{where}: len {len(registry)}"
+                if "evictions" in want:
+                    assert registry.evictions == want["evictions"], f"{where}: evictions {registry.evictions}"
+                for key in want.get("holds", []):
+                    assert key in registry, f"{where}: lacks {key}"
+                for key in want.get("lacks", []):
+                    assert key not in registry, f"{where}: holds {key}"
+                if "key" not in step:
+                    continue
             if "state" in step:
                 assert breaker.state == halfopen.State(step["state"].upper()), f"{where}: state {breaker.state}"
             if "retry_after_ms" in step:
@@ -223,12 +239,12 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]]) -> None:
         elif op == "snapshot_restore":
             assert step["encoding"] in ("json", "compact")
             if step["encoding"] == "json":
-                breaker.restore_json(breaker.to_json())
+                holder.restore_json(holder.to_json())
             else:
-                breaker.restore_bytes(breaker.to_bytes())
+                holder.restore_bytes(holder.to_bytes())
         elif op == "restore":
             try:
-                breaker.restore_json(json.dumps(step["snapshot"]))
+                holder.restore_json(json.dumps(step["snapshot"]))
             except halfopen.SnapshotError as err:
                 assert step.get("error") == err.kind, f"{where}: {err.kind}: {err}"
             else:
@@ -237,7 +253,7 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]]) -> None:
             check_transitions(seen, step)
 
 
-def run_call(breaker: halfopen.CircuitBreaker, clock: List[float], step: Dict[str, Any], where: str) -> None:
+def run_call(breaker: Any, clock: List[float], step: Dict[str, Any], where: str) -> None:
     outcome = step["outcome"]
     repeat = step.get("repeat", 1)
     duration = step.get("duration_ms", 0)
@@ -284,21 +300,13 @@ def cases():
 @pytest.mark.parametrize("case", list(cases()))
 def test_conformance(case: Dict[str, Any]) -> None:
     assert set(case) <= {"description", "config", "registry", "steps", "invalid"}, case
-    if "registry" in case:
-        pytest.xfail(UNSUPPORTED["registry"])
-    try:
-        if "invalid" in case:
-            try:
-                opts = options(case["config"])
-            except NotImplementedError as missing:
-                pytest.xfail(str(missing))
-            with pytest.raises((TypeError, ValueError)) as raised:
-                halfopen.CircuitBreaker("conformance", **opts)
-            assert raised.value.option == python_option(case["invalid"], case["config"]), str(raised.value)
-            return
-        run_steps(case["config"], case["steps"])
-    except NotImplementedError as missing:
-        pytest.xfail(str(missing))
+    if "invalid" in case:
+        opts = options(case["config"])
+        with pytest.raises((TypeError, ValueError)) as raised:
+            halfopen.CircuitBreaker("conformance", **opts)
+        assert raised.value.option == python_option(case["invalid"], case["config"]), str(raised.value)
+        return
+    run_steps(case["config"], case["steps"], case.get("registry"))
 
 
 def test_every_file_is_read() -> None:

@@ -12,13 +12,14 @@ import contextvars
 import enum
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, List, TypeVar
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 
-from ._native import NativeBreaker, Permit, StateChange
+from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from ._support import (
     CircuitBreakerError,
     CircuitOpenError,
     ConcurrencyLimitError,
+    RegistryFullError,
     SnapshotError,
 )
 
@@ -27,7 +28,10 @@ __all__ = [
     "CircuitBreakerError",
     "CircuitOpenError",
     "ConcurrencyLimitError",
+    "KeyedBreaker",
     "Permit",
+    "Registry",
+    "RegistryFullError",
     "SnapshotError",
     "State",
     "StateChange",
@@ -49,29 +53,23 @@ class State(enum.Enum):
 _ENTERED: contextvars.ContextVar[List[Permit]] = contextvars.ContextVar("halfopen_entered")
 
 
-class CircuitBreaker(NativeBreaker):
-    """A circuit breaker for one upstream.
+class _Protects:
+    """The forms of a protected call, over ``call``, ``try_acquire``,
+    ``record`` and ``record_exception``: asyncio, the decorator, and the
+    context managers (which raise ``CircuitBreakerError`` before the block
+    when the call is refused)."""
 
-    ``CircuitBreaker(name, *, failure_threshold=5, window=60.0, open_timeout=30.0,
-    half_open_max_attempts=3, ...)``: every core option under its snake_case
-    name, times in seconds; unset options take the core's defaults (seed
-    000's breaker), ``None`` unsets a policy. Also ``exclude`` (exception
-    classes, or a predicate on the exception, that never count) and ``clock``
-    (a callable returning seconds, for tests; monotonic by default, read in
-    Rust).
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        raise NotImplementedError
 
-    Outcomes: a call that returns is a success; an exception is a failure,
-    unless ``exclude`` says otherwise (then it counts nothing); a
-    cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
-    ``SystemExit``, ``GeneratorExit``) counts nothing. Every exception is
-    re-raised; every admitted call is reported exactly once, and its slot
-    freed. No lock is held while the call runs or while a listener runs.
-    """
+    def try_acquire(self) -> Permit:
+        raise NotImplementedError
 
-    @property
-    def state(self) -> State:
-        """The state now, counting elapsed time."""
-        return State(self.state_name())
+    def record(self, permit: Permit, outcome: str) -> None:
+        raise NotImplementedError
+
+    def record_exception(self, permit: Permit, exc: BaseException) -> None:
+        raise NotImplementedError
 
     async def call_async(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """Awaits ``fn(*args, **kwargs)`` if the breaker admits it (see ``call``)."""
@@ -100,7 +98,7 @@ class CircuitBreaker(NativeBreaker):
 
         return guarded
 
-    def __enter__(self) -> "CircuitBreaker":
+    def __enter__(self: P) -> P:
         """Raises ``CircuitBreakerError`` before the block if not admitted."""
         permit = self.try_acquire()
         _ENTERED.set(_ENTERED.get([]) + [permit])
@@ -116,11 +114,44 @@ class CircuitBreaker(NativeBreaker):
             self.record_exception(permit, exc)
         return False
 
-    async def __aenter__(self) -> "CircuitBreaker":
+    async def __aenter__(self: P) -> P:
         return self.__enter__()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         return self.__exit__(exc_type, exc, tb)
+
+
+P = TypeVar("P", bound=_Protects)
+
+
+class CircuitBreaker(_Protects, NativeBreaker):
+    """A circuit breaker for one upstream.
+
+    ``CircuitBreaker(name, *, failure_threshold=5, window=60.0, open_timeout=30.0,
+    half_open_max_attempts=3, ...)``: every core option under its snake_case
+    name, times in seconds; unset options take the core's defaults (seed
+    000's breaker), ``None`` unsets a policy. Also ``exclude`` (exception
+    classes, or a predicate on the exception, that never count), ``clock``
+    (a callable returning seconds, for tests; monotonic by default, read in
+    Rust) and ``latency_histogram``.
+
+    Outcomes: a call that returns is a success; an exception is a failure,
+    unless ``exclude`` says otherwise (then it counts nothing); a
+    cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
+    ``SystemExit``, ``GeneratorExit``) counts nothing. Every exception is
+    re-raised; every admitted call is reported exactly once, and its slot
+    freed. No lock is held while the call runs or while a listener runs.
+    """
+
+    call = NativeBreaker.call
+    try_acquire = NativeBreaker.try_acquire
+    record = NativeBreaker.record
+    record_exception = NativeBreaker.record_exception
+
+    @property
+    def state(self) -> State:
+        """The state now, counting elapsed time."""
+        return State(self.state_name())
 
     @classmethod
     def from_json(cls, name: str, snapshot: str, /, **options: Any) -> "CircuitBreaker":
@@ -135,3 +166,77 @@ class CircuitBreaker(NativeBreaker):
         breaker = cls(name, **options)
         breaker.restore_bytes(snapshot)
         return breaker
+
+
+class Registry(NativeRegistry):
+    """One breaker per name (seed 000's ``breakerFor``), made on first use,
+    at most ``capacity`` (10,000 by default): a new name evicts the least
+    recently used idle breaker, never one that is open, busy or counting
+    failures (``RegistryFullError`` if none is idle).
+
+    ``Registry(*, capacity=10000, exclude=None, clock=None, **options)``:
+    the options of every breaker (``configure(name, **options)`` changes
+    them for one name).
+    """
+
+    def get(self, name: str) -> "KeyedBreaker":
+        """``name``'s breaker, as a handle (made on its first call)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        return KeyedBreaker(self, name)
+
+
+class KeyedBreaker(_Protects):
+    """A registry's breaker for one name: the forms of ``CircuitBreaker``."""
+
+    __slots__ = ("registry", "name")
+
+    def __init__(self, registry: Registry, name: str) -> None:
+        self.registry = registry
+        self.name = name
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        return self.registry.call(self.name, fn, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def try_acquire(self) -> Permit:
+        return self.registry.try_acquire(self.name)
+
+    def record(self, permit: Permit, outcome: str) -> None:
+        self.registry.record(permit, outcome)
+
+    def record_exception(self, permit: Permit, exc: BaseException) -> None:
+        self.registry.record_exception(permit, exc)
+
+    @property
+    def state(self) -> State:
+        return State(self.registry.state_name(self.name))
+
+    def retry_after(self) -> Optional[float]:
+        return self.registry.retry_after(self.name)
+
+    def metrics(self) -> Optional[Dict[str, Any]]:
+        return self.registry.metrics(self.name)
+
+    def force_open(self, seconds: Optional[float] = None) -> None:
+        self.registry.force_open(self.name, seconds)
+
+    def force_close(self) -> None:
+        self.registry.force_close(self.name)
+
+    def disable(self) -> None:
+        self.registry.disable(self.name)
+
+    def release(self) -> None:
+        self.registry.release(self.name)
+
+    def reset(self) -> None:
+        self.registry.reset(self.name)
+
+    def handle_timeout(self) -> None:
+        self.registry.handle_timeout(self.name)
+
+    def mode(self) -> str:
+        return self.registry.mode(self.name)
+
+    def poll_timeout(self) -> Optional[float]:
+        return self.registry.poll_timeout(self.name)

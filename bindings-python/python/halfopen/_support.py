@@ -44,6 +44,14 @@ class ConcurrencyLimitError(CircuitBreakerError):
     """Refused because the concurrency limit is full (the state is ``"CLOSED"`` or ``"HALF_OPEN"``)."""
 
 
+class RegistryFullError(CircuitBreakerError):
+    """Refused because the registry is full and none of its breakers is idle
+    (the name has no breaker, and none could be evicted for it)."""
+
+    def __init__(self, breaker_name: str) -> None:
+        super().__init__(breaker_name, "CLOSED", None, "registry_full")
+
+
 class SnapshotError(ValueError):
     """A snapshot that cannot be restored; ``kind`` says why: ``"malformed"``,
     ``"newer_version"``, ``"config_mismatch"`` or ``"corrupt"``."""

@@ -1,0 +1,302 @@
+//! What a breaker and a registry share: the clock (read outside any lock),
+//! what never counts as a failure (`exclude`), the state-change listeners,
+//! the exceptions a refusal raises, and the permits and events handed to
+//! Python. Every method here runs with no lock held.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use halfopen::{Instant, Mode, Outcome, Permit as CorePermit, Rejection, State, Transition};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple, PyType};
+
+use crate::options::{option_error, type_name};
+use crate::time::{micros, monotonic, secs, secs_at};
+
+/// Leave to make one call, from `try_acquire`; report it once with `record`.
+#[pyclass(frozen, module = "halfopen._native")]
+pub struct Permit {
+    generation: u32,
+    issued_at: u64,
+    /// The breaker or registry that issued it (its address: a permit is
+    /// reported to it only), and, from a registry, the name.
+    owner: usize,
+    pub(crate) name: Option<String>,
+    reported: AtomicBool,
+}
+
+impl Permit {
+    pub(crate) fn new(permit: &CorePermit, owner: usize, name: Option<String>) -> Self {
+        Permit {
+            generation: permit.generation(),
+            issued_at: permit.issued_at().as_micros(),
+            owner,
+            name,
+            reported: AtomicBool::new(false),
+        }
+    }
+
+    /// The core permit, once: a permit of another owner is a `TypeError`, a
+    /// second report a `ValueError`.
+    pub(crate) fn take(&self, py: Python<'_>, owner: usize) -> PyResult<CorePermit> {
+        if self.owner != owner {
+            return Err(PyErr::new::<PyTypeError, _>("permit was issued by another breaker"));
+        }
+        if self.reported.swap(true, Ordering::AcqRel) {
+            return Err(option_error(py, false, "permit", "was already reported"));
+        }
+        Ok(CorePermit::from_parts(self.generation, Instant::from_micros(self.issued_at)))
+    }
+}
+
+/// A change of state, as listeners receive it.
+#[pyclass(frozen, get_all, module = "halfopen._native")]
+pub struct StateChange {
+    /// The breaker's name (its registry key).
+    pub name: String,
+    /// `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"`.
+    pub from_state: &'static str,
+    pub to_state: &'static str,
+    /// Why, in the core's words (`"failure_threshold"`, `"open_timeout"`, ...).
+    pub reason: &'static str,
+    /// When it took effect, in seconds on the breaker's clock.
+    pub at: f64,
+}
+
+/// What never counts as the upstream's failure.
+pub(crate) enum Exclude {
+    Nothing,
+    /// A tuple of exception classes.
+    Types(Py<PyTuple>),
+    /// A callable: the exception → true if it must not count.
+    Predicate(Py<PyAny>),
+}
+
+/// The seed's name of a state.
+pub(crate) fn state_name(s: State) -> &'static str {
+    match s {
+        State::Closed => "CLOSED",
+        State::Open => "OPEN",
+        State::HalfOpen => "HALF_OPEN",
+    }
+}
+
+pub(crate) fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Normal => "NORMAL",
+        Mode::ForcedOpen { .. } => "FORCED_OPEN",
+        Mode::Disabled => "DISABLED",
+    }
+}
+
+pub(crate) fn outcome_of(py: Python<'_>, name: &str) -> PyResult<Outcome> {
+    match name {
+        "success" => Ok(Outcome::Success),
+        "failure" => Ok(Outcome::Failure),
+        "ignored" => Ok(Outcome::Ignored),
+        "cancelled" => Ok(Outcome::Cancelled),
+        _ => Err(option_error(py, false, "outcome", "must be \"success\", \"failure\", \"ignored\" or \"cancelled\"")),
+    }
+}
+
+/// The package's module of exception classes and helpers (Python code).
+pub(crate) fn support(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static MODULE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let m = MODULE.get_or_try_init(py, || py.import("halfopen._support").map(|m| m.into_any().unbind()))?;
+    Ok(m.bind(py))
+}
+
+/// Exceptions that end a call without saying anything of the upstream.
+fn cancellations(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static TYPES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let types = TYPES.get_or_try_init(py, || support(py)?.getattr("CANCELLATIONS").map(Bound::unbind))?;
+    Ok(types.bind(py))
+}
+
+/// The clock, `exclude` and the listeners of a breaker or a registry.
+pub(crate) struct Host {
+    clock: Option<Py<PyAny>>,
+    /// The latest good clock reading (µs), for a report whose reading fails.
+    last_reading: AtomicU64,
+    exclude: Exclude,
+    listeners: Mutex<Vec<Py<PyAny>>>,
+}
+
+impl Host {
+    /// From the `exclude` and `clock` arguments (checked).
+    pub(crate) fn new(
+        py: Python<'_>,
+        exclude: Option<&Bound<'_, PyAny>>,
+        clock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let exclude = match exclude {
+            None => Exclude::Nothing,
+            Some(e) if e.is_instance_of::<PyType>() => Exclude::Types(PyTuple::new(py, [e])?.unbind()),
+            Some(e) if e.is_instance_of::<PyTuple>() => {
+                let all_types = e.try_iter()?.all(|t| t.is_ok_and(|t| t.is_instance_of::<PyType>()));
+                if !all_types {
+                    return Err(option_error(py, true, "exclude", "must be exception classes or a predicate"));
+                }
+                Exclude::Types(e.cast::<PyTuple>()?.clone().unbind())
+            }
+            Some(e) if e.is_callable() => Exclude::Predicate(e.clone().unbind()),
+            Some(e) => {
+                let problem = format!("must be exception classes or a predicate, got {}", type_name(e));
+                return Err(option_error(py, true, "exclude", &problem));
+            }
+        };
+        if let Some(c) = clock
+            && !c.is_callable()
+        {
+            return Err(option_error(py, true, "clock", &format!("must be a callable, got {}", type_name(c))));
+        }
+        Ok(Host {
+            clock: clock.map(|c| c.clone().unbind()),
+            last_reading: AtomicU64::new(0),
+            exclude,
+            listeners: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The clock's reading; a custom clock's bad value is a `TypeError`/`ValueError`.
+    pub(crate) fn now(&self, py: Python<'_>) -> PyResult<Instant> {
+        let Some(clock) = &self.clock else { return Ok(monotonic()) };
+        let us = reading(py, &clock.bind(py).call0()?)?;
+        self.last_reading.fetch_max(us, Ordering::Relaxed);
+        Ok(Instant::from_micros(us))
+    }
+
+    /// A reading for a report: a call already made is reported even if the
+    /// clock fails now (at the latest good reading; the failure is logged).
+    pub(crate) fn now_for_report(&self, py: Python<'_>) -> Instant {
+        self.now(py).unwrap_or_else(|e| {
+            log(py, "the clock failed; reporting at its latest reading", e);
+            Instant::from_micros(self.last_reading.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Adds a listener (checked callable).
+    pub(crate) fn listen(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !callback.is_callable() {
+            return Err(option_error(
+                py,
+                true,
+                "callback",
+                &format!("must be a callable, got {}", type_name(callback)),
+            ));
+        }
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback.clone().unbind());
+        Ok(())
+    }
+
+    /// Calls every listener with each transition of the breaker `name`, in order.
+    pub(crate) fn emit(&self, py: Python<'_>, name: &str, transitions: impl IntoIterator<Item = Transition>) {
+        let mut transitions = transitions.into_iter().peekable();
+        if transitions.peek().is_none() {
+            return;
+        }
+        let listeners: Vec<Py<PyAny>> =
+            self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
+        for t in transitions {
+            let change = StateChange {
+                name: name.to_owned(),
+                from_state: state_name(t.from),
+                to_state: state_name(t.to),
+                reason: t.reason.name(),
+                at: secs_at(t.at),
+            };
+            let Ok(change) = Py::new(py, change) else { continue };
+            for listener in &listeners {
+                if let Err(e) = listener.bind(py).call1((change.clone_ref(py),)) {
+                    log(py, "a state-change listener raised", e);
+                }
+            }
+        }
+    }
+
+    /// What an exception from the call says: cancellations (`asyncio`'s, an
+    /// interrupt, an exit) and excluded errors count nothing; anything else
+    /// is a failure (so is an exception an `exclude` predicate raises).
+    pub(crate) fn classify(&self, py: Python<'_>, err: &PyErr) -> Outcome {
+        let value = err.value(py);
+        if cancellations(py).is_ok_and(|c| value.is_instance(c).unwrap_or(false)) {
+            return Outcome::Cancelled;
+        }
+        let excluded = match &self.exclude {
+            Exclude::Nothing => Ok(false),
+            Exclude::Types(types) => value.is_instance(types.bind(py).as_any()),
+            Exclude::Predicate(p) => p.bind(py).call1((value,)).and_then(|r| r.is_truthy()),
+        };
+        match excluded {
+            Ok(true) => Outcome::Ignored,
+            Ok(false) => Outcome::Failure,
+            Err(e) => {
+                log(py, "the exclude predicate raised; the call counts as a failure", e);
+                Outcome::Failure
+            }
+        }
+    }
+}
+
+/// The exception for `rejection` of the breaker `name` (state and reason as the core says).
+pub(crate) fn refusal(py: Python<'_>, name: &str, rejection: Rejection) -> PyErr {
+    let reason = rejection.wait.reason();
+    let retry = rejection.retry_after().map(secs);
+    let build = || -> PyResult<PyErr> {
+        let err = support(py)?.getattr("refusal")?.call1((name, state_name(rejection.state), retry, reason))?;
+        Ok(PyErr::from_value(err))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// `halfopen.SnapshotError` with its `kind`.
+pub(crate) fn snapshot_error(py: Python<'_>, e: halfopen::SnapshotError) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let class = support(py)?.getattr("SnapshotError")?;
+        Ok(PyErr::from_value(class.call1((e.to_string(), e.kind()))?))
+    };
+    build().unwrap_or_else(|err| err)
+}
+
+/// Logs `err` on the `halfopen` logger (a callback's failure never breaks a call).
+pub(crate) fn log(py: Python<'_>, what: &str, err: PyErr) {
+    let _ = support(py).and_then(|m| m.getattr("log_error")).and_then(|f| f.call1((what, err.value(py))));
+}
+
+/// A clock's reading in µs: seconds as an `int` (exact), a `float`
+/// (rounded to the µs), or another real number such as a `Fraction` or a
+/// `Decimal` (exact, converted by Python); never a `bool`.
+fn reading(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let out_of_range = || option_error(py, false, "clock", "must return a finite, non-negative number of seconds");
+    if v.is_instance_of::<PyBool>() {
+        return Err(option_error(py, true, "clock", "must return a number of seconds, got bool"));
+    }
+    if v.is_instance_of::<PyInt>() {
+        return v.extract::<u64>().ok().and_then(|s| s.checked_mul(1_000_000)).ok_or_else(out_of_range);
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return v.extract::<f64>().ok().and_then(micros).ok_or_else(out_of_range);
+    }
+    let exact = support(py)?.getattr("exact_micros")?.call1((v,))?;
+    if exact.is_none() {
+        return Err(option_error(py, true, "clock", &format!("must return a number of seconds, got {}", type_name(v))));
+    }
+    exact.extract::<u64>().map_err(|_| out_of_range())
+}
+
+#[pymethods]
+impl Permit {
+    /// The state period it belongs to.
+    #[getter]
+    fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// When it was issued, in seconds on the breaker's clock.
+    #[getter]
+    fn issued_at(&self) -> f64 {
+        self.issued_at as f64 / 1e6
+    }
+}

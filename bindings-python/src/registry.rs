@@ -1,0 +1,318 @@
+//! `NativeRegistry`: the core registry (one breaker per name, bounded: seed
+//! 000's `breakerFor`) behind a mutex, held only while the core decides.
+//! Calls go through the registry's own `try_acquire`/`record`, so a breaker
+//! with a call in flight is never evicted. The Python class
+//! `halfopen.Registry` subclasses it.
+
+use std::sync::{Mutex, MutexGuard};
+
+use halfopen::{Instant, Outcome, Permit as CorePermit, Registry, RegistryError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
+
+use crate::breaker::{Gauges, force_open_for, metrics_dict};
+use crate::host::{Host, Permit, mode_name, outcome_of, refusal, snapshot_error, state_name, support};
+use crate::options::{self, option_error, type_name};
+use crate::time::secs;
+
+#[pyclass(frozen, subclass, module = "halfopen._native")]
+pub struct NativeRegistry {
+    core: Mutex<Registry<Gauges>>,
+    host: Host,
+}
+
+/// A registry's refusal of a new name (full of busy breakers), or its
+/// configuration errors.
+fn registry_error(py: Python<'_>, name: &str, e: RegistryError) -> PyErr {
+    match e {
+        RegistryError::Full { .. } => {
+            let build = || -> PyResult<PyErr> {
+                Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name,))?))
+            };
+            build().unwrap_or_else(|err| err)
+        }
+        RegistryError::Config(c) => option_error(py, false, c.field.name(), c.problem.describe()),
+        other => option_error(py, false, "capacity", &other.to_string()),
+    }
+}
+
+fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<String> {
+    name.extract::<String>()
+        .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))
+}
+
+impl NativeRegistry {
+    fn lock(&self) -> MutexGuard<'_, Registry<Gauges>> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    fn acquire(&self, py: Python<'_>, name: &str) -> PyResult<CorePermit> {
+        let now = self.host.now(py)?;
+        let admission = self.lock().try_acquire(name, now).map_err(|e| registry_error(py, name, e))?;
+        self.host.emit(py, name, admission.transition);
+        admission.decision.map_err(|r| refusal(py, name, r))
+    }
+
+    fn settle(&self, py: Python<'_>, name: &str, permit: CorePermit, outcome: Outcome) {
+        let now = self.host.now_for_report(py);
+        let t = self.lock().record(name, permit, outcome, now);
+        self.host.emit(py, name, t);
+    }
+
+    fn manual(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> halfopen::Transitions,
+    ) -> PyResult<()> {
+        let now = self.host.now(py)?;
+        let t = {
+            let mut core = self.lock();
+            let breaker = core.get(name, now).map_err(|e| registry_error(py, name, e))?;
+            op(breaker, now)
+        };
+        self.host.emit(py, name, t);
+        Ok(())
+    }
+
+    fn take(&self, py: Python<'_>, permit: &Bound<'_, Permit>) -> PyResult<(String, CorePermit)> {
+        let p = permit.get();
+        let core = p.take(py, self.id())?;
+        Ok((p.name.clone().unwrap_or_default(), core))
+    }
+
+    fn restored(
+        &self,
+        py: Python<'_>,
+        result: Result<Vec<(String, halfopen::Transition)>, halfopen::SnapshotError>,
+    ) -> PyResult<()> {
+        let changes = result.map_err(|e| snapshot_error(py, e))?;
+        for (name, t) in changes {
+            self.host.emit(py, &name, [t]);
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl NativeRegistry {
+    #[new]
+    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, **options))]
+    fn new(
+        py: Python<'_>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        exclude: Option<&Bound<'_, PyAny>>,
+        clock: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let capacity = match capacity {
+            None => 10_000,
+            Some(c) if c.is_instance_of::<PyInt>() && !c.is_instance_of::<PyBool>() => c
+                .extract::<u32>()
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or_else(|| option_error(py, false, "capacity", "must be from 1 to 4294967295"))?,
+            Some(c) => {
+                return Err(option_error(py, true, "capacity", &format!("must be an int, got {}", type_name(c))));
+            }
+        };
+        let empty = PyDict::new(py);
+        let config = options::config(py, options.unwrap_or(&empty))?;
+        let host = Host::new(py, exclude, clock)?;
+        let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e))?;
+        Ok(NativeRegistry { core: Mutex::new(core), host })
+    }
+
+    /// Calls `fn(*args, **kwargs)` through `name`'s breaker (made on first
+    /// use); see `CircuitBreaker.call`. A registry full of busy breakers
+    /// raises `RegistryFullError`.
+    #[pyo3(signature = (name, fn_, /, *args, **kwargs))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        fn_: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let name = name_of(py, name)?;
+        let permit = self.acquire(py, &name)?;
+        match fn_.call(args, kwargs) {
+            Ok(value) => {
+                self.settle(py, &name, permit, Outcome::Success);
+                Ok(value.unbind())
+            }
+            Err(err) => {
+                let outcome = self.host.classify(py, &err);
+                self.settle(py, &name, permit, outcome);
+                Err(err)
+            }
+        }
+    }
+
+    /// Leave to make one call through `name`'s breaker, or raises.
+    fn try_acquire(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<Permit> {
+        let this = slf.get();
+        let name = name_of(slf.py(), name)?;
+        let p = this.acquire(slf.py(), &name)?;
+        Ok(Permit::new(&p, this.id(), Some(name)))
+    }
+
+    /// Reports how a permitted call ended (see `CircuitBreaker.record`).
+    fn record(&self, py: Python<'_>, permit: &Bound<'_, Permit>, outcome: &str) -> PyResult<()> {
+        let outcome = outcome_of(py, outcome)?;
+        let (name, p) = self.take(py, permit)?;
+        self.settle(py, &name, p, outcome);
+        Ok(())
+    }
+
+    /// Reports a permitted call that raised `exc`, counted as `call` counts it.
+    fn record_exception(&self, py: Python<'_>, permit: &Bound<'_, Permit>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (name, p) = self.take(py, permit)?;
+        let outcome = self.host.classify(py, &PyErr::from_value(exc.clone()));
+        self.settle(py, &name, p, outcome);
+        Ok(())
+    }
+
+    /// Gives `name` its own options (the registry's, changed by these; at
+    /// most `capacity` names). A breaker `name` has is replaced by a closed one.
+    #[pyo3(signature = (name, /, **options))]
+    fn configure(&self, py: Python<'_>, name: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        let name = name_of(py, name)?;
+        let empty = PyDict::new(py);
+        let config = options::config(py, options.unwrap_or(&empty))?;
+        let now = self.host.now(py)?;
+        let t = self.lock().configure(&name, config, now).map_err(|e| registry_error(py, &name, e))?;
+        self.host.emit(py, &name, t);
+        Ok(())
+    }
+
+    /// `name`'s state, or `"CLOSED"` if it has no breaker (a new one would be).
+    fn state_name(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
+        let now = self.host.now(py)?;
+        Ok(self.lock().peek(name).map_or("CLOSED", |b| state_name(b.state(now))))
+    }
+
+    /// `name`'s mode (`"NORMAL"` if it has no breaker).
+    fn mode(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
+        let now = self.host.now(py)?;
+        Ok(self.lock().peek(name).map_or("NORMAL", |b| mode_name(b.mode(now))))
+    }
+
+    /// Seconds until a call for `name` is worth trying (0.0 now; `None`:
+    /// held open, or the registry full of busy breakers).
+    fn retry_after(&self, py: Python<'_>, name: &str) -> PyResult<Option<f64>> {
+        let now = self.host.now(py)?;
+        let core = self.lock();
+        Ok(match core.peek(name) {
+            Some(b) => b.retry_after(now).map(secs),
+            None => core.has_room(now).then_some(0.0),
+        })
+    }
+
+    #[pyo3(signature = (name, seconds = None))]
+    fn force_open(&self, py: Python<'_>, name: &str, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let d = force_open_for(py, seconds)?;
+        self.manual(py, name, |b, now| b.force_open(now, d))
+    }
+
+    fn force_close(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.manual(py, name, |b, now| b.force_close(now))
+    }
+
+    fn disable(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.manual(py, name, |b, now| b.disable(now))
+    }
+
+    fn release(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.manual(py, name, |b, now| b.release(now))
+    }
+
+    fn reset(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.manual(py, name, |b, now| b.reset(now))
+    }
+
+    fn handle_timeout(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let now = self.host.now(py)?;
+        let t = self.lock().get(name, now).map_err(|e| registry_error(py, name, e))?.handle_timeout(now);
+        self.host.emit(py, name, t);
+        Ok(())
+    }
+
+    /// When (seconds on the registry's clock) `name`'s breaker next changes by itself.
+    fn poll_timeout(&self, name: &str) -> Option<f64> {
+        self.lock().peek(name).and_then(|b| b.poll_timeout()).map(crate::time::secs_at)
+    }
+
+    /// `name`'s metrics and counts, or `None` if it has no breaker.
+    fn metrics<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let now = self.host.now(py)?;
+        let core = self.lock();
+        core.peek(name).map(|b| metrics_dict(py, b, now)).transpose()
+    }
+
+    /// Calls `callback(change)` after every change of state of any breaker
+    /// (`change.name` says which), with no lock held.
+    fn on_state_change(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.host.listen(py, callback)
+    }
+
+    /// The names of the breakers held.
+    fn names(&self) -> Vec<String> {
+        self.lock().iter().map(|(n, _)| n.to_owned()).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.lock().peek(name).is_some()
+    }
+
+    /// Idle breakers evicted so far.
+    #[getter]
+    fn evictions(&self) -> u64 {
+        self.lock().evictions()
+    }
+
+    /// The Prometheus text exposition of every breaker.
+    fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
+        let now = self.host.now(py)?;
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = self.lock().render_prometheus(&mut out, now);
+        Ok(out)
+    }
+
+    /// Every breaker's state as JSON text.
+    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+        let now = self.host.now(py)?;
+        Ok(self.lock().snapshot(now).to_json())
+    }
+
+    /// Every breaker's state as compact bytes.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let now = self.host.now(py)?;
+        let bytes = self.lock().snapshot(now).to_bytes();
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Replaces every breaker with a JSON snapshot's (transitions emitted).
+    fn restore_json(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let now = self.host.now(py)?;
+        let result = self.lock().restore_json(text, now);
+        self.restored(py, result)
+    }
+
+    /// Replaces every breaker with a compact snapshot's.
+    fn restore_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        let now = self.host.now(py)?;
+        let result = self.lock().restore_bytes(data, now);
+        self.restored(py, result)
+    }
+}
