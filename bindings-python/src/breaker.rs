@@ -7,11 +7,17 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use halfopen::{Breaker, Config, Instant, LatencyHistogram, Metrics, Outcome, Permit as CorePermit, Snapshot};
+use halfopen::{
+    Breaker, Config, Counts, Instant, LatencyHistogram, Metrics, MetricsReading, Outcome, Permit as CorePermit,
+    Snapshot,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
 
-use crate::host::{Host, Permit, mode_name, outcome_of, refusal, snapshot_error, state_name};
+use crate::host::{
+    Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name,
+    unfinished, unfinished_error,
+};
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs, secs_at};
 
@@ -33,10 +39,6 @@ impl NativeBreaker {
         // The core never panics while the lock is held; if it ever did, its
         // state is still a valid breaker's.
         self.core.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn id(&self) -> usize {
-        self as *const Self as usize
     }
 
     /// Admits a call or raises the refusal (emitting what it observed).
@@ -64,13 +66,16 @@ impl NativeBreaker {
 
     fn restore(&self, snapshot: Result<Snapshot, halfopen::SnapshotError>, py: Python<'_>) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let mut core = self.lock();
-        let mut restored =
-            snapshot.and_then(|s| Core::restore(*core.config(), &s, now)).map_err(|e| snapshot_error(py, e))?;
-        // The histogram is not in snapshots: it starts afresh.
-        restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
-        *core = restored;
-        Ok(())
+        // No Python code runs while the lock is held: the error is built after.
+        let result = {
+            let mut core = self.lock();
+            snapshot.and_then(|s| Core::restore(*core.config(), &s, now)).map(|mut restored| {
+                // The histogram is not in snapshots: it starts afresh.
+                restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
+                *core = restored;
+            })
+        };
+        result.map_err(|e| snapshot_error(py, e))
     }
 }
 
@@ -101,13 +106,9 @@ pub(crate) fn histogram(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResul
     }
 }
 
-/// A breaker's metrics and counts at `now`, as a dict.
-pub(crate) fn metrics_dict<'py, C: std::borrow::Borrow<Config>>(
-    py: Python<'py>,
-    breaker: &Breaker<C, Gauges>,
-    now: Instant,
-) -> PyResult<Bound<'py, PyDict>> {
-    let (m, k) = (breaker.metrics(now), breaker.counts(now));
+/// A breaker's metrics and counts (read under its lock), as a dict (built
+/// after: making Python objects can run Python code, the collector's).
+pub(crate) fn metrics_dict(py: Python<'_>, (m, k): (MetricsReading, Counts)) -> PyResult<Bound<'_, PyDict>> {
     let c = m.counters;
     let d = PyDict::new(py);
     d.set_item("state", state_name(m.state))?;
@@ -190,6 +191,10 @@ impl NativeBreaker {
     ) -> PyResult<Py<PyAny>> {
         let permit = self.acquire(py)?;
         match fn_.call(args, kwargs) {
+            Ok(value) if unfinished(py, &value) => {
+                self.settle(py, permit, Outcome::Cancelled);
+                Err(unfinished_error(py, &value))
+            }
             Ok(value) => {
                 self.settle(py, permit, Outcome::Success);
                 Ok(value.unbind())
@@ -207,21 +212,22 @@ impl NativeBreaker {
     fn try_acquire(slf: &Bound<'_, Self>) -> PyResult<Permit> {
         let this = slf.get();
         let p = this.acquire(slf.py())?;
-        Ok(Permit::new(&p, this.id(), None))
+        Ok(Permit::new(&p, this.host.id, None))
     }
 
     /// Reports how a permitted call ended: `"success"`, `"failure"`,
     /// `"ignored"` or `"cancelled"`. A permit is reported once.
     fn record(&self, py: Python<'_>, permit: &Bound<'_, Permit>, outcome: &str) -> PyResult<()> {
         let outcome = outcome_of(py, outcome)?;
-        let p = permit.get().take(py, self.id())?;
+        let p = permit.get().take(py, self.host.id)?;
         self.settle(py, p, outcome);
         Ok(())
     }
 
     /// Reports a permitted call that raised `exc`, counted as `call` counts it.
     fn record_exception(&self, py: Python<'_>, permit: &Bound<'_, Permit>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
-        let p = permit.get().take(py, self.id())?;
+        check_exception(py, exc)?;
+        let p = permit.get().take(py, self.host.id)?;
         let outcome = self.host.classify(py, &PyErr::from_value(exc.clone()));
         self.settle(py, p, outcome);
         Ok(())
@@ -295,7 +301,11 @@ impl NativeBreaker {
     /// Counters, times (seconds), error rate and the breaker's counts, as a dict.
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.host.now(py)?;
-        metrics_dict(py, &self.lock(), now)
+        let reading = {
+            let core = self.lock();
+            (core.metrics(now), core.counts(now))
+        };
+        metrics_dict(py, reading)
     }
 
     /// The Prometheus text exposition of this breaker.
@@ -322,8 +332,9 @@ impl NativeBreaker {
     }
 
     /// Replaces the state with a JSON snapshot's (`SnapshotError` if it cannot).
-    fn restore_json(&self, py: Python<'_>, text: &str) -> PyResult<()> {
-        self.restore(Snapshot::from_json(text), py)
+    fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text = snapshot_text(py, text)?;
+        self.restore(Snapshot::from_json(&text), py)
     }
 
     /// Replaces the state with a compact snapshot's (`SnapshotError` if it cannot).

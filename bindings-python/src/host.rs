@@ -20,15 +20,15 @@ use crate::time::{micros, monotonic, secs, secs_at};
 pub struct Permit {
     generation: u32,
     issued_at: u64,
-    /// The breaker or registry that issued it (its address: a permit is
-    /// reported to it only), and, from a registry, the name.
-    owner: usize,
+    /// The breaker or registry that issued it (its id: a permit is reported
+    /// to it only), and, from a registry, the name.
+    owner: u64,
     pub(crate) name: Option<String>,
     reported: AtomicBool,
 }
 
 impl Permit {
-    pub(crate) fn new(permit: &CorePermit, owner: usize, name: Option<String>) -> Self {
+    pub(crate) fn new(permit: &CorePermit, owner: u64, name: Option<String>) -> Self {
         Permit {
             generation: permit.generation(),
             issued_at: permit.issued_at().as_micros(),
@@ -40,7 +40,7 @@ impl Permit {
 
     /// The core permit, once: a permit of another owner is a `TypeError`, a
     /// second report a `ValueError`.
-    pub(crate) fn take(&self, py: Python<'_>, owner: usize) -> PyResult<CorePermit> {
+    pub(crate) fn take(&self, py: Python<'_>, owner: u64) -> PyResult<CorePermit> {
         if self.owner != owner {
             return Err(PyErr::new::<PyTypeError, _>("permit was issued by another breaker"));
         }
@@ -108,6 +108,25 @@ pub(crate) fn support(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     Ok(m.bind(py))
 }
 
+/// What a protected call must not return: a coroutine, a generator or a
+/// future, whose work has not happened yet (`call_async` is for those).
+pub(crate) fn unfinished(py: Python<'_>, value: &Bound<'_, PyAny>) -> bool {
+    static TYPES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let types = TYPES.get_or_try_init(py, || support(py)?.getattr("UNFINISHED").map(Bound::unbind));
+    types.is_ok_and(|t| value.is_instance(t.bind(py)).unwrap_or(false))
+}
+
+/// The `TypeError` for a call that returned `value` unfinished; `value` is
+/// closed (a coroutine never awaited warns otherwise).
+pub(crate) fn unfinished_error(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyErr {
+    if let Ok(close) = value.getattr("close") {
+        let _ = close.call0();
+    }
+    let problem =
+        format!("returned {}, whose work has not run: use call_async() (or call a plain function)", type_name(value));
+    option_error(py, true, "fn", &problem)
+}
+
 /// Exceptions that end a call without saying anything of the upstream.
 fn cancellations(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static TYPES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -115,8 +134,10 @@ fn cancellations(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     Ok(types.bind(py))
 }
 
-/// The clock, `exclude` and the listeners of a breaker or a registry.
+/// The clock, `exclude` and the listeners of a breaker or a registry, and
+/// the id its permits carry (unique in the process, never reused).
 pub(crate) struct Host {
+    pub(crate) id: u64,
     clock: Option<Py<PyAny>>,
     /// The latest good clock reading (µs), for a report whose reading fails.
     last_reading: AtomicU64,
@@ -152,7 +173,9 @@ impl Host {
         {
             return Err(option_error(py, true, "clock", &format!("must be a callable, got {}", type_name(c))));
         }
+        static IDS: AtomicU64 = AtomicU64::new(1);
         Ok(Host {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             clock: clock.map(|c| c.clone().unbind()),
             last_reading: AtomicU64::new(0),
             exclude,
@@ -251,6 +274,21 @@ pub(crate) fn refusal(py: Python<'_>, name: &str, rejection: Rejection) -> PyErr
     build().unwrap_or_else(|e| e)
 }
 
+/// `record_exception`'s argument must be an exception.
+pub(crate) fn check_exception(py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+    if exc.is_instance_of::<pyo3::exceptions::PyBaseException>() {
+        return Ok(());
+    }
+    Err(option_error(py, true, "exc", &format!("must be an exception, got {}", type_name(exc))))
+}
+
+/// A JSON snapshot's text: a `str` of valid Unicode, else a `SnapshotError`.
+pub(crate) fn snapshot_text(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<String> {
+    text.extract::<String>().map_err(|_| {
+        snapshot_error(py, halfopen::SnapshotError::Malformed("a JSON snapshot is a str of valid Unicode".into()))
+    })
+}
+
 /// `halfopen.SnapshotError` with its `kind`.
 pub(crate) fn snapshot_error(py: Python<'_>, e: halfopen::SnapshotError) -> PyErr {
     let build = || -> PyResult<PyErr> {
@@ -279,7 +317,7 @@ fn reading(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     if v.is_instance_of::<PyFloat>() {
         return v.extract::<f64>().ok().and_then(micros).ok_or_else(out_of_range);
     }
-    let exact = support(py)?.getattr("exact_micros")?.call1((v,))?;
+    let exact = support(py)?.getattr("exact_micros")?.call1((v,)).map_err(|_| out_of_range())?;
     if exact.is_none() {
         return Err(option_error(py, true, "clock", &format!("must return a number of seconds, got {}", type_name(v))));
     }
@@ -298,5 +336,11 @@ impl Permit {
     #[getter]
     fn issued_at(&self) -> f64 {
         self.issued_at as f64 / 1e6
+    }
+
+    /// The registry name it was issued for (`None` from a single breaker).
+    #[getter]
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 }

@@ -104,7 +104,10 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
         Some(p) => match p.extract::<String>().as_deref() {
             Ok("whatsapp_gateway") => Config::whatsapp_gateway(),
             Ok("partner_webhook") => Config::partner_webhook(),
-            _ => return Err(option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")),
+            Ok(_) => {
+                return Err(option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\""));
+            }
+            Err(_) => return Err(option_error(py, true, "preset", &format!("must be a str, got {}", type_name(&p)))),
         },
     };
     if options.contains("window")? && options.contains("window_calls")? {

@@ -11,7 +11,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
 
 use crate::breaker::{Gauges, force_open_for, metrics_dict};
-use crate::host::{Host, Permit, mode_name, outcome_of, refusal, snapshot_error, state_name, support};
+use crate::host::{
+    Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name, support,
+    unfinished, unfinished_error,
+};
 use crate::options::{self, option_error, type_name};
 use crate::time::secs;
 
@@ -46,13 +49,11 @@ impl NativeRegistry {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn id(&self) -> usize {
-        self as *const Self as usize
-    }
-
     fn acquire(&self, py: Python<'_>, name: &str) -> PyResult<CorePermit> {
         let now = self.host.now(py)?;
-        let admission = self.lock().try_acquire(name, now).map_err(|e| registry_error(py, name, e))?;
+        // No Python code runs while the lock is held: errors are built after.
+        let admission = self.lock().try_acquire(name, now);
+        let admission = admission.map_err(|e| registry_error(py, name, e))?;
         self.host.emit(py, name, admission.transition);
         admission.decision.map_err(|r| refusal(py, name, r))
     }
@@ -70,18 +71,15 @@ impl NativeRegistry {
         op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> halfopen::Transitions,
     ) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let t = {
-            let mut core = self.lock();
-            let breaker = core.get(name, now).map_err(|e| registry_error(py, name, e))?;
-            op(breaker, now)
-        };
+        let t = self.lock().get(name, now).map(|breaker| op(breaker, now));
+        let t = t.map_err(|e| registry_error(py, name, e))?;
         self.host.emit(py, name, t);
         Ok(())
     }
 
     fn take(&self, py: Python<'_>, permit: &Bound<'_, Permit>) -> PyResult<(String, CorePermit)> {
         let p = permit.get();
-        let core = p.take(py, self.id())?;
+        let core = p.take(py, self.host.id)?;
         Ok((p.name.clone().unwrap_or_default(), core))
     }
 
@@ -142,6 +140,10 @@ impl NativeRegistry {
         let name = name_of(py, name)?;
         let permit = self.acquire(py, &name)?;
         match fn_.call(args, kwargs) {
+            Ok(value) if unfinished(py, &value) => {
+                self.settle(py, &name, permit, Outcome::Cancelled);
+                Err(unfinished_error(py, &value))
+            }
             Ok(value) => {
                 self.settle(py, &name, permit, Outcome::Success);
                 Ok(value.unbind())
@@ -159,7 +161,7 @@ impl NativeRegistry {
         let this = slf.get();
         let name = name_of(slf.py(), name)?;
         let p = this.acquire(slf.py(), &name)?;
-        Ok(Permit::new(&p, this.id(), Some(name)))
+        Ok(Permit::new(&p, this.host.id, Some(name)))
     }
 
     /// Reports how a permitted call ended (see `CircuitBreaker.record`).
@@ -172,6 +174,7 @@ impl NativeRegistry {
 
     /// Reports a permitted call that raised `exc`, counted as `call` counts it.
     fn record_exception(&self, py: Python<'_>, permit: &Bound<'_, Permit>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        check_exception(py, exc)?;
         let (name, p) = self.take(py, permit)?;
         let outcome = self.host.classify(py, &PyErr::from_value(exc.clone()));
         self.settle(py, &name, p, outcome);
@@ -186,7 +189,8 @@ impl NativeRegistry {
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
         let now = self.host.now(py)?;
-        let t = self.lock().configure(&name, config, now).map_err(|e| registry_error(py, &name, e))?;
+        let t = self.lock().configure(&name, config, now);
+        let t = t.map_err(|e| registry_error(py, &name, e))?;
         self.host.emit(py, &name, t);
         Ok(())
     }
@@ -238,7 +242,8 @@ impl NativeRegistry {
 
     fn handle_timeout(&self, py: Python<'_>, name: &str) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let t = self.lock().get(name, now).map_err(|e| registry_error(py, name, e))?.handle_timeout(now);
+        let t = self.lock().get(name, now).map(|b| b.handle_timeout(now));
+        let t = t.map_err(|e| registry_error(py, name, e))?;
         self.host.emit(py, name, t);
         Ok(())
     }
@@ -251,8 +256,8 @@ impl NativeRegistry {
     /// `name`'s metrics and counts, or `None` if it has no breaker.
     fn metrics<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
         let now = self.host.now(py)?;
-        let core = self.lock();
-        core.peek(name).map(|b| metrics_dict(py, b, now)).transpose()
+        let reading = self.lock().peek(name).map(|b| (b.metrics(now), b.counts(now)));
+        reading.map(|r| metrics_dict(py, r)).transpose()
     }
 
     /// Calls `callback(change)` after every change of state of any breaker
@@ -303,9 +308,10 @@ impl NativeRegistry {
     }
 
     /// Replaces every breaker with a JSON snapshot's (transitions emitted).
-    fn restore_json(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+    fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text = snapshot_text(py, text)?;
         let now = self.host.now(py)?;
-        let result = self.lock().restore_json(text, now);
+        let result = self.lock().restore_json(&text, now);
         self.restored(py, result)
     }
 

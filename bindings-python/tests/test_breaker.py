@@ -488,3 +488,136 @@ def test_a_registry_name_can_have_its_own_options_and_the_forms_of_a_breaker() -
     restored.configure("fragile", failure_threshold=1)
     restored.restore_json(registry.to_json())
     assert restored.get("fragile").state is State.OPEN
+
+
+# Regressions from the hostile review of the binding.
+
+
+def test_no_python_code_runs_under_the_lock_so_threads_cannot_deadlock() -> None:
+    registry = halfopen.Registry(capacity=1)
+    held = registry.try_acquire("busy")
+    stop = threading.Event()
+
+    def refused_again_and_again() -> None:
+        while not stop.is_set():
+            with pytest.raises(halfopen.RegistryFullError):
+                registry.try_acquire("other")
+
+    def reads() -> None:
+        while not stop.is_set():
+            registry.metrics("busy")
+            with pytest.raises(halfopen.SnapshotError):
+                CircuitBreaker("x").restore_json("{}")
+
+    threads = [threading.Thread(target=refused_again_and_again), threading.Thread(target=reads)]
+    for t in threads:
+        t.start()
+    # Each thread's loop is bounded by the event; a deadlock would keep them alive.
+    threading.Event().wait(1.0)
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads), "deadlocked"
+    registry.record(held, "success")
+
+
+def test_a_permit_of_a_breaker_gone_is_refused_by_another() -> None:
+    first = CircuitBreaker("a")
+    permit = first.try_acquire()
+    del first
+    others = [CircuitBreaker("b") for _ in range(50)]  # one may take the old address
+    for other in others:
+        with pytest.raises(TypeError):
+            other.record(permit, "failure")
+
+
+def test_interleaved_with_blocks_of_two_breakers_report_their_own_permits() -> None:
+    b1, b2 = CircuitBreaker("b1"), CircuitBreaker("b2")
+
+    def holding(b: CircuitBreaker) -> Any:
+        with b:
+            yield
+
+    g1, g2 = holding(b1), holding(b2)
+    next(g1)
+    next(g2)
+    for g in (g1, g2):
+        with pytest.raises(StopIteration):
+            next(g)
+    assert [b.metrics()["in_flight"] for b in (b1, b2)] == [0, 0]
+    assert [b.metrics()["successes"] for b in (b1, b2)] == [1, 1]
+
+
+def test_a_with_block_left_in_another_task_reports_its_permit() -> None:
+    breaker = CircuitBreaker("x", concurrency_limit=1)
+
+    async def main() -> None:
+        import contextlib
+
+        stack = contextlib.AsyncExitStack()
+        await asyncio.ensure_future(stack.enter_async_context(breaker))
+        await asyncio.ensure_future(stack.aclose())
+
+    asyncio.run(main())
+    assert breaker.metrics()["in_flight"] == 0
+    assert breaker.call(lambda: "free") == "free"
+
+
+def test_refusals_and_snapshot_errors_pickle() -> None:
+    import pickle
+
+    breaker, _ = clocked(failure_threshold=1)
+    with pytest.raises(RuntimeError):
+        breaker.call(fail)
+    with pytest.raises(CircuitOpenError) as refused:
+        breaker.call(len, "x")
+    for err in [refused.value, halfopen.RegistryFullError("n"), halfopen.SnapshotError("bad", "corrupt")]:
+        copy = pickle.loads(pickle.dumps(err))
+        assert type(copy) is type(err) and copy.__dict__ == err.__dict__ and str(copy) == str(err)
+
+
+def test_call_refuses_a_coroutine_and_call_async_a_plain_function_counting_nothing() -> None:
+    breaker, _ = clocked(consecutive_failures=1, failure_threshold=None)
+
+    async def later() -> None:
+        raise ConnectionError("never seen by call()")
+
+    with pytest.raises(TypeError) as raised:
+        breaker.call(later)
+    assert raised.value.option == "fn"
+    with pytest.raises(TypeError):
+        breaker.call(lambda: (x for x in range(3)))
+    with pytest.raises(TypeError):
+        asyncio.run(breaker.call_async(lambda: "not awaitable"))
+    m = breaker.metrics()
+    assert (m["failures"], m["successes"], m["cancelled"], m["in_flight"]) == (0, 0, 3, 0)
+    assert breaker.state is State.CLOSED
+
+    class Handler:
+        async def __call__(self) -> str:
+            return "async object"
+
+    assert asyncio.run(breaker(Handler())()) == "async object"
+
+
+def test_more_bad_arguments_are_typed_errors() -> None:
+    from decimal import Decimal
+
+    with pytest.raises(TypeError) as raised:
+        CircuitBreaker("x", preset=5)  # type: ignore[arg-type]
+    assert raised.value.option == "preset"
+    breaker = CircuitBreaker("x")
+    with pytest.raises(TypeError):
+        breaker.record_exception(breaker.try_acquire(), "oops")  # type: ignore[arg-type]
+    with pytest.raises(halfopen.SnapshotError) as bad:
+        breaker.restore_json("\ud800")
+    assert bad.value.kind == "malformed"
+    for reading in [Decimal("NaN"), Decimal("sNaN"), Decimal("Infinity")]:
+        with pytest.raises(ValueError) as raised:
+            CircuitBreaker("x", clock=lambda r=reading: r).call(len, "")
+        assert raised.value.option == "clock"
+    registry = halfopen.Registry()
+    permit = registry.get("a").try_acquire()
+    with pytest.raises(TypeError):
+        registry.get("b").record(permit, "success")
+    registry.get("a").record(permit, "success")

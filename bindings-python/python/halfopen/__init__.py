@@ -12,7 +12,8 @@ import contextvars
 import enum
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
+import threading
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from ._support import (
@@ -48,9 +49,25 @@ class State(enum.Enum):
     HALF_OPEN = "HALF_OPEN"
 
 
-# The permits of `with breaker:` blocks entered and not yet left, per thread
-# and per asyncio task (a context variable holds a stack per context).
-_ENTERED: contextvars.ContextVar[List[Permit]] = contextvars.ContextVar("halfopen_entered")
+# The permits of `with breaker:` blocks entered and not yet left: a stack per
+# breaker (its `_with_key()`) and per context (thread, asyncio task), held in
+# a context variable as an immutable mapping (each context gets its own).
+_ENTERED: contextvars.ContextVar[Dict[Any, Tuple[Permit, ...]]] = contextvars.ContextVar("halfopen_entered")
+
+
+class _Outstanding:
+    """The permits of a breaker's `with` blocks entered and not yet left, in
+    every context: a block left in another context than it was entered in
+    (an exit stack torn down by another task) reports one of them, so that
+    every permit is still reported exactly once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.permits: List[Permit] = []
+
+
+# Serializes the first use of a breaker's table of `with` permits.
+_MAKING = threading.Lock()
 
 
 class _Protects:
@@ -71,11 +88,30 @@ class _Protects:
     def record_exception(self, permit: Permit, exc: BaseException) -> None:
         raise NotImplementedError
 
+    def _with_key(self) -> Any:
+        """What identifies the breaker's `with` blocks."""
+        raise NotImplementedError
+
+    def _outstanding(self) -> _Outstanding:
+        raise NotImplementedError
+
     async def call_async(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
-        """Awaits ``fn(*args, **kwargs)`` if the breaker admits it (see ``call``)."""
+        """Awaits ``fn(*args, **kwargs)`` if the breaker admits it (see
+        ``call``). ``fn`` must return an awaitable: anything else is a
+        ``TypeError`` (nothing counted)."""
         permit = self.try_acquire()
         try:
-            result = await fn(*args, **kwargs)
+            awaitable = fn(*args, **kwargs)
+        except BaseException as exc:
+            self.record_exception(permit, exc)
+            raise
+        if not inspect.isawaitable(awaitable):
+            self.record(permit, "cancelled")
+            error = TypeError(f"fn returned {type(awaitable).__name__}, not an awaitable: use call()")
+            error.option = "fn"  # type: ignore[attr-defined]
+            raise error
+        try:
+            result = await awaitable
         except BaseException as exc:
             self.record_exception(permit, exc)
             raise
@@ -84,7 +120,7 @@ class _Protects:
 
     def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
         """Decorates ``fn`` (a plain function, or an ``async def``: it gets an async wrapper)."""
-        if inspect.iscoroutinefunction(fn):
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
 
             @functools.wraps(fn)
             async def guarded_async(*args: Any, **kwargs: Any) -> Any:
@@ -101,13 +137,32 @@ class _Protects:
     def __enter__(self: P) -> P:
         """Raises ``CircuitBreakerError`` before the block if not admitted."""
         permit = self.try_acquire()
-        _ENTERED.set(_ENTERED.get([]) + [permit])
+        key = self._with_key()
+        entered = dict(_ENTERED.get({}))
+        entered[key] = entered.get(key, ()) + (permit,)
+        _ENTERED.set(entered)
+        outstanding = self._outstanding()
+        with outstanding.lock:
+            outstanding.permits.append(permit)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        stack = _ENTERED.get([])
-        permit, rest = stack[-1], stack[:-1]
-        _ENTERED.set(rest)
+        key = self._with_key()
+        entered = dict(_ENTERED.get({}))
+        stack = entered.get(key, ())
+        outstanding = self._outstanding()
+        with outstanding.lock:
+            if stack and stack[-1] in outstanding.permits:
+                permit = stack[-1]
+                outstanding.permits.remove(permit)
+            elif outstanding.permits:
+                # Left in another context than entered: one of the breaker's.
+                permit = outstanding.permits.pop(0)
+            else:
+                raise RuntimeError("a with block was left more times than it was entered")
+        if stack:
+            entered[key] = stack[:-1]
+            _ENTERED.set(entered)
         if exc is None:
             self.record(permit, "success")
         else:
@@ -148,6 +203,17 @@ class CircuitBreaker(_Protects, NativeBreaker):
     record = NativeBreaker.record
     record_exception = NativeBreaker.record_exception
 
+    def _with_key(self) -> Any:
+        return self
+
+    def _outstanding(self) -> _Outstanding:
+        # Made on first use (a native instance's attributes are its own).
+        try:
+            return self.__dict__["_with_permits"]  # type: ignore[no-any-return]
+        except KeyError:
+            with _MAKING:
+                return self.__dict__.setdefault("_with_permits", _Outstanding())  # type: ignore[no-any-return]
+
     @property
     def state(self) -> State:
         """The state now, counting elapsed time."""
@@ -185,6 +251,11 @@ class Registry(NativeRegistry):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         return KeyedBreaker(self, name)
 
+    def _outstanding(self, name: str) -> _Outstanding:
+        with _MAKING:
+            table = self.__dict__.setdefault("_with_permits", {})
+            return table.setdefault(name, _Outstanding())  # type: ignore[no-any-return]
+
 
 class KeyedBreaker(_Protects):
     """A registry's breaker for one name: the forms of ``CircuitBreaker``."""
@@ -202,10 +273,22 @@ class KeyedBreaker(_Protects):
         return self.registry.try_acquire(self.name)
 
     def record(self, permit: Permit, outcome: str) -> None:
+        self._check(permit)
         self.registry.record(permit, outcome)
 
     def record_exception(self, permit: Permit, exc: BaseException) -> None:
+        self._check(permit)
         self.registry.record_exception(permit, exc)
+
+    def _check(self, permit: Permit) -> None:
+        if getattr(permit, "name", None) != self.name:
+            raise TypeError(f"permit was issued for another name than {self.name!r}")
+
+    def _with_key(self) -> Any:
+        return (self.registry, self.name)
+
+    def _outstanding(self) -> _Outstanding:
+        return self.registry._outstanding(self.name)
 
     @property
     def state(self) -> State:

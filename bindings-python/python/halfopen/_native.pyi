@@ -1,9 +1,10 @@
 """Types of the native extension (src/*.rs); `halfopen` builds on it."""
 
-from typing import Any, Callable, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Optional, Tuple, Type, TypeVar, Union, final
 
 T = TypeVar("T")
 
+@final
 class Permit:
     """Leave to make one call, from ``try_acquire``; report it once."""
 
@@ -11,20 +12,29 @@ class Permit:
     def generation(self) -> int: ...
     @property
     def issued_at(self) -> float: ...
+    @property
+    def name(self) -> Optional[str]: ...
 
+@final
 class StateChange:
     """A change of state, as listeners receive it (times in seconds)."""
 
-    name: str
-    from_state: str
-    to_state: str
-    reason: str
-    at: float
+    @property
+    def name(self) -> str: ...
+    @property
+    def from_state(self) -> str: ...
+    @property
+    def to_state(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def at(self) -> float: ...
 
 Exclude = Union[Type[BaseException], Tuple[Type[BaseException], ...], Callable[[BaseException], bool]]
 
 class NativeBreaker:
-    name: str
+    @property
+    def name(self) -> str: ...
     def __new__(
         cls,
         name: str,
@@ -32,7 +42,7 @@ class NativeBreaker:
         *,
         exclude: Optional[Exclude] = None,
         clock: Optional[Callable[[], Any]] = None,
-        latency_histogram: bool = False,
+        latency_histogram: Optional[bool] = None,
         preset: str = ...,
         failure_threshold: Optional[int] = ...,
         window: float = ...,
@@ -76,7 +86,8 @@ class NativeBreaker:
     def restore_bytes(self, data: bytes) -> None: ...
 
 class NativeRegistry:
-    evictions: int
+    @property
+    def evictions(self) -> int: ...
     def __new__(
         cls,
         *,
@@ -104,7 +115,7 @@ class NativeRegistry:
     def on_state_change(self, callback: Callable[[StateChange], Any]) -> None: ...
     def names(self) -> list[str]: ...
     def __len__(self) -> int: ...
-    def __contains__(self, name: str) -> bool: ...
+    def __contains__(self, key: str, /) -> bool: ...
     def prometheus(self) -> str: ...
     def to_json(self) -> str: ...
     def to_bytes(self) -> bytes: ...

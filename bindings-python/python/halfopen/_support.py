@@ -7,10 +7,15 @@ from __future__ import annotations
 import asyncio
 import decimal
 import logging
+import math
 import numbers
+import types
 from typing import Optional
 
 logger = logging.getLogger("halfopen")
+
+#: What a protected call must not return (its work has not run yet).
+UNFINISHED = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType, asyncio.Future)
 
 #: Exceptions that end a call without saying anything about the upstream:
 #: the call's slot is freed and nothing is counted; they are re-raised.
@@ -35,6 +40,10 @@ class CircuitBreakerError(Exception):
         wait = "until released" if retry_after is None else f"retry in {retry_after:g} s"
         super().__init__(f"CircuitBreaker[{breaker_name}] refused the call ({reason}, {state}); {wait}")
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Picklable and copyable (multiprocessing, task queues).
+        return (type(self), (self.breaker_name, self.state, self.retry_after, self.reason))
+
 
 class CircuitOpenError(CircuitBreakerError):
     """Refused because the breaker is open (or half-open with every probe slot taken, or held open)."""
@@ -48,7 +57,7 @@ class RegistryFullError(CircuitBreakerError):
     """Refused because the registry is full and none of its breakers is idle
     (the name has no breaker, and none could be evicted for it)."""
 
-    def __init__(self, breaker_name: str) -> None:
+    def __init__(self, breaker_name: str, *_: object) -> None:
         super().__init__(breaker_name, "CLOSED", None, "registry_full")
 
 
@@ -59,6 +68,9 @@ class SnapshotError(ValueError):
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.kind))
 
 
 def refusal(breaker_name: str, state: str, retry_after: Optional[float], reason: str) -> CircuitBreakerError:
@@ -73,6 +85,8 @@ def exact_micros(value: object) -> Optional[int]:
     is not a real number (a ``ValueError`` if it is not finite)."""
     if not isinstance(value, numbers.Real) and not isinstance(value, decimal.Decimal):
         return None
+    if not math.isfinite(value):  # type: ignore[arg-type]
+        raise ValueError("not finite")
     return round(value * 1_000_000)  # type: ignore[operator]
 
 
