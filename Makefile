@@ -102,7 +102,7 @@ test-python: python-build
 
 setup-python-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0
+	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1
 	touch $@
 
 # Seed 000's sender for real: redis-server + BullMQ + a local gateway.

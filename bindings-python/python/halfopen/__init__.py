@@ -13,7 +13,7 @@ import enum
 import functools
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tuple, TypeVar
 
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from ._support import (
@@ -108,7 +108,7 @@ class _Protects:
         if not inspect.isawaitable(awaitable):
             self.record(permit, "cancelled")
             error = TypeError(f"fn returned {type(awaitable).__name__}, not an awaitable: use call()")
-            error.option = "fn"  # type: ignore[attr-defined]
+            setattr(error, "option", "fn")  # noqa: B010 - an attribute of this instance
             raise error
         try:
             result = await awaitable
@@ -122,9 +122,11 @@ class _Protects:
         """Decorates ``fn`` (a plain function, or an ``async def``: it gets an async wrapper)."""
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
 
+            coroutine_fn: Callable[..., Awaitable[Any]] = fn  # type: ignore[assignment]
+
             @functools.wraps(fn)
             async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                return await self.call_async(fn, *args, **kwargs)
+                return await self.call_async(coroutine_fn, *args, **kwargs)
 
             return guarded_async  # type: ignore[return-value]
 
@@ -146,7 +148,7 @@ class _Protects:
             outstanding.permits.append(permit)
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         key = self._with_key()
         entered = dict(_ENTERED.get({}))
         stack = entered.get(key, ())
@@ -172,7 +174,7 @@ class _Protects:
     async def __aenter__(self: P) -> P:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         return self.__exit__(exc_type, exc, tb)
 
 
@@ -267,7 +269,7 @@ class KeyedBreaker(_Protects):
         self.name = name
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        return self.registry.call(self.name, fn, *args, **kwargs)  # type: ignore[no-any-return]
+        return self.registry.call(self.name, fn, *args, **kwargs)
 
     def try_acquire(self) -> Permit:
         return self.registry.try_acquire(self.name)

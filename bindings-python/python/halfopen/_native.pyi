@@ -2,7 +2,11 @@
 
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar, Union, final
 
-T = TypeVar("T")
+from typing_extensions import disjoint_base
+
+__all__ = ["NativeBreaker", "NativeRegistry", "Permit", "StateChange"]
+
+_T = TypeVar("_T")
 
 @final
 class Permit:
@@ -30,8 +34,9 @@ class StateChange:
     @property
     def at(self) -> float: ...
 
-Exclude = Union[Type[BaseException], Tuple[Type[BaseException], ...], Callable[[BaseException], bool]]
+_Exclude = Union[Type[BaseException], Tuple[Type[BaseException], ...], Callable[[BaseException], bool]]
 
+@disjoint_base
 class NativeBreaker:
     @property
     def name(self) -> str: ...
@@ -40,7 +45,7 @@ class NativeBreaker:
         name: str,
         /,
         *,
-        exclude: Optional[Exclude] = None,
+        exclude: Optional[_Exclude] = None,
         clock: Optional[Callable[[], Any]] = None,
         latency_histogram: Optional[bool] = None,
         preset: str = ...,
@@ -63,7 +68,7 @@ class NativeBreaker:
         concurrency_limit: Optional[int] = ...,
         adaptive_limit: Optional[Tuple[int, int]] = ...,
     ) -> "NativeBreaker": ...
-    def call(self, fn_: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+    def call(self, fn_: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T: ...
     def try_acquire(self) -> Permit: ...
     def record(self, permit: Permit, outcome: str) -> None: ...
     def record_exception(self, permit: Permit, exc: BaseException) -> None: ...
@@ -85,6 +90,7 @@ class NativeBreaker:
     def restore_json(self, text: str) -> None: ...
     def restore_bytes(self, data: bytes) -> None: ...
 
+@disjoint_base
 class NativeRegistry:
     @property
     def evictions(self) -> int: ...
@@ -92,11 +98,11 @@ class NativeRegistry:
         cls,
         *,
         capacity: Optional[int] = None,
-        exclude: Optional[Exclude] = None,
+        exclude: Optional[_Exclude] = None,
         clock: Optional[Callable[[], Any]] = None,
         **options: Any,
     ) -> "NativeRegistry": ...
-    def call(self, name: str, fn_: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+    def call(self, name: str, fn_: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T: ...
     def try_acquire(self, name: str) -> Permit: ...
     def record(self, permit: Permit, outcome: str) -> None: ...
     def record_exception(self, permit: Permit, exc: BaseException) -> None: ...

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import decimal
+import fractions
 import logging
-import math
 import numbers
 import types
 from typing import Optional
@@ -83,11 +83,13 @@ def exact_micros(value: object) -> Optional[int]:
     """The microseconds of a clock reading that is a real number other than
     an int or a float (a ``Fraction``, a ``Decimal``), exactly; ``None`` if it
     is not a real number (a ``ValueError`` if it is not finite)."""
-    if not isinstance(value, numbers.Real) and not isinstance(value, decimal.Decimal):
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise ValueError("not finite")
+        return round(value * 1_000_000)
+    if not isinstance(value, numbers.Rational):
         return None
-    if not math.isfinite(value):  # type: ignore[arg-type]
-        raise ValueError("not finite")
-    return round(value * 1_000_000)  # type: ignore[operator]
+    return round(fractions.Fraction(value) * 1_000_000)
 
 
 def log_error(what: str, error: BaseException) -> None:

@@ -1,0 +1,44 @@
+"""Packaging: the package builds into one abi3 wheel (CPython 3.9+), which
+installs into a fresh venv (nothing else in it) and works there."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import venv
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1]
+
+USE = """
+import asyncio, halfopen
+b = halfopen.CircuitBreaker("fresh", failure_threshold=1)
+assert b.call(len, "abc") == 3
+try:
+    b.call(lambda: 1 / 0)
+except ZeroDivisionError:
+    pass
+try:
+    b.call(len, "x")
+except halfopen.CircuitOpenError as e:
+    print("refused", e.reason, e.retry_after > 0)
+import importlib.resources
+assert importlib.resources.files("halfopen").joinpath("py.typed").is_file()
+assert importlib.resources.files("halfopen").joinpath("_native.pyi").is_file()
+"""
+
+
+def test_one_abi3_wheel_installs_into_a_fresh_venv(tmp_path: pathlib.Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w", str(wheels), str(PACKAGE)],
+        check=True,
+    )
+    (wheel,) = wheels.glob("halfopen-*.whl")
+    assert "-cp39-abi3-" in wheel.name, wheel.name
+    env = tmp_path / "env"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], check=True)
+    out = subprocess.run([str(python), "-c", USE], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.strip() == "refused open True"

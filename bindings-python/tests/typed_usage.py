@@ -1,0 +1,40 @@
+"""What a typed user writes (checked with `mypy --strict` by test_typing.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import halfopen
+
+breaker = halfopen.CircuitBreaker("openai", failure_threshold=5, window=60.0, exclude=(ValueError,))
+registry = halfopen.Registry(capacity=100, open_timeout=30.0)
+
+
+@breaker
+def ask(question: str) -> str:
+    return question.upper()
+
+
+async def ask_async(question: str) -> str:
+    await asyncio.sleep(0)
+    return question
+
+
+def answer(question: str) -> Optional[str]:
+    try:
+        return breaker.call(ask, question)
+    except halfopen.CircuitBreakerError as refused:
+        delay: Optional[float] = refused.retry_after
+        return None if delay is None else f"retry in {delay:.1f} s"
+
+
+async def answer_async(question: str) -> str:
+    result: str = await registry.get("instance-1").call_async(ask_async, question)
+    with breaker:
+        pass
+    state: halfopen.State = breaker.state
+    return f"{result} {state.value}"
+
+
+breaker.on_state_change(lambda change: print(change.name, change.from_state, change.to_state, change.reason))
