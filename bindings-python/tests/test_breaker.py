@@ -548,6 +548,19 @@ def test_interleaved_with_blocks_of_two_breakers_report_their_own_permits() -> N
     assert [b.metrics()["successes"] for b in (b1, b2)] == [1, 1]
 
 
+def test_a_with_block_keeps_no_breaker_alive_after_it() -> None:
+    import gc
+    import weakref
+
+    breaker = CircuitBreaker("short-lived")
+    with breaker:
+        pass
+    gone = weakref.ref(breaker)
+    del breaker
+    gc.collect()
+    assert gone() is None
+
+
 def test_a_with_block_left_in_another_task_reports_its_permit() -> None:
     breaker = CircuitBreaker("x", concurrency_limit=1)
 

@@ -163,7 +163,11 @@ class _Protects:
             else:
                 raise RuntimeError("a with block was left more times than it was entered")
         if stack:
-            entered[key] = stack[:-1]
+            # An empty stack's key goes: the mapping must not keep a breaker alive.
+            if len(stack) > 1:
+                entered[key] = stack[:-1]
+            else:
+                del entered[key]
             _ENTERED.set(entered)
         if exc is None:
             self.record(permit, "success")
