@@ -263,13 +263,19 @@ impl Host {
     }
 }
 
-/// The exception for `rejection` of the breaker `name` (state and reason as the core says).
+/// The exception for `rejection` of the breaker `name` (state and reason as
+/// the core says): `ConcurrencyLimitError` for a full limit, else `CircuitOpenError`.
 pub(crate) fn refusal(py: Python<'_>, name: &str, rejection: Rejection) -> PyErr {
+    static CLASSES: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
     let reason = rejection.wait.reason();
     let retry = rejection.retry_after().map(secs);
     let build = || -> PyResult<PyErr> {
-        let err = support(py)?.getattr("refusal")?.call1((name, state_name(rejection.state), retry, reason))?;
-        Ok(PyErr::from_value(err))
+        let (open, limit) = CLASSES.get_or_try_init(py, || {
+            let m = support(py)?;
+            Ok::<_, PyErr>((m.getattr("CircuitOpenError")?.unbind(), m.getattr("ConcurrencyLimitError")?.unbind()))
+        })?;
+        let class = if matches!(rejection.wait, halfopen::Wait::LimitFull { .. }) { limit } else { open };
+        Ok(PyErr::from_value(class.bind(py).call1((name, state_name(rejection.state), retry, reason))?))
     };
     build().unwrap_or_else(|e| e)
 }

@@ -10,7 +10,7 @@ import fractions
 import logging
 import numbers
 import types
-from typing import Optional
+from typing import Optional, Tuple
 
 logger = logging.getLogger("halfopen")
 
@@ -32,17 +32,30 @@ class CircuitBreakerError(Exception):
     ``"held"``.
     """
 
-    def __init__(self, breaker_name: str, state: str, retry_after: Optional[float], reason: str) -> None:
-        self.breaker_name = breaker_name
-        self.state = state
-        self.retry_after = retry_after
-        self.reason = reason
-        wait = "until released" if retry_after is None else f"retry in {retry_after:g} s"
-        super().__init__(f"CircuitBreaker[{breaker_name}] refused the call ({reason}, {state}); {wait}")
+    # The four values are the exception's args (set by BaseException's own
+    # constructor, in C: a refusal costs no Python code), read by name here.
+    args: Tuple[str, str, Optional[float], str]
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        # Picklable and copyable (multiprocessing, task queues).
-        return (type(self), (self.breaker_name, self.state, self.retry_after, self.reason))
+    @property
+    def breaker_name(self) -> str:
+        return self.args[0]
+
+    @property
+    def state(self) -> str:
+        return self.args[1]
+
+    @property
+    def retry_after(self) -> Optional[float]:
+        return self.args[2]
+
+    @property
+    def reason(self) -> str:
+        return self.args[3]
+
+    def __str__(self) -> str:
+        # Written when read: most refusals are handled without reading it.
+        wait = "until released" if self.retry_after is None else f"retry in {self.retry_after:g} s"
+        return f"CircuitBreaker[{self.breaker_name}] refused the call ({self.reason}, {self.state}); {wait}"
 
 
 class CircuitOpenError(CircuitBreakerError):
@@ -71,12 +84,6 @@ class SnapshotError(ValueError):
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (type(self), (str(self), self.kind))
-
-
-def refusal(breaker_name: str, state: str, retry_after: Optional[float], reason: str) -> CircuitBreakerError:
-    """The exception for a refusal, of the class its reason calls for."""
-    cls = ConcurrencyLimitError if reason == "limit_full" else CircuitOpenError
-    return cls(breaker_name, state, retry_after, reason)
 
 
 def exact_micros(value: object) -> Optional[int]:
