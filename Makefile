@@ -100,11 +100,11 @@ python-build: setup-python-dev
 	cd $(PY_DIR) && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
 test-python: python-build
-	$(PY) -m pytest -q $(PY_DIR)/tests
+	$(PY) -m pytest -q -p no:cacheprovider $(PY_DIR)/tests examples/openai-bot
 
 setup-python-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1
+	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1
 	touch $@
 
 # Seed 000's sender for real: redis-server + BullMQ + a local gateway.

@@ -17,8 +17,10 @@ def test_the_stub_matches_the_native_module() -> None:
 
 def test_mypy_strict_passes_on_the_package_and_typed_code() -> None:
     package = HERE.parent / "python" / "halfopen"
+    example = HERE.parents[1] / "examples" / "openai-bot"
+    checked = [str(package), str(HERE / "typed_usage.py"), str(example / "bot.py"), str(example / "server.py")]
     out = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(package), str(HERE / "typed_usage.py")],
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *checked],
         capture_output=True,
         text=True,
     )
