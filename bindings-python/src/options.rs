@@ -133,6 +133,9 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
                 c.concurrency_limit = (!none).then(|| count(py, key, &v).map(ConcurrencyLimit::Fixed)).transpose()?
             }
             "adaptive_limit" => c.concurrency_limit = (!none).then(|| adaptive(py, &v)).transpose()?,
+            // `None`: the core's default (5 min or `open_timeout`; all N probes).
+            "max_open_timeout" if none => c.max_open_timeout = None,
+            "half_open_successes" if none => c.half_open_successes = None,
             _ if none => return Err(option_error(py, true, key, "cannot be None")),
             "window" => c.window = Window::Time(seconds(py, key, &v)?),
             "window_calls" => {

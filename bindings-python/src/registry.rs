@@ -39,9 +39,15 @@ fn registry_error(py: Python<'_>, name: &str, e: RegistryError) -> PyErr {
     }
 }
 
+/// A breaker's name: a non-empty `str`.
 fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<String> {
-    name.extract::<String>()
-        .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))
+    let name: String = name
+        .extract()
+        .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))?;
+    if name.is_empty() {
+        return Err(option_error(py, false, "name", "must not be empty"));
+    }
+    Ok(name)
 }
 
 impl NativeRegistry {

@@ -634,3 +634,30 @@ def test_more_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(TypeError):
         registry.get("b").record(permit, "success")
     registry.get("a").record(permit, "success")
+
+
+def test_none_takes_the_core_default_and_more_cancellations_count_nothing() -> None:
+    import concurrent.futures
+
+    default = CircuitBreaker("a", open_timeout=400.0)
+    explicit = CircuitBreaker("b", open_timeout=400.0, max_open_timeout=None, half_open_successes=None)
+    fingerprint = lambda b: json.loads(b.to_json())["config"]  # noqa: E731
+    assert fingerprint(default) == fingerprint(explicit)
+    breaker, _ = clocked(failure_threshold=1)
+
+    def cancelled() -> None:
+        raise concurrent.futures.CancelledError()
+
+    with pytest.raises(concurrent.futures.CancelledError):
+        breaker.call(cancelled)
+    assert (breaker.metrics()["cancelled"], breaker.state) == (1, State.CLOSED)
+
+
+def test_a_registry_name_must_be_a_non_empty_str() -> None:
+    registry = halfopen.Registry()
+    for bad, kind in [("", ValueError), (5, TypeError)]:
+        with pytest.raises(kind) as raised:
+            registry.get(bad)  # type: ignore[arg-type]
+        assert raised.value.option == "name"
+        with pytest.raises(kind):
+            registry.call(bad, len, "x")  # type: ignore[arg-type]

@@ -254,8 +254,13 @@ class Registry(NativeRegistry):
     def get(self, name: str) -> "KeyedBreaker":
         """``name``'s breaker, as a handle (made on its first call)."""
         if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        return KeyedBreaker(self, name)
+            error: Exception = TypeError(f"name must be a str, got {type(name).__name__}")
+        elif not name:
+            error = ValueError("name must not be empty")
+        else:
+            return KeyedBreaker(self, name)
+        setattr(error, "option", "name")  # noqa: B010 - an attribute of this instance
+        raise error
 
     def _outstanding(self, name: str) -> _Outstanding:
         with _MAKING:

@@ -5,6 +5,7 @@ receives callback failures."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import decimal
 import fractions
 import logging
@@ -19,7 +20,13 @@ UNFINISHED = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType
 
 #: Exceptions that end a call without saying anything about the upstream:
 #: the call's slot is freed and nothing is counted; they are re-raised.
-CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit)
+CANCELLATIONS = (
+    asyncio.CancelledError,
+    concurrent.futures.CancelledError,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
 
 
 class CircuitBreakerError(Exception):
