@@ -360,20 +360,14 @@ class CircuitBreaker {
     if (this._kind === UNKNOWN || this._limited) this._relicense(now)
     if (code < 0) {
       this._refusalMs = retryOf(code)
-      this._refusalReason = this._refusalOf(code)
+      // Why, in the core's words (the binding does not infer it).
+      this._refusalReason = this._native.refusalReason()
       // An open time that ended, then a full limit: the rejection observed
       // a transition (the licence, asked again with a limit, says so).
       if (this._pending) this._publishTransitions()
       return -1
     }
     return code
-  }
-
-  /** The reason of a rejection: the state tells it, but while half-open (the probes, or the limit). */
-  _refusalOf(code) {
-    if (this._gauge === 1) return this._native.refusalReason()
-    if (this._gauge === 0) return 'limit_full'
-    return code === -Infinity ? 'held' : 'open'
   }
 
   _rejectionError() {
@@ -389,11 +383,7 @@ class CircuitBreaker {
     // admissions go first only if the first was read no later than the
     // batch (else none of the batch's calls is among them), so that a
     // success never ends a call the core has not yet counted in flight.
-    if (this._admitted > 0 && (this._batch === 0 || this._admittedAt <= this._batchAt)) {
-      const count = this._admitted
-      this._admitted = 0
-      this._native.admitLicensed(count, this._admittedAt)
-    }
+    if (this._batch === 0 || this._admittedAt <= this._batchAt) this._handAdmissions()
     if (this._batch > 0) {
       const count = this._batch
       this._batch = 0
@@ -401,17 +391,21 @@ class CircuitBreaker {
       // licence follows a native call, and every native call a flush.
       pending = this._native.recordSuccesses(this._generation, count, this._batchAt)
     }
-    if (this._admitted > 0) {
-      const count = this._admitted
-      this._admitted = 0
-      this._native.admitLicensed(count, this._admittedAt)
-    }
+    this._handAdmissions()
     if (this._rejections > 0) {
       const count = this._rejections
       this._rejections = 0
       this._native.countRejections(count, now)
     }
     return pending
+  }
+
+  /** Hands the admissions made under the licence to the core, if any. */
+  _handAdmissions() {
+    if (this._admitted === 0) return
+    const count = this._admitted
+    this._admitted = 0
+    this._native.admitLicensed(count, this._admittedAt)
   }
 
   _relicense(now) {

@@ -211,3 +211,23 @@ test('a registry key refuses for its limit with the reason', async () => {
   a.release.resolve('done')
   await call
 })
+
+test('a refusal that observed a transition (an open time ended, then the limit full) emits it', () => {
+  let t = 0
+  const registry = new Registry({ concurrencyLimit: 1, clock: () => t })
+  const breaker = new CircuitBreaker({ name: 'b', concurrencyLimit: 1, clock: () => t })
+  const events = []
+  registry.on('halfOpen', (e) => events.push(`registry ${e.name} ${e.reason}`))
+  breaker.on('halfOpen', (e) => events.push(`breaker ${e.reason}`))
+  const key = registry.get('a')
+  const held = [key.tryAcquire(), breaker.tryAcquire()]
+  key.forceOpen(1000)
+  breaker.forceOpen(1000)
+  t = 1000
+  for (const refused of [key.tryAcquire(), breaker.tryAcquire()]) {
+    assert.deepEqual([refused.admitted, refused.state, refused.reason], [false, 'HALF_OPEN', 'limit_full'])
+  }
+  assert.deepEqual(events, ['registry a forced_open_ended', 'breaker forced_open_ended'])
+  key.record(held[0], 'cancelled')
+  breaker.record(held[1], 'cancelled')
+})

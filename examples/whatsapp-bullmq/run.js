@@ -54,7 +54,8 @@ async function main() {
   // failures in 1 s open it for 300 ms, doubling up to 1 s; 3 probes. The
   // adaptive limit keeps the requests in flight to what the instance takes
   // (100/s at 20 ms: about 2), so a breaker that closes does not send the
-  // whole backlog at once. (Three runs here, 1,000 messages: with the limit
+  // whole backlog at once. (`node run.js --messages 1000 [--no-limit]`,
+  // three runs here, 1,000 messages: with the limit
   // 212–268 429s, 0–2 suspensions, 4.5–9.1 s; with --no-limit 272–333 429s,
   // 4 suspensions, 9.7–10.3 s. Real time: it varies from run to run.)
   const breakers = new Map()
