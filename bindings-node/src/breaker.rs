@@ -164,7 +164,7 @@ impl NativeBreaker {
     pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
         let config = options.config()?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
-        let breaker = Breaker::with_meter(crate::shared::shared(config), meter).map_err(Refusal::from)?;
+        let breaker = Breaker::with_meter(halfopen::shared_config(config), meter).map_err(Refusal::from)?;
         Ok(NativeBreaker { breaker, transitions: Vec::new(), refusal: "" })
     }
 
@@ -320,7 +320,7 @@ impl NativeBreaker {
             (None, Some(b)) => Snapshot::from_bytes(&b),
             (None, None) => Err(halfopen::SnapshotError::Malformed("no snapshot given".into())),
         };
-        let config = crate::shared::shared(*self.breaker.config());
+        let config = halfopen::shared_config(*self.breaker.config());
         let latency = self.breaker.meter().1.is_some();
         let mut breaker = decoded
             .and_then(|s| Native::restore(config, &s, instant(now_ms)))

@@ -8,5 +8,4 @@ mod breaker;
 mod error;
 mod options;
 mod registry;
-mod shared;
 mod time;

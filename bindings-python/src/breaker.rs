@@ -5,15 +5,17 @@
 //! `halfopen.CircuitBreaker` subclasses it, adding asyncio and the
 //! decorator and context-manager forms.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use halfopen::{
     Breaker, Config, Counts, Instant, LatencyHistogram, Metrics, MetricsReading, Outcome, Permit as CorePermit,
-    Snapshot,
+    Rejection, Snapshot,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
+use crate::blocks;
 use crate::host::{
     Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name,
     unfinished, unfinished_error,
@@ -23,13 +25,14 @@ use crate::time::{micros, secs, secs_at};
 
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
-type Core = Breaker<Config, Gauges>;
+/// A breaker over a configuration shared with every breaker of equal options.
+type Core = Breaker<Arc<Config>, Gauges>;
 
 #[pyclass(frozen, subclass, module = "halfopen._native")]
 pub struct NativeBreaker {
     /// The breaker's name (its Prometheus label).
     #[pyo3(get)]
-    name: String,
+    name: Py<PyString>,
     core: Mutex<Core>,
     host: Host,
 }
@@ -41,26 +44,44 @@ impl NativeBreaker {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a call or raises the refusal (emitting what it observed).
-    fn acquire(&self, py: Python<'_>) -> PyResult<CorePermit> {
+    /// The name as Rust text (for events and Prometheus labels).
+    fn text(&self, py: Python<'_>) -> String {
+        self.name.bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
+    }
+
+    /// Emits `transitions` (if any, and if anyone listens).
+    fn emit(&self, py: Python<'_>, transitions: impl IntoIterator<Item = halfopen::Transition>) {
+        let mut transitions = transitions.into_iter().peekable();
+        if transitions.peek().is_some() {
+            self.host.emit(py, &self.text(py), transitions);
+        }
+    }
+
+    /// Admits a call or says why not (emitting what it observed).
+    fn admit(&self, py: Python<'_>) -> PyResult<Result<CorePermit, Rejection>> {
         let now = self.host.now(py)?;
         let admission = self.lock().try_acquire(now);
-        self.host.emit(py, &self.name, admission.transition);
-        admission.decision.map_err(|r| refusal(py, &self.name, r))
+        self.emit(py, admission.transition);
+        Ok(admission.decision)
+    }
+
+    /// Admits a call or raises the refusal.
+    fn acquire(&self, py: Python<'_>) -> PyResult<CorePermit> {
+        self.admit(py)?.map_err(|r| refusal(py, self.name.bind(py).as_any(), r))
     }
 
     /// Reports `outcome` of a permit's call, then emits what it caused.
     fn settle(&self, py: Python<'_>, permit: CorePermit, outcome: Outcome) {
         let now = self.host.now_for_report(py);
         let t = self.lock().record(permit, outcome, now);
-        self.host.emit(py, &self.name, t);
+        self.emit(py, t);
     }
 
     /// A manual operation at the clock's reading, then its transitions emitted.
     fn manual(&self, py: Python<'_>, op: impl FnOnce(&mut Core, Instant) -> halfopen::Transitions) -> PyResult<()> {
         let now = self.host.now(py)?;
         let t = op(&mut self.lock(), now);
-        self.host.emit(py, &self.name, t);
+        self.emit(py, t);
         Ok(())
     }
 
@@ -69,7 +90,7 @@ impl NativeBreaker {
         // No Python code runs while the lock is held: the error is built after.
         let result = {
             let mut core = self.lock();
-            snapshot.and_then(|s| Core::restore(*core.config(), &s, now)).map(|mut restored| {
+            snapshot.and_then(|s| Core::restore(halfopen::shared_config(*core.config()), &s, now)).map(|mut restored| {
                 // The histogram is not in snapshots: it starts afresh.
                 restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
                 *core = restored;
@@ -151,36 +172,59 @@ pub(crate) fn metrics_dict(py: Python<'_>, (m, k): (MetricsReading, Counts)) -> 
 #[pymethods]
 impl NativeBreaker {
     #[new]
-    #[pyo3(signature = (name, /, *, exclude = None, clock = None, latency_histogram = None, **options))]
+    #[pyo3(signature = (name, /, *, exclude = None, clock = None, fallback = None, latency_histogram = None, **options))]
     fn new(
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        fallback: Option<&Bound<'_, PyAny>>,
         latency_histogram: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let histogram = histogram(py, latency_histogram)?;
-        let name: String = name
+        let text: String = name
             .extract()
             .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))?;
-        if name.is_empty() {
+        if text.is_empty() {
             return Err(option_error(py, false, "name", "must not be empty"));
         }
+        // The caller's str itself (a subclass's instance: the plain str it holds).
+        let name = match name.cast_exact::<PyString>() {
+            Ok(n) => n.clone().unbind(),
+            Err(_) => PyString::new(py, &text).unbind(),
+        };
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
-        let host = Host::new(py, exclude, clock)?;
+        let host = Host::new(py, exclude, clock, fallback)?;
         let meter = (Metrics::default(), histogram.then(Box::<LatencyHistogram>::default));
-        let core = Breaker::with_meter(config, meter).map_err(|e| options::config_error(py, e, &empty))?;
+        let core = Breaker::with_meter(halfopen::shared_config(config), meter)
+            .map_err(|e| options::config_error(py, e, &empty))?;
         Ok(NativeBreaker { name, core: Mutex::new(core), host })
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.host.traverse(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.host.clear();
+    }
+
+    /// What a refused call returns instead of raising (called with the
+    /// call's arguments), if given.
+    #[getter]
+    fn fallback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.host.fallback().map(|f| f.clone_ref(py))
     }
 
     /// Calls `fn(*args, **kwargs)` if the breaker admits it, reports how it
     /// ended, and returns its result or raises its exception. A refused call
-    /// raises `CircuitBreakerError` (`fn` is not called). An exception
-    /// counts as a failure unless `exclude` says otherwise; a cancellation
-    /// (`asyncio.CancelledError`, `KeyboardInterrupt`, `SystemExit`,
-    /// `GeneratorExit`) counts nothing and frees the call's slot.
+    /// raises `CircuitBreakerError` (`fn` is not called), or returns
+    /// `fallback(*args, **kwargs)` if the breaker has a fallback. An
+    /// exception counts as a failure unless `exclude` says otherwise; a
+    /// cancellation (`asyncio.CancelledError`, `KeyboardInterrupt`,
+    /// `SystemExit`, `GeneratorExit`) counts nothing and frees the call's slot.
     #[pyo3(signature = (fn_, /, *args, **kwargs))]
     fn call(
         &self,
@@ -189,7 +233,15 @@ impl NativeBreaker {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        let permit = self.acquire(py)?;
+        let permit = match self.admit(py)? {
+            Ok(permit) => permit,
+            Err(rejection) => {
+                return match self.host.fallback() {
+                    Some(fallback) => fallback.bind(py).call(args, kwargs).map(Bound::unbind),
+                    None => Err(refusal(py, self.name.bind(py).as_any(), rejection)),
+                };
+            }
+        };
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
                 self.settle(py, permit, Outcome::Cancelled);
@@ -213,6 +265,38 @@ impl NativeBreaker {
         let this = slf.get();
         let p = this.acquire(slf.py())?;
         Ok(Permit::new(&p, this.host.id, None))
+    }
+
+    /// Enters a `with` block if the breaker admits a call (raising
+    /// `CircuitBreakerError` before the block if not: a fallback does not
+    /// apply); the block's exit reports it as `call` reports a call.
+    fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
+        let (py, this) = (slf.py(), slf.get());
+        let permit = this.acquire(py)?;
+        if let Err((e, permit)) = blocks::enter(py, this.host.blocks(), this.host.id, None, permit) {
+            this.settle(py, permit, Outcome::Cancelled);
+            return Err(e);
+        }
+        Ok(slf.clone().unbind())
+    }
+
+    /// Leaves a `with` block, reporting its call; the exception (if any) propagates.
+    #[pyo3(signature = (_exc_type, exc, _traceback, /))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        if !exc.is_none() {
+            check_exception(py, exc)?;
+        }
+        let permit = blocks::leave(py, self.host.blocks(), self.host.id, None)?;
+        let outcome =
+            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
+        self.settle(py, permit, outcome);
+        Ok(false)
     }
 
     /// Reports how a permitted call ended: `"success"`, `"failure"`,
@@ -283,7 +367,7 @@ impl NativeBreaker {
     fn handle_timeout(&self, py: Python<'_>) -> PyResult<()> {
         let now = self.host.now(py)?;
         let t = self.lock().handle_timeout(now);
-        self.host.emit(py, &self.name, t);
+        self.emit(py, t);
         Ok(())
     }
 
@@ -314,7 +398,8 @@ impl NativeBreaker {
         let m = self.lock().metrics(now);
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((self.name.as_str(), m)));
+        let name = self.text(py);
+        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
         Ok(out)
     }
 

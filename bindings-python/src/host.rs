@@ -3,15 +3,18 @@
 //! the exceptions a refusal raises, and the permits and events handed to
 //! Python. Every method here runs with no lock held.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use halfopen::{Instant, Mode, Outcome, Permit as CorePermit, Rejection, State, Transition};
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple, PyType};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::{PyTraverseError, PyVisit};
 
+use crate::blocks::Blocks;
 use crate::options::{option_error, type_name};
 use crate::time::{micros, monotonic, secs, secs_at};
 
@@ -66,7 +69,9 @@ pub struct StateChange {
 }
 
 /// What never counts as the upstream's failure.
+#[derive(Default)]
 pub(crate) enum Exclude {
+    #[default]
     Nothing,
     /// A tuple of exception classes.
     Types(Py<PyTuple>),
@@ -134,23 +139,46 @@ fn cancellations(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     Ok(types.bind(py))
 }
 
-/// The clock, `exclude` and the listeners of a breaker or a registry, and
-/// the id its permits carry (unique in the process, never reused).
+/// What a breaker or a registry holds besides its core: the id its permits
+/// carry (unique in the process, never reused), and what it was given
+/// (`clock`, `exclude`, `fallback`), its listeners and its `with` blocks,
+/// boxed and made only when one is there. Small, because a process may hold
+/// many breakers.
 pub(crate) struct Host {
     pub(crate) id: u64,
+    extras: OnceLock<Box<Extras>>,
+}
+
+/// The parts of a [`Host`] most breakers never have.
+#[derive(Default)]
+struct Extras {
     clock: Option<Py<PyAny>>,
     /// The latest good clock reading (µs), for a report whose reading fails.
     last_reading: AtomicU64,
     exclude: Exclude,
+    fallback: Option<Py<PyAny>>,
     listeners: Mutex<Vec<Py<PyAny>>>,
+    /// The `with` blocks entered and not yet left.
+    blocks: Blocks,
+}
+
+/// A callable argument (`None`: absent), checked.
+fn callable(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
+    match v {
+        Some(c) if !c.is_callable() => {
+            Err(option_error(py, true, option, &format!("must be a callable, got {}", type_name(c))))
+        }
+        v => Ok(v.map(|c| c.clone().unbind())),
+    }
 }
 
 impl Host {
-    /// From the `exclude` and `clock` arguments (checked).
+    /// From the `exclude`, `clock` and `fallback` arguments (checked).
     pub(crate) fn new(
         py: Python<'_>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        fallback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let exclude = match exclude {
             None => Exclude::Nothing,
@@ -168,26 +196,27 @@ impl Host {
                 return Err(option_error(py, true, "exclude", &problem));
             }
         };
-        if let Some(c) = clock
-            && !c.is_callable()
-        {
-            return Err(option_error(py, true, "clock", &format!("must be a callable, got {}", type_name(c))));
+        let clock = callable(py, "clock", clock)?;
+        let fallback = callable(py, "fallback", fallback)?;
+        let extras = OnceLock::new();
+        if clock.is_some() || fallback.is_some() || !matches!(exclude, Exclude::Nothing) {
+            let _ = extras.set(Box::new(Extras { clock, exclude, fallback, ..Extras::default() }));
         }
         static IDS: AtomicU64 = AtomicU64::new(1);
-        Ok(Host {
-            id: IDS.fetch_add(1, Ordering::Relaxed),
-            clock: clock.map(|c| c.clone().unbind()),
-            last_reading: AtomicU64::new(0),
-            exclude,
-            listeners: Mutex::new(Vec::new()),
-        })
+        Ok(Host { id: IDS.fetch_add(1, Ordering::Relaxed), extras })
+    }
+
+    fn extras(&self) -> &Extras {
+        self.extras.get_or_init(Box::default)
     }
 
     /// The clock's reading; a custom clock's bad value is a `TypeError`/`ValueError`.
     pub(crate) fn now(&self, py: Python<'_>) -> PyResult<Instant> {
-        let Some(clock) = &self.clock else { return Ok(monotonic()) };
+        let Some((clock, last)) = self.extras.get().and_then(|x| Some((x.clock.as_ref()?, &x.last_reading))) else {
+            return Ok(monotonic());
+        };
         let us = reading(py, &clock.bind(py).call0()?)?;
-        self.last_reading.fetch_max(us, Ordering::Relaxed);
+        last.fetch_max(us, Ordering::Relaxed);
         Ok(Instant::from_micros(us))
     }
 
@@ -196,32 +225,37 @@ impl Host {
     pub(crate) fn now_for_report(&self, py: Python<'_>) -> Instant {
         self.now(py).unwrap_or_else(|e| {
             log(py, "the clock failed; reporting at its latest reading", e);
-            Instant::from_micros(self.last_reading.load(Ordering::Relaxed))
+            let last = self.extras.get().map_or(0, |x| x.last_reading.load(Ordering::Relaxed));
+            Instant::from_micros(last)
         })
+    }
+
+    /// What a refused call returns instead of raising, if given.
+    pub(crate) fn fallback(&self) -> Option<&Py<PyAny>> {
+        self.extras.get()?.fallback.as_ref()
     }
 
     /// Adds a listener (checked callable).
     pub(crate) fn listen(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
-        if !callback.is_callable() {
-            return Err(option_error(
-                py,
-                true,
-                "callback",
-                &format!("must be a callable, got {}", type_name(callback)),
-            ));
-        }
-        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback.clone().unbind());
+        let Some(callback) = callable(py, "callback", Some(callback))? else { return Ok(()) };
+        self.extras().listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback);
         Ok(())
+    }
+
+    /// The `with` blocks entered and not yet left.
+    pub(crate) fn blocks(&self) -> &Blocks {
+        &self.extras().blocks
     }
 
     /// Calls every listener with each transition of the breaker `name`, in order.
     pub(crate) fn emit(&self, py: Python<'_>, name: &str, transitions: impl IntoIterator<Item = Transition>) {
         let mut transitions = transitions.into_iter().peekable();
+        let Some(extras) = self.extras.get() else { return };
         if transitions.peek().is_none() {
             return;
         }
         let listeners: Vec<Py<PyAny>> =
-            self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
+            extras.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
         for t in transitions {
             let change = StateChange {
                 name: name.to_owned(),
@@ -239,6 +273,34 @@ impl Host {
         }
     }
 
+    /// Shows the garbage collector the Python objects held (a listener that
+    /// refers to its breaker makes a cycle it must be able to collect).
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let Some(x) = self.extras.get() else { return Ok(()) };
+        visit.call(&x.clock)?;
+        visit.call(&x.fallback)?;
+        match &x.exclude {
+            Exclude::Nothing => {}
+            Exclude::Types(t) => visit.call(t)?,
+            Exclude::Predicate(p) => visit.call(p)?,
+        }
+        // A lock held elsewhere means a thread is using them: they are alive.
+        if let Ok(listeners) = x.listeners.try_lock() {
+            for l in listeners.iter() {
+                visit.call(l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the listeners (the collector breaking a cycle through them).
+    pub(crate) fn clear(&self) {
+        if let Some(x) = self.extras.get() {
+            let dropped = std::mem::take(&mut *x.listeners.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(dropped);
+        }
+    }
+
     /// What an exception from the call says: cancellations (`asyncio`'s, an
     /// interrupt, an exit) and excluded errors count nothing; anything else
     /// is a failure (so is an exception an `exclude` predicate raises).
@@ -247,7 +309,7 @@ impl Host {
         if cancellations(py).is_ok_and(|c| value.is_instance(c).unwrap_or(false)) {
             return Outcome::Cancelled;
         }
-        let excluded = match &self.exclude {
+        let excluded = match self.extras.get().map_or(&Exclude::Nothing, |x| &x.exclude) {
             Exclude::Nothing => Ok(false),
             Exclude::Types(types) => value.is_instance(types.bind(py).as_any()),
             Exclude::Predicate(p) => p.bind(py).call1((value,)).and_then(|r| r.is_truthy()),
@@ -263,11 +325,28 @@ impl Host {
     }
 }
 
+/// A refusal's state and reason (the core's words) as Python strings made
+/// once: a refusal allocates only its exception and its `retry_after`.
+fn refusal_words<'py>(py: Python<'py>, rejection: &Rejection) -> (Bound<'py, PyString>, Bound<'py, PyString>) {
+    let state = match rejection.state {
+        State::Closed => intern!(py, "CLOSED"),
+        State::Open => intern!(py, "OPEN"),
+        State::HalfOpen => intern!(py, "HALF_OPEN"),
+    };
+    let reason = match rejection.wait.reason() {
+        "open" => intern!(py, "open").clone(),
+        "probes_busy" => intern!(py, "probes_busy").clone(),
+        "limit_full" => intern!(py, "limit_full").clone(),
+        "held" => intern!(py, "held").clone(),
+        other => PyString::new(py, other),
+    };
+    (state.clone(), reason)
+}
+
 /// The exception for `rejection` of the breaker `name` (state and reason as
 /// the core says): `ConcurrencyLimitError` for a full limit, else `CircuitOpenError`.
-pub(crate) fn refusal(py: Python<'_>, name: &str, rejection: Rejection) -> PyErr {
+pub(crate) fn refusal(py: Python<'_>, name: &Bound<'_, PyAny>, rejection: Rejection) -> PyErr {
     static CLASSES: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
-    let reason = rejection.wait.reason();
     let retry = rejection.retry_after().map(secs);
     let build = || -> PyResult<PyErr> {
         let (open, limit) = CLASSES.get_or_try_init(py, || {
@@ -275,7 +354,8 @@ pub(crate) fn refusal(py: Python<'_>, name: &str, rejection: Rejection) -> PyErr
             Ok::<_, PyErr>((m.getattr("CircuitOpenError")?.unbind(), m.getattr("ConcurrencyLimitError")?.unbind()))
         })?;
         let class = if matches!(rejection.wait, halfopen::Wait::LimitFull { .. }) { limit } else { open };
-        Ok(PyErr::from_value(class.bind(py).call1((name, state_name(rejection.state), retry, reason))?))
+        let (state, reason) = refusal_words(py, &rejection);
+        Ok(PyErr::from_value(class.bind(py).call1((name, state, retry, reason))?))
     };
     build().unwrap_or_else(|e| e)
 }

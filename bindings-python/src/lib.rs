@@ -3,6 +3,7 @@
 //! its public API on it; every decision is the core's.
 #![forbid(unsafe_code)]
 
+mod blocks;
 mod breaker;
 mod host;
 mod options;

@@ -9,7 +9,9 @@ use std::sync::{Mutex, MutexGuard};
 use halfopen::{Instant, Outcome, Permit as CorePermit, Registry, RegistryError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
+use crate::blocks;
 use crate::breaker::{Gauges, force_open_for, metrics_dict};
 use crate::host::{
     Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name, support,
@@ -28,14 +30,24 @@ pub struct NativeRegistry {
 /// configuration errors.
 fn registry_error(py: Python<'_>, name: &str, e: RegistryError) -> PyErr {
     match e {
-        RegistryError::Full { .. } => {
-            let build = || -> PyResult<PyErr> {
-                Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name,))?))
-            };
-            build().unwrap_or_else(|err| err)
-        }
+        RegistryError::Full { .. } => registry_full(py, name),
         RegistryError::Config(c) => option_error(py, false, c.field.name(), c.problem.describe()),
         other => option_error(py, false, "capacity", &other.to_string()),
+    }
+}
+
+/// `RegistryFullError` for `name`.
+fn registry_full(py: Python<'_>, name: &str) -> PyErr {
+    let build =
+        || -> PyResult<PyErr> { Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name,))?)) };
+    build().unwrap_or_else(|err| err)
+}
+
+/// The exception for a refusal from `admit` (`None`: the registry is full).
+fn refused_error(py: Python<'_>, name: &Bound<'_, PyAny>, text: &str, refused: Option<halfopen::Rejection>) -> PyErr {
+    match refused {
+        Some(rejection) => refusal(py, name, rejection),
+        None => registry_full(py, text),
     }
 }
 
@@ -55,13 +67,28 @@ impl NativeRegistry {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn acquire(&self, py: Python<'_>, name: &str) -> PyResult<CorePermit> {
+    /// Admits a call through `name`'s breaker, or says why not: `Ok(Err(_))`
+    /// is a refusal (the breaker's, or a registry full of busy breakers),
+    /// built as an exception only if no fallback takes it.
+    fn admit(
+        &self,
+        py: Python<'_>,
+        name: &str,
+    ) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
         let now = self.host.now(py)?;
         // No Python code runs while the lock is held: errors are built after.
-        let admission = self.lock().try_acquire(name, now);
-        let admission = admission.map_err(|e| registry_error(py, name, e))?;
+        let admission = match self.lock().try_acquire(name, now) {
+            Ok(admission) => admission,
+            Err(RegistryError::Full { .. }) => return Ok(Err(None)),
+            Err(e) => return Err(registry_error(py, name, e)),
+        };
         self.host.emit(py, name, admission.transition);
-        admission.decision.map_err(|r| refusal(py, name, r))
+        Ok(admission.decision.map_err(Some))
+    }
+
+    /// Admits a call through `name` (the `str` given, `text` its contents) or raises.
+    fn acquire(&self, py: Python<'_>, name: &Bound<'_, PyAny>, text: &str) -> PyResult<CorePermit> {
+        self.admit(py, text)?.map_err(|refused| refused_error(py, name, text, refused))
     }
 
     fn settle(&self, py: Python<'_>, name: &str, permit: CorePermit, outcome: Outcome) {
@@ -105,12 +132,13 @@ impl NativeRegistry {
 #[pymethods]
 impl NativeRegistry {
     #[new]
-    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, **options))]
+    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, fallback = None, **options))]
     fn new(
         py: Python<'_>,
         capacity: Option<&Bound<'_, PyAny>>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        fallback: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let capacity = match capacity {
@@ -126,9 +154,24 @@ impl NativeRegistry {
         };
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
-        let host = Host::new(py, exclude, clock)?;
+        let host = Host::new(py, exclude, clock, fallback)?;
         let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e))?;
         Ok(NativeRegistry { core: Mutex::new(core), host })
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.host.traverse(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.host.clear();
+    }
+
+    /// What a refused call returns instead of raising (called with the
+    /// call's arguments), if given.
+    #[getter]
+    fn fallback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.host.fallback().map(|f| f.clone_ref(py))
     }
 
     /// Calls `fn(*args, **kwargs)` through `name`'s breaker (made on first
@@ -143,8 +186,17 @@ impl NativeRegistry {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        let name = name_of(py, name)?;
-        let permit = self.acquire(py, &name)?;
+        let text = name_of(py, name)?;
+        let permit = match self.admit(py, &text)? {
+            Ok(permit) => permit,
+            Err(refused) => {
+                return match self.host.fallback() {
+                    Some(fallback) => fallback.bind(py).call(args, kwargs).map(Bound::unbind),
+                    None => Err(refused_error(py, name, &text, refused)),
+                };
+            }
+        };
+        let name = text;
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
                 self.settle(py, &name, permit, Outcome::Cancelled);
@@ -165,9 +217,34 @@ impl NativeRegistry {
     /// Leave to make one call through `name`'s breaker, or raises.
     fn try_acquire(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<Permit> {
         let this = slf.get();
-        let name = name_of(slf.py(), name)?;
-        let p = this.acquire(slf.py(), &name)?;
-        Ok(Permit::new(&p, this.host.id, Some(name)))
+        let text = name_of(slf.py(), name)?;
+        let p = this.acquire(slf.py(), name, &text)?;
+        Ok(Permit::new(&p, this.host.id, Some(text)))
+    }
+
+    /// Enters a `with` block of `name`'s breaker (`KeyedBreaker`'s), or
+    /// raises `CircuitBreakerError` before it.
+    fn _enter(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text = name_of(py, name)?;
+        let permit = self.acquire(py, name, &text)?;
+        blocks::enter(py, self.host.blocks(), self.host.id, Some(text.clone()), permit).map_err(|(e, permit)| {
+            self.settle(py, &text, permit, Outcome::Cancelled);
+            e
+        })
+    }
+
+    /// Leaves a `with` block of `name`'s breaker, reporting its call as
+    /// ended by `exc` (`None`: a success).
+    fn _leave(&self, py: Python<'_>, name: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text = name_of(py, name)?;
+        if !exc.is_none() {
+            check_exception(py, exc)?;
+        }
+        let permit = blocks::leave(py, self.host.blocks(), self.host.id, Some(&text))?;
+        let outcome =
+            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
+        self.settle(py, &text, permit, outcome);
+        Ok(())
     }
 
     /// Reports how a permitted call ended (see `CircuitBreaker.record`).

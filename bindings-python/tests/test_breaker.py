@@ -661,3 +661,68 @@ def test_a_registry_name_must_be_a_non_empty_str() -> None:
         assert raised.value.option == "name"
         with pytest.raises(kind):
             registry.call(bad, len, "x")  # type: ignore[arg-type]
+
+
+def test_a_breaker_and_a_registry_in_a_cycle_with_their_listeners_are_collected() -> None:
+    import gc
+    import weakref
+
+    breaker = CircuitBreaker("cycle", clock=Clock())
+    registry = halfopen.Registry(clock=Clock())
+    # Each listener refers to its breaker: a cycle only the collector breaks.
+    breaker.on_state_change(lambda change: breaker.metrics())
+    registry.on_state_change(lambda change: registry.names())
+    gone = [weakref.ref(breaker), weakref.ref(registry)]
+    del breaker, registry
+    gc.collect()
+    assert [g() for g in gone] == [None, None]
+
+
+def test_a_registry_with_block_left_in_another_task_reports_its_permit() -> None:
+    registry = halfopen.Registry(concurrency_limit=1)
+
+    async def main() -> None:
+        import contextlib
+
+        stack = contextlib.AsyncExitStack()
+        await asyncio.ensure_future(stack.enter_async_context(registry.get("a")))
+        await asyncio.ensure_future(stack.aclose())
+
+    asyncio.run(main())
+    assert registry.metrics("a")["in_flight"] == 0  # type: ignore[index]
+    assert registry.get("a").call(lambda: "free") == "free"
+
+
+def test_with_blocks_of_two_names_in_one_registry_report_their_own_permits() -> None:
+    clock = Clock()
+    registry = halfopen.Registry(clock=clock, slow_call_duration=1.0, failure_threshold=None, consecutive_failures=1)
+    a, b = registry.get("a"), registry.get("b")
+    with a:
+        clock.now = 5.0
+        with b:
+            clock.now = 5.5
+        # b's block took 0.5 s: not slow; a's took 5.5 s: slow, and a trips.
+    assert registry.metrics("b")["slow"] == 0  # type: ignore[index]
+    assert registry.metrics("a")["slow"] == 1  # type: ignore[index]
+    assert a.state is State.OPEN and b.state is State.CLOSED
+
+
+def test_leaving_more_with_blocks_than_entered_or_with_garbage_is_an_error() -> None:
+    breaker, _ = clocked()
+    with pytest.raises(RuntimeError):
+        breaker.__exit__(None, None, None)
+    with pytest.raises(TypeError):
+        with breaker:
+            breaker.__exit__(None, "not an exception", None)
+    # The bad exit left nothing; the block's own exit reported its TypeError.
+    m = breaker.metrics()
+    assert (m["admitted"], m["failures"], m["in_flight"]) == (1, 1, 0)
+
+
+def test_a_breaker_has_no_instance_dict_but_can_be_weakly_referenced() -> None:
+    import weakref
+
+    breaker = CircuitBreaker("slim")
+    with pytest.raises(AttributeError):
+        breaker.anything = 1  # type: ignore[attr-defined]
+    assert weakref.ref(breaker)() is breaker

@@ -1,4 +1,4 @@
-"""Packaging: the package builds into one abi3 wheel (CPython 3.9+), which
+"""Packaging: the package builds into one abi3 wheel (CPython 3.10+), which
 installs into a fresh venv (nothing else in it) and works there."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_one_abi3_wheel_installs_into_a_fresh_venv(tmp_path: pathlib.Path) -> No
         check=True,
     )
     (wheel,) = wheels.glob("halfopen-*.whl")
-    assert "-cp39-abi3-" in wheel.name, wheel.name
+    assert "-cp310-abi3-" in wheel.name, wheel.name
     env = tmp_path / "env"
     venv.create(env, with_pip=True)
     python = env / "bin" / "python"

@@ -74,6 +74,8 @@ mod policy;
 pub mod prometheus;
 #[cfg(feature = "alloc")]
 mod registry;
+#[cfg(feature = "std")]
+mod shared;
 #[cfg(feature = "serde")]
 mod snapshot;
 mod state;
@@ -99,6 +101,8 @@ pub use permit::{Admission, Outcome, Permit, Rejection, Wait};
 pub use registry::RegistrySnapshot;
 #[cfg(feature = "alloc")]
 pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
+#[cfg(feature = "std")]
+pub use shared::shared_config;
 #[cfg(feature = "serde")]
 pub use snapshot::SNAPSHOT_VERSION;
 pub use state::{Counts, Mode, Reason, State, Transition, Transitions};

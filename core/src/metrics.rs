@@ -45,7 +45,7 @@ pub struct Counters {
 }
 
 /// The meter most breakers want: [`Counters`], opens per hour for the last
-/// day, and time in each state. 152 bytes, no allocation.
+/// day, and time in each state. 168 bytes, no allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metrics {
     counters: Counters,

@@ -8,12 +8,10 @@ this package translates), for threads and asyncio.
 
 from __future__ import annotations
 
-import contextvars
 import enum
 import functools
 import inspect
-import threading
-from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
 
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from ._support import (
@@ -49,32 +47,17 @@ class State(enum.Enum):
     HALF_OPEN = "HALF_OPEN"
 
 
-# The permits of `with breaker:` blocks entered and not yet left: a stack per
-# breaker (its `_with_key()`) and per context (thread, asyncio task), held in
-# a context variable as an immutable mapping (each context gets its own).
-_ENTERED: contextvars.ContextVar[Dict[Any, Tuple[Permit, ...]]] = contextvars.ContextVar("halfopen_entered")
-
-
-class _Outstanding:
-    """The permits of a breaker's `with` blocks entered and not yet left, in
-    every context: a block left in another context than it was entered in
-    (an exit stack torn down by another task) reports one of them, so that
-    every permit is still reported exactly once."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.permits: List[Permit] = []
-
-
-# Serializes the first use of a breaker's table of `with` permits.
-_MAKING = threading.Lock()
-
-
 class _Protects:
     """The forms of a protected call, over ``call``, ``try_acquire``,
-    ``record`` and ``record_exception``: asyncio, the decorator, and the
-    context managers (which raise ``CircuitBreakerError`` before the block
-    when the call is refused)."""
+    ``record``, ``record_exception`` and ``__enter__``/``__exit__`` (which
+    raise ``CircuitBreakerError`` before the block when the call is
+    refused): asyncio, the decorator, ``async with``."""
+
+    __slots__ = ()
+
+    @property
+    def fallback(self) -> Optional[Callable[..., Any]]:
+        raise NotImplementedError
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         raise NotImplementedError
@@ -88,18 +71,25 @@ class _Protects:
     def record_exception(self, permit: Permit, exc: BaseException) -> None:
         raise NotImplementedError
 
-    def _with_key(self) -> Any:
-        """What identifies the breaker's `with` blocks."""
+    def __enter__(self: P) -> P:
         raise NotImplementedError
 
-    def _outstanding(self) -> _Outstanding:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
         raise NotImplementedError
 
     async def call_async(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """Awaits ``fn(*args, **kwargs)`` if the breaker admits it (see
-        ``call``). ``fn`` must return an awaitable: anything else is a
-        ``TypeError`` (nothing counted)."""
-        permit = self.try_acquire()
+        ``call``); refused, it raises ``CircuitBreakerError`` or returns the
+        fallback's result (awaited if it is awaitable). ``fn`` must return
+        an awaitable: anything else is a ``TypeError`` (nothing counted)."""
+        try:
+            permit = self.try_acquire()
+        except CircuitBreakerError:
+            fallback = self.fallback
+            if fallback is None:
+                raise
+            answer = fallback(*args, **kwargs)
+            return await answer if inspect.isawaitable(answer) else answer  # type: ignore[no-any-return]
         try:
             awaitable = fn(*args, **kwargs)
         except BaseException as exc:
@@ -136,49 +126,10 @@ class _Protects:
 
         return guarded
 
-    def __enter__(self: P) -> P:
-        """Raises ``CircuitBreakerError`` before the block if not admitted."""
-        permit = self.try_acquire()
-        key = self._with_key()
-        entered = dict(_ENTERED.get({}))
-        entered[key] = entered.get(key, ()) + (permit,)
-        _ENTERED.set(entered)
-        outstanding = self._outstanding()
-        with outstanding.lock:
-            outstanding.permits.append(permit)
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        key = self._with_key()
-        entered = dict(_ENTERED.get({}))
-        stack = entered.get(key, ())
-        outstanding = self._outstanding()
-        with outstanding.lock:
-            if stack and stack[-1] in outstanding.permits:
-                permit = stack[-1]
-                outstanding.permits.remove(permit)
-            elif outstanding.permits:
-                # Left in another context than entered: one of the breaker's.
-                permit = outstanding.permits.pop(0)
-            else:
-                raise RuntimeError("a with block was left more times than it was entered")
-        if stack:
-            # An empty stack's key goes: the mapping must not keep a breaker alive.
-            if len(stack) > 1:
-                entered[key] = stack[:-1]
-            else:
-                del entered[key]
-            _ENTERED.set(entered)
-        if exc is None:
-            self.record(permit, "success")
-        else:
-            self.record_exception(permit, exc)
-        return False
-
     async def __aenter__(self: P) -> P:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
         return self.__exit__(exc_type, exc, tb)
 
 
@@ -194,7 +145,10 @@ class CircuitBreaker(_Protects, NativeBreaker):
     000's breaker), ``None`` unsets a policy. Also ``exclude`` (exception
     classes, or a predicate on the exception, that never count), ``clock``
     (a callable returning seconds, for tests; monotonic by default, read in
-    Rust) and ``latency_histogram``.
+    Rust), ``fallback`` (called with the call's arguments instead of
+    raising when ``call``, ``call_async`` or the decorator is refused: the
+    bot's "high volume, we'll get back to you"; ``with`` blocks still raise)
+    and ``latency_histogram``.
 
     Outcomes: a call that returns is a success; an exception is a failure,
     unless ``exclude`` says otherwise (then it counts nothing); a
@@ -204,21 +158,16 @@ class CircuitBreaker(_Protects, NativeBreaker):
     freed. No lock is held while the call runs or while a listener runs.
     """
 
+    # No __dict__: a breaker is its native struct and an object header.
+    __slots__ = ("__weakref__",)
+
     call = NativeBreaker.call
     try_acquire = NativeBreaker.try_acquire
     record = NativeBreaker.record
     record_exception = NativeBreaker.record_exception
-
-    def _with_key(self) -> Any:
-        return self
-
-    def _outstanding(self) -> _Outstanding:
-        # Made on first use (a native instance's attributes are its own).
-        try:
-            return self.__dict__["_with_permits"]  # type: ignore[no-any-return]
-        except KeyError:
-            with _MAKING:
-                return self.__dict__.setdefault("_with_permits", _Outstanding())  # type: ignore[no-any-return]
+    fallback = NativeBreaker.fallback
+    __enter__ = NativeBreaker.__enter__
+    __exit__ = NativeBreaker.__exit__
 
     @property
     def state(self) -> State:
@@ -246,7 +195,7 @@ class Registry(NativeRegistry):
     recently used idle breaker, never one that is open, busy or counting
     failures (``RegistryFullError`` if none is idle).
 
-    ``Registry(*, capacity=10000, exclude=None, clock=None, **options)``:
+    ``Registry(*, capacity=10000, exclude=None, clock=None, fallback=None, **options)``:
     the options of every breaker (``configure(name, **options)`` changes
     them for one name).
     """
@@ -261,11 +210,6 @@ class Registry(NativeRegistry):
             return KeyedBreaker(self, name)
         setattr(error, "option", "name")  # noqa: B010 - an attribute of this instance
         raise error
-
-    def _outstanding(self, name: str) -> _Outstanding:
-        with _MAKING:
-            table = self.__dict__.setdefault("_with_permits", {})
-            return table.setdefault(name, _Outstanding())  # type: ignore[no-any-return]
 
 
 class KeyedBreaker(_Protects):
@@ -295,11 +239,17 @@ class KeyedBreaker(_Protects):
         if getattr(permit, "name", None) != self.name:
             raise TypeError(f"permit was issued for another name than {self.name!r}")
 
-    def _with_key(self) -> Any:
-        return (self.registry, self.name)
+    @property
+    def fallback(self) -> Optional[Callable[..., Any]]:
+        return self.registry.fallback
 
-    def _outstanding(self) -> _Outstanding:
-        return self.registry._outstanding(self.name)
+    def __enter__(self) -> "KeyedBreaker":
+        self.registry._enter(self.name)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
+        self.registry._leave(self.name, exc)
+        return False
 
     @property
     def state(self) -> State:
