@@ -9,9 +9,12 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::config::Config;
 
-/// Configurations alive, by fingerprint, and how many were added since the
-/// dead ones were last swept.
-static CONFIGS: Mutex<(Option<HashMap<u64, Vec<Weak<Config>>>>, u32)> = Mutex::new((None, 0));
+/// Configurations alive (perhaps), by fingerprint.
+type Alive = HashMap<u64, Vec<Weak<Config>>>;
+
+/// The configurations alive, and how many were added since the dead ones
+/// were last swept.
+static CONFIGS: Mutex<(Option<Alive>, u32)> = Mutex::new((None, 0));
 
 /// The shared `Arc` for `config`: the one a live breaker with an equal
 /// configuration uses, or a new one.
@@ -34,4 +37,30 @@ pub fn shared_config(config: Config) -> Arc<Config> {
         });
     }
     fresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Duration;
+
+    #[test]
+    fn equal_configs_share_one_arc_and_different_ones_do_not() {
+        let a = shared_config(Config::default());
+        let b = shared_config(Config::default());
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = Config { open_timeout: Duration::from_secs(7), ..Config::default() };
+        let c = shared_config(other);
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, other);
+    }
+
+    #[test]
+    fn a_config_no_breaker_holds_is_made_afresh() {
+        let config = Config { open_timeout: Duration::from_secs(11), ..Config::default() };
+        let first = Arc::downgrade(&shared_config(config));
+        assert!(first.upgrade().is_none());
+        let again = shared_config(config);
+        assert_eq!(*again, config);
+    }
 }
