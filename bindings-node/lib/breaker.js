@@ -17,13 +17,13 @@
 // transition, a manual operation, a restore, or its time running out; with
 // a concurrency limit, also after every call and report that crosses.
 
-const { EventEmitter } = require('node:events')
 const { NativeBreaker } = require('../native.js')
 const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, translate } = require('./options.js')
+const { EventEmitter, nativeBytes } = require('./platform.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
@@ -260,7 +260,7 @@ class CircuitBreaker {
   static fromBytes(options, bytes) {
     if (!(bytes instanceof Uint8Array)) throw typeError('bytes', 'a Buffer or Uint8Array', bytes)
     const breaker = new CircuitBreaker(options)
-    breaker._restore(null, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+    breaker._restore(null, nativeBytes(bytes))
     return breaker
   }
 

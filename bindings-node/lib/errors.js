@@ -2,6 +2,8 @@
 // The package's error classes, the one decoder of the addon's structured
 // errors, and the one channel for errors thrown by user callbacks.
 
+const { emitWarning } = require('./platform.js')
+
 /**
  * Thrown (as a rejection) when the breaker does not admit a call; `fn` is not
  * called. `reason` says why, in the core's words: `'open'` (the open time
@@ -138,7 +140,7 @@ function fromNative(err, { options = {}, name } = {}) {
 /**
  * Reports an error thrown by a user callback (a listener, `isFailure`, the
  * clock) without letting it change the call, the breaker or later events:
- * `process.emitWarning` with code `HALFOPEN_CALLBACK_ERROR` and the error as
+ * the platform's warning (Node: `process.emitWarning`) with code `HALFOPEN_CALLBACK_ERROR` and the error as
  * `cause`.
  */
 function warnCallback(err, what) {
@@ -147,7 +149,7 @@ function warnCallback(err, what) {
     warning.name = 'HalfopenCallbackWarning'
     warning.code = 'HALFOPEN_CALLBACK_ERROR'
     warning.cause = err
-    process.emitWarning(warning)
+    emitWarning(warning)
   } catch {
     // Nothing a callback throws may escape, not even through its warning.
   }

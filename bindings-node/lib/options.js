@@ -3,8 +3,8 @@
 // and defaults are the core's: a value of the right type goes through, and
 // the core refuses what no configuration can hold, naming the option.
 
-const { performance } = require('node:perf_hooks')
 const { typeError } = require('./errors.js')
+const { performance } = require('./platform.js')
 
 // camelCase option -> kind: 'number', or 'nullable' (a policy; null unsets it).
 const CORE_OPTIONS = {

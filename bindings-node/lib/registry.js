@@ -4,7 +4,6 @@
 // yet) through the registry's own acquire/record, so a breaker with a call
 // in flight is never evicted.
 
-const { EventEmitter } = require('node:events')
 const { NativeRegistry } = require('../native.js')
 const { enqueueTransitions, issuePermit, metricsOf, retryOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
 const { execute } = require('./call.js')
@@ -12,6 +11,7 @@ const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, RegistryFullError, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, checkName, translate } = require('./options.js')
+const { EventEmitter } = require('./platform.js')
 
 /** A Registry's own options (the rest are the core's, for every breaker). */
 const OWN = ['isFailure', 'clock', 'timeoutMs', 'capacity']

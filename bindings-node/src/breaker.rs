@@ -8,7 +8,8 @@ use halfopen::{
     Admission, Breaker, Config, Instant, LatencyHistogram, Licence, Metrics, Mode, Outcome, Permit, Snapshot,
     Transition,
 };
-use napi::bindgen_prelude::{Buffer, Error, Result};
+use crate::error::{Buffer, Error, Result};
+#[cfg(feature = "node")]
 use napi_derive::napi;
 
 use crate::error::Refusal;
@@ -19,7 +20,7 @@ use crate::time::{duration, instant, ms, ms_at};
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
 /// A transition, for events (`name`: the breaker's, from a registry).
-#[napi(object)]
+#[cfg_attr(feature = "node", napi(object))]
 pub struct NativeTransition {
     pub name: Option<String>,
     pub from: String,
@@ -30,7 +31,7 @@ pub struct NativeTransition {
 
 /// What JavaScript may do without asking (the core's `Licence`), and the
 /// state, at one reading.
-#[napi(object)]
+#[cfg_attr(feature = "node", napi(object))]
 pub struct NativeLicence {
     /// 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`.
     pub kind: u32,
@@ -57,7 +58,7 @@ pub struct NativeLicence {
 }
 
 /// Counters and derived figures, for `metrics()`.
-#[napi(object)]
+#[cfg_attr(feature = "node", napi(object))]
 pub struct NativeMetrics {
     pub state: String,
     pub admitted: f64,
@@ -69,7 +70,7 @@ pub struct NativeMetrics {
     pub cancelled: f64,
     pub stale: f64,
     pub opens: f64,
-    #[napi(js_name = "opensLast24h")]
+    #[cfg_attr(feature = "node", napi(js_name = "opensLast24h"))]
     pub opens_last_24h: f64,
     pub time_closed_ms: f64,
     pub time_open_ms: f64,
@@ -93,7 +94,7 @@ pub struct NativeMetrics {
 
 pub(crate) type Native = Breaker<Arc<Config>, Gauges>;
 
-#[napi]
+#[cfg_attr(feature = "node", napi)]
 pub struct NativeBreaker {
     breaker: Native,
     /// Transitions not yet taken by JavaScript, oldest first.
@@ -149,18 +150,18 @@ impl NativeBreaker {
     }
 }
 
-#[napi]
+#[cfg_attr(feature = "node", napi)]
 impl NativeBreaker {
     /// Bytes of one native breaker (its Rust struct, allocated once per
     /// `CircuitBreaker`; the shared configuration and the napi wrapper aside),
     /// for the memory benchmark.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn bytes() -> u32 {
         std::mem::size_of::<NativeBreaker>() as u32
     }
 
     /// A breaker from `options`; throws a structured error for an invalid one.
-    #[napi(constructor)]
+    #[cfg_attr(feature = "node", napi(constructor))]
     pub fn new(options: NativeOptions, latency_histogram: bool) -> Result<Self> {
         let config = options.config()?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
@@ -169,7 +170,7 @@ impl NativeBreaker {
     }
 
     /// Admission: see `admission_code`.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn acquire(&mut self, now_ms: f64) -> f64 {
         let admission = self.breaker.try_acquire(instant(now_ms));
         self.keep(admission.transition);
@@ -181,14 +182,14 @@ impl NativeBreaker {
 
     /// Why the latest rejection `acquire` made was made: `"open"`,
     /// `"probes_busy"`, `"limit_full"` or `"held"`.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn refusal_reason(&self) -> String {
         self.refusal.into()
     }
 
     /// Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
     /// success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn record(&mut self, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
         let permit = Permit::from_parts(generation, instant(issued_at_ms));
         let t = self.breaker.record(permit, outcome(outcome_code), instant(now_ms));
@@ -196,101 +197,101 @@ impl NativeBreaker {
     }
 
     /// What JavaScript may do without asking from `nowMs`.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn licence(&self, now_ms: f64) -> NativeLicence {
         licence_of(&self.breaker, instant(now_ms), !self.transitions.is_empty())
     }
 
     /// Counts `count` calls admitted under a licence, the first at `firstMs`.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn admit_licensed(&mut self, count: u32, first_ms: f64) {
         self.breaker.admit_licensed(count, instant(first_ms));
     }
 
     /// Reports `count` successes of licensed calls of `generation`, the
     /// latest read at `atMs`. True if a transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn record_successes(&mut self, generation: u32, count: u32, at_ms: f64) -> bool {
         let t = self.breaker.record_successes(generation, count, instant(at_ms));
         self.keep(t)
     }
 
     /// Counts `count` calls rejected under a licence.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn count_rejections(&mut self, count: u32, now_ms: f64) {
         self.breaker.count_rejections(count, instant(now_ms));
     }
 
     /// The transitions that happened since the last call, oldest first.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn take_transitions(&mut self) -> Vec<NativeTransition> {
         self.transitions.drain(..).map(transition_of).collect()
     }
 
     /// Milliseconds until a call is worth trying: 0 now, Infinity when held open.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn retry_after(&self, now_ms: f64) -> f64 {
         self.breaker.retry_after(instant(now_ms)).map_or(f64::INFINITY, ms)
     }
 
     /// `"normal"`, `"forced_open"` or `"disabled"`.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn mode(&self, now_ms: f64) -> String {
         mode_name(self.breaker.mode(instant(now_ms))).into()
     }
 
     /// Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
     /// `release` without it. True if a transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) -> bool {
         let t = self.breaker.force_open(instant(now_ms), for_ms.map(duration));
         self.keep(t)
     }
 
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn force_close(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.force_close(instant(now_ms));
         self.keep(t)
     }
 
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn disable(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.disable(instant(now_ms));
         self.keep(t)
     }
 
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn release(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.release(instant(now_ms));
         self.keep(t)
     }
 
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn reset(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.reset(instant(now_ms));
         self.keep(t)
     }
 
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn handle_timeout(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.handle_timeout(instant(now_ms));
         self.keep(t)
     }
 
     /// When the breaker next changes by itself (ms on the caller's clock), if it will.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn poll_timeout_ms(&self) -> Option<f64> {
         self.breaker.poll_timeout().map(ms_at)
     }
 
     /// Everything measured at `nowMs`, with the breaker's counts.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn metrics(&self, now_ms: f64) -> NativeMetrics {
         metrics_of(&self.breaker, instant(now_ms))
     }
 
     /// The Prometheus text exposition of this breaker under `name`.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn prometheus(&self, name: String, now_ms: f64) -> String {
         let m = self.breaker.metrics(instant(now_ms));
         let mut out = String::new();
@@ -300,20 +301,20 @@ impl NativeBreaker {
     }
 
     /// The breaker's state as JSON (the core's versioned snapshot form).
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn snapshot_json(&self, now_ms: f64) -> String {
         self.breaker.snapshot(instant(now_ms)).to_json()
     }
 
     /// The breaker's state as compact bytes.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
         self.breaker.snapshot(instant(now_ms)).to_bytes().into()
     }
 
     /// Replaces this breaker's state with a snapshot (JSON text or bytes),
     /// leaving it as it was on error.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn restore(&mut self, json: Option<String>, bytes: Option<Buffer>, now_ms: f64) -> Result<()> {
         let decoded = match (json, bytes) {
             (Some(text), _) => Snapshot::from_json(&text),

@@ -1,6 +1,8 @@
-//! The one error adapter: every error crosses to JavaScript as a napi
-//! `Error` whose message is a JSON object `{kind, field?, problem?, message}`,
-//! decoded in one place (`lib/errors.js`).
+//! The one error adapter: every error crosses to JavaScript as an `Error`
+//! whose message is a JSON object `{kind, field?, problem?, message}`,
+//! decoded in one place (`lib/errors.js`). With the `node` feature it is
+//! napi's `Error`; without it, [`PlainError`], which the wasm binding throws
+//! as a JavaScript `Error` with the same message.
 //!
 //! `kind`: `"config"` (an invalid option: `field` is the core's field name,
 //! `problem` its problem), `"snapshot"` (`problem`: the core's
@@ -8,7 +10,30 @@
 //! `"capacity"`.
 
 use halfopen::{ConfigError, RegistryError, SnapshotError};
-use napi::bindgen_prelude::Error;
+#[cfg(feature = "node")]
+pub use napi::bindgen_prelude::{Buffer, Error, Result};
+
+/// Snapshot bytes (napi's `Buffer` with the `node` feature).
+#[cfg(not(feature = "node"))]
+pub type Buffer = Vec<u8>;
+#[cfg(not(feature = "node"))]
+pub use PlainError as Error;
+#[cfg(not(feature = "node"))]
+pub type Result<T> = core::result::Result<T, PlainError>;
+
+/// An error to throw to JavaScript: its message is the structured JSON.
+#[cfg(not(feature = "node"))]
+#[derive(Debug)]
+pub struct PlainError {
+    pub message: String,
+}
+
+#[cfg(not(feature = "node"))]
+impl PlainError {
+    pub fn from_reason(message: String) -> Self {
+        PlainError { message }
+    }
+}
 
 /// An error of `kind`, naming `field` and `problem` where they apply.
 pub(crate) fn structured(kind: &str, field: Option<&str>, problem: Option<&str>, message: &str) -> Error {

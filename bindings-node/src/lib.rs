@@ -2,6 +2,11 @@
 //! plain numbers. Every decision is the core's; this crate translates options,
 //! times (milliseconds on the caller's clock) and results. The JavaScript
 //! half (`index.js`, `lib/`) is the drop-in `CircuitBreaker` class.
+//!
+//! With the `node` feature (the default) it is the napi-rs addon; without
+//! it, the same types and methods are plain Rust, which the wasm binding
+//! (`bindings-wasm`) exposes under the same names, so that one JavaScript
+//! half serves both packages.
 #![deny(clippy::unwrap_used)]
 
 mod breaker;
@@ -9,3 +14,9 @@ mod error;
 mod options;
 mod registry;
 mod time;
+
+pub use breaker::{NativeBreaker, NativeLicence, NativeMetrics, NativeTransition};
+#[cfg(not(feature = "node"))]
+pub use error::PlainError;
+pub use options::NativeOptions;
+pub use registry::{NativeRefusal, NativeRegistry};

@@ -5,14 +5,15 @@
 //! validates the rest and owns every default (`null`/absent keeps it).
 
 use halfopen::{ConcurrencyLimit, Config, Duration, Field, Problem, Window};
-use napi::bindgen_prelude::{Error, Result};
+use crate::error::{Error, Result};
+#[cfg(feature = "node")]
 use napi_derive::napi;
 
 use crate::error::{Refusal, config as refused};
 use crate::time::micros;
 
 /// Options as numbers (milliseconds for times).
-#[napi(object)]
+#[cfg_attr(feature = "node", napi(object))]
 #[derive(Default)]
 pub struct NativeOptions {
     /// `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's

@@ -4,7 +4,8 @@
 //! `try_acquire`/`record`, so a breaker with a call in flight is never evicted.
 
 use halfopen::{Config, Permit, Registry, Transition};
-use napi::bindgen_prelude::{Error, Result};
+use crate::error::{Error, Result};
+#[cfg(feature = "node")]
 use napi_derive::napi;
 
 use crate::breaker::{
@@ -17,7 +18,7 @@ use crate::time::{duration, instant, ms};
 
 /// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
 /// whether transitions wait in `takeTransitions` (one the rejection observed).
-#[napi(object)]
+#[cfg_attr(feature = "node", napi(object))]
 pub struct NativeRefusal {
     pub gauge: u32,
     pub reason: String,
@@ -27,7 +28,7 @@ pub struct NativeRefusal {
 /// What `acquire` returns when the registry is full (no idle breaker to evict).
 const FULL: f64 = -0.5;
 
-#[napi]
+#[cfg_attr(feature = "node", napi)]
 pub struct NativeRegistry {
     registry: Registry<Gauges>,
     /// Why the latest rejection was made (`Wait::reason`).
@@ -44,10 +45,10 @@ impl NativeRegistry {
     }
 }
 
-#[napi]
+#[cfg_attr(feature = "node", napi)]
 impl NativeRegistry {
     /// A registry of at most `capacity` breakers configured by `options`.
-    #[napi(constructor)]
+    #[cfg_attr(feature = "node", napi(constructor))]
     pub fn new(options: NativeOptions, capacity: f64) -> Result<Self> {
         let config: Config = options.config()?;
         if capacity.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&capacity) {
@@ -59,7 +60,7 @@ impl NativeRegistry {
 
     /// Gives `name` its own options (replacing a breaker it has). True if a
     /// transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn configure(&mut self, name: String, options: NativeOptions, now_ms: f64) -> Result<bool> {
         let config = options.config()?;
         let t = self.registry.configure(&name, config, instant(now_ms)).map_err(Refusal::from)?;
@@ -68,7 +69,7 @@ impl NativeRegistry {
 
     /// Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
     /// or -0.5 when the registry is full.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn acquire(&mut self, name: String, now_ms: f64) -> f64 {
         match self.registry.try_acquire(&name, instant(now_ms)) {
             Ok(admission) => {
@@ -83,7 +84,7 @@ impl NativeRegistry {
     }
 
     /// Reports a call of `name`'s breaker. True if a transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn record(&mut self, name: String, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
         let permit = Permit::from_parts(generation, instant(issued_at_ms));
         let t = self.registry.record(&name, permit, outcome(outcome_code), instant(now_ms));
@@ -93,7 +94,7 @@ impl NativeRegistry {
     /// Applies a manual operation to `name`'s breaker: "force_open" (with
     /// `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
     /// True if a transition waits.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn manual(&mut self, name: String, op: String, now_ms: f64, for_ms: Option<f64>) -> Result<bool> {
         let now = instant(now_ms);
         let breaker = self.registry.get(&name, now).map_err(Refusal::from)?;
@@ -113,13 +114,13 @@ impl NativeRegistry {
     }
 
     /// Transitions since the last call, oldest first, with the breaker's name as `name`.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn take_transitions(&mut self) -> Vec<NativeTransition> {
         self.transitions.drain(..).map(|(name, t)| NativeTransition { name: Some(name), ..transition_of(t) }).collect()
     }
 
     /// `name`'s licence and state at `nowMs`, or `null` if it has no breaker.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn licence(&self, name: String, now_ms: f64) -> Option<NativeLicence> {
         let pending = self.transitions.iter().any(|(n, _)| *n == name);
         self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms), pending))
@@ -128,7 +129,7 @@ impl NativeRegistry {
     /// The latest rejection `acquire` made, for `name`: the state gauge of
     /// `name`'s breaker at `nowMs` and why (`"open"`, `"probes_busy"`,
     /// `"limit_full"` or `"held"`).
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn refusal(&self, name: String, now_ms: f64) -> NativeRefusal {
         let gauge = self.registry.peek(&name).map_or(2, |b| u32::from(b.state(instant(now_ms)).gauge()));
         NativeRefusal { gauge, reason: self.refusal.into(), pending: !self.transitions.is_empty() }
@@ -137,7 +138,7 @@ impl NativeRegistry {
     /// Milliseconds until a call for `name` is worth trying: 0 now, Infinity
     /// when held open — or, for a name without a breaker, 0 if one would be
     /// made now and Infinity if the registry is full of busy breakers.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn retry_after(&self, name: String, now_ms: f64) -> f64 {
         let now = instant(now_ms);
         match self.registry.peek(&name) {
@@ -148,43 +149,43 @@ impl NativeRegistry {
     }
 
     /// `name`'s mode, or "normal" without a breaker.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn mode(&self, name: String, now_ms: f64) -> String {
         self.registry.peek(&name).map_or("normal", |b| mode_name(b.mode(instant(now_ms)))).into()
     }
 
     /// `name`'s metrics, if it has a breaker.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn metrics(&self, name: String, now_ms: f64) -> Option<NativeMetrics> {
         self.registry.peek(&name).map(|b| metrics_of(b, instant(now_ms)))
     }
 
     /// The names of every breaker held.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn names(&self) -> Vec<String> {
         self.registry.iter().map(|(name, _)| name.to_owned()).collect()
     }
 
     /// Whether `name` has a breaker.
-    #[napi]
+    #[cfg_attr(feature = "node", napi)]
     pub fn has(&self, name: String) -> bool {
         self.registry.peek(&name).is_some()
     }
 
     /// Breakers held.
-    #[napi(getter)]
+    #[cfg_attr(feature = "node", napi(getter))]
     pub fn size(&self) -> u32 {
         self.registry.len() as u32
     }
 
     /// Idle breakers evicted so far.
-    #[napi(getter)]
+    #[cfg_attr(feature = "node", napi(getter))]
     pub fn evictions(&self) -> f64 {
         self.registry.evictions() as f64
     }
 
     /// The Prometheus text exposition of every breaker.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn prometheus(&self, now_ms: f64) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
@@ -193,14 +194,14 @@ impl NativeRegistry {
     }
 
     /// Every breaker's state as JSON.
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn snapshot_json(&self, now_ms: f64) -> String {
         self.registry.snapshot(instant(now_ms)).to_json()
     }
 
     /// Replaces every breaker with a snapshot's, leaving them as they were on
     /// error. True if transitions wait (breakers whose state changed).
-    #[napi(catch_unwind)]
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<bool> {
         let changed = self.registry.restore_json(&json, instant(now_ms)).map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
