@@ -308,6 +308,8 @@ impl NativeBreaker {
 
     /// The breaker's state as compact bytes.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
+    // Without the `node` feature `Buffer` is the `Vec` itself.
+    #[allow(clippy::useless_conversion)]
     pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
         self.breaker.snapshot(instant(now_ms)).to_bytes().into()
     }
