@@ -21,6 +21,7 @@ pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
 /// A transition, for events (`name`: the breaker's, from a registry).
 #[cfg_attr(feature = "node", napi(object))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeTransition {
     pub name: Option<String>,
     pub from: String,
@@ -32,6 +33,7 @@ pub struct NativeTransition {
 /// What JavaScript may do without asking (the core's `Licence`), and the
 /// state, at one reading.
 #[cfg_attr(feature = "node", napi(object))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeLicence {
     /// 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`.
     pub kind: u32,
@@ -59,6 +61,7 @@ pub struct NativeLicence {
 
 /// Counters and derived figures, for `metrics()`.
 #[cfg_attr(feature = "node", napi(object))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeMetrics {
     pub state: String,
     pub admitted: f64,
@@ -71,6 +74,7 @@ pub struct NativeMetrics {
     pub stale: f64,
     pub opens: f64,
     #[cfg_attr(feature = "node", napi(js_name = "opensLast24h"))]
+    #[cfg_attr(feature = "serde", serde(rename = "opensLast24h"))]
     pub opens_last_24h: f64,
     pub time_closed_ms: f64,
     pub time_open_ms: f64,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use halfopen::{
     Breaker, Config, Counts, Instant, LatencyHistogram, Metrics, MetricsReading, Outcome, Permit as CorePermit,
-    Rejection, Snapshot,
+    Rejection, Snapshot, Transition,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
@@ -17,7 +17,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
 use crate::host::{
-    Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name,
+    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name,
     unfinished, unfinished_error,
 };
 use crate::options::{self, option_error, type_name};
@@ -49,20 +49,26 @@ impl NativeBreaker {
         self.name.bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
     }
 
-    /// Emits `transitions` (if any, and if anyone listens).
-    fn emit(&self, py: Python<'_>, transitions: impl IntoIterator<Item = halfopen::Transition>) {
-        let mut transitions = transitions.into_iter().peekable();
-        if transitions.peek().is_some() {
-            self.host.emit(py, &self.text(py), transitions);
-        }
+    /// Runs `op` on the core, noting the transitions it returns for the
+    /// listeners under the lock, then delivers them with the lock released.
+    fn change<R, T: IntoIterator<Item = Transition>>(&self, py: Python<'_>, op: impl FnOnce(&mut Core) -> (R, T)) -> R {
+        let result = {
+            let mut core = self.lock();
+            let (result, transitions) = op(&mut core);
+            self.host.note(|| self.text(py), transitions);
+            result
+        };
+        self.host.deliver(py);
+        result
     }
 
-    /// Admits a call or says why not (emitting what it observed).
+    /// Admits a call or says why not (delivering what it observed).
     fn admit(&self, py: Python<'_>) -> PyResult<Result<CorePermit, Rejection>> {
         let now = self.host.now(py)?;
-        let admission = self.lock().try_acquire(now);
-        self.emit(py, admission.transition);
-        Ok(admission.decision)
+        Ok(self.change(py, |core| {
+            let admission = core.try_acquire(now);
+            (admission.decision, admission.transition)
+        }))
     }
 
     /// Admits a call or raises the refusal.
@@ -70,18 +76,20 @@ impl NativeBreaker {
         self.admit(py)?.map_err(|r| refusal(py, self.name.bind(py).as_any(), r))
     }
 
-    /// Reports `outcome` of a permit's call, then emits what it caused.
+    /// Reports `outcome` of a permit's call, then delivers what it caused.
     fn settle(&self, py: Python<'_>, permit: CorePermit, outcome: Outcome) {
         let now = self.host.now_for_report(py);
-        let t = self.lock().record(permit, outcome, now);
-        self.emit(py, t);
+        self.change(py, |core| ((), core.record(permit, outcome, now)));
     }
 
-    /// A manual operation at the clock's reading, then its transitions emitted.
-    fn manual(&self, py: Python<'_>, op: impl FnOnce(&mut Core, Instant) -> halfopen::Transitions) -> PyResult<()> {
+    /// A manual operation at the clock's reading, then its transitions delivered.
+    fn manual<T: IntoIterator<Item = Transition>>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut Core, Instant) -> T,
+    ) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let t = op(&mut self.lock(), now);
-        self.emit(py, t);
+        self.change(py, |core| ((), op(core, now)));
         Ok(())
     }
 
@@ -183,12 +191,7 @@ impl NativeBreaker {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let histogram = histogram(py, latency_histogram)?;
-        let text: String = name
-            .extract()
-            .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))?;
-        if text.is_empty() {
-            return Err(option_error(py, false, "name", "must not be empty"));
-        }
+        let text = options::name_of(py, name)?;
         // The caller's str itself (a subclass's instance: the plain str it holds).
         let name = match name.cast_exact::<PyString>() {
             Ok(n) => n.clone().unbind(),
@@ -237,7 +240,7 @@ impl NativeBreaker {
             Ok(permit) => permit,
             Err(rejection) => {
                 return match self.host.fallback() {
-                    Some(fallback) => fallback.bind(py).call(args, kwargs).map(Bound::unbind),
+                    Some(fallback) => fall_back(py, fallback, args, kwargs),
                     None => Err(refusal(py, self.name.bind(py).as_any(), rejection)),
                 };
             }
@@ -245,7 +248,7 @@ impl NativeBreaker {
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
                 self.settle(py, permit, Outcome::Cancelled);
-                Err(unfinished_error(py, &value))
+                Err(unfinished_error(py, "fn", &value))
             }
             Ok(value) => {
                 self.settle(py, permit, Outcome::Success);
@@ -273,7 +276,7 @@ impl NativeBreaker {
     fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
         let (py, this) = (slf.py(), slf.get());
         let permit = this.acquire(py)?;
-        if let Err((e, permit)) = blocks::enter(py, this.host.blocks(), this.host.id, None, permit) {
+        if let Err((e, permit)) = blocks::enter(py, this.host.blocks(), None, permit) {
             this.settle(py, permit, Outcome::Cancelled);
             return Err(e);
         }
@@ -292,7 +295,7 @@ impl NativeBreaker {
         if !exc.is_none() {
             check_exception(py, exc)?;
         }
-        let permit = blocks::leave(py, self.host.blocks(), self.host.id, None)?;
+        let permit = blocks::leave(py, self.host.blocks(), None)?;
         let outcome =
             if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
         self.settle(py, permit, outcome);
@@ -365,10 +368,7 @@ impl NativeBreaker {
 
     /// Applies the timed changes due now (emitting their transitions).
     fn handle_timeout(&self, py: Python<'_>) -> PyResult<()> {
-        let now = self.host.now(py)?;
-        let t = self.lock().handle_timeout(now);
-        self.emit(py, t);
-        Ok(())
+        self.manual(py, |core, now| core.handle_timeout(now))
     }
 
     /// When (seconds on the breaker's clock) it next changes by itself, or `None`.

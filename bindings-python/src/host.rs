@@ -3,6 +3,7 @@
 //! the exceptions a refusal raises, and the permits and events handed to
 //! Python. Every method here runs with no lock held.
 
+use std::collections::VecDeque;
 use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -11,10 +12,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::blocks::Blocks;
+use crate::blocks::{self, Blocks};
 use crate::options::{option_error, type_name};
 use crate::time::{micros, monotonic, secs, secs_at};
 
@@ -121,15 +122,30 @@ pub(crate) fn unfinished(py: Python<'_>, value: &Bound<'_, PyAny>) -> bool {
     types.is_ok_and(|t| value.is_instance(t.bind(py)).unwrap_or(false))
 }
 
-/// The `TypeError` for a call that returned `value` unfinished; `value` is
-/// closed (a coroutine never awaited warns otherwise).
-pub(crate) fn unfinished_error(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyErr {
+/// The `TypeError` for `option` (`fn`, `fallback`) that returned `value`
+/// unfinished; `value` is closed (a coroutine never awaited warns otherwise).
+pub(crate) fn unfinished_error(py: Python<'_>, option: &str, value: &Bound<'_, PyAny>) -> PyErr {
     if let Ok(close) = value.getattr("close") {
         let _ = close.call0();
     }
     let problem =
-        format!("returned {}, whose work has not run: use call_async() (or call a plain function)", type_name(value));
-    option_error(py, true, "fn", &problem)
+        format!("returned {}, whose work has not run: use call_async() (or a plain function)", type_name(value));
+    option_error(py, true, option, &problem)
+}
+
+/// What a refused call returns: `fallback(*args, **kwargs)`, which must be
+/// finished (an awaitable is for `call_async`).
+pub(crate) fn fall_back(
+    py: Python<'_>,
+    fallback: &Py<PyAny>,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let value = fallback.bind(py).call(args, kwargs)?;
+    if unfinished(py, &value) {
+        return Err(unfinished_error(py, "fallback", &value));
+    }
+    Ok(value.unbind())
 }
 
 /// Exceptions that end a call without saying anything of the upstream.
@@ -158,8 +174,17 @@ struct Extras {
     exclude: Exclude,
     fallback: Option<Py<PyAny>>,
     listeners: Mutex<Vec<Py<PyAny>>>,
+    events: Mutex<Events>,
     /// The `with` blocks entered and not yet left.
     blocks: Blocks,
+}
+
+/// State changes noted (in the core's order: under its lock) and not yet
+/// delivered, and whether a thread is delivering them.
+#[derive(Default)]
+struct Events {
+    queue: VecDeque<(String, Transition)>,
+    delivering: bool,
 }
 
 /// A callable argument (`None`: absent), checked.
@@ -247,18 +272,46 @@ impl Host {
         &self.extras().blocks
     }
 
-    /// Calls every listener with each transition of the breaker `name`, in order.
-    pub(crate) fn emit(&self, py: Python<'_>, name: &str, transitions: impl IntoIterator<Item = Transition>) {
+    /// Notes the transitions of the breaker `name()` for the listeners, if
+    /// any listen. Called with the core's lock held, so that changes are
+    /// delivered in the order the core made them; runs no Python code.
+    pub(crate) fn note(&self, name: impl FnOnce() -> String, transitions: impl IntoIterator<Item = Transition>) {
         let mut transitions = transitions.into_iter().peekable();
-        let Some(extras) = self.extras.get() else { return };
-        if transitions.peek().is_none() {
+        let Some(x) = self.extras.get() else { return };
+        if transitions.peek().is_none() || x.listeners.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
             return;
         }
-        let listeners: Vec<Py<PyAny>> =
-            extras.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
-        for t in transitions {
+        let name = name();
+        let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
+        events.queue.extend(transitions.map(|t| (name.clone(), t)));
+    }
+
+    /// Calls the listeners with every change noted, in order, with no lock
+    /// held — unless a thread is delivering already (this one, from a
+    /// listener that changed the breaker; or another): then that thread
+    /// delivers them after the change it is delivering. A listener's
+    /// exception is logged.
+    pub(crate) fn deliver(&self, py: Python<'_>) {
+        let Some(x) = self.extras.get() else { return };
+        {
+            let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
+            if events.delivering || events.queue.is_empty() {
+                return;
+            }
+            events.delivering = true;
+        }
+        loop {
+            let next = {
+                let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
+                let next = events.queue.pop_front();
+                events.delivering = next.is_some();
+                next
+            };
+            let Some((name, t)) = next else { return };
+            let listeners: Vec<Py<PyAny>> =
+                x.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
             let change = StateChange {
-                name: name.to_owned(),
+                name,
                 from_state: state_name(t.from),
                 to_state: state_name(t.to),
                 reason: t.reason.name(),
@@ -290,14 +343,17 @@ impl Host {
                 visit.call(l)?;
             }
         }
-        Ok(())
+        blocks::traverse(&x.blocks, visit)
     }
 
-    /// Drops the listeners (the collector breaking a cycle through them).
+    /// Drops the listeners and the blocks not left (the collector breaking
+    /// a cycle through them: the breaker is garbage).
     pub(crate) fn clear(&self) {
         if let Some(x) = self.extras.get() {
-            let dropped = std::mem::take(&mut *x.listeners.lock().unwrap_or_else(|e| e.into_inner()));
-            drop(dropped);
+            // Taken under the locks, dropped after them (drops run Python code).
+            let listeners = std::mem::take(&mut *x.listeners.lock().unwrap_or_else(|e| e.into_inner()));
+            let blocks = std::mem::take(&mut *x.blocks.lock().unwrap_or_else(|e| e.into_inner()));
+            drop((listeners, blocks));
         }
     }
 

@@ -9,7 +9,7 @@
 use halfopen::{ConcurrencyLimit, Config, ConfigError, Duration, Field, Window};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 /// The options the core reads, by their Python names.
 const CORE: &[&str] = &[
@@ -179,4 +179,16 @@ fn adaptive(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ConcurrencyLimit> 
     let min = count(py, "adaptive_limit", &pair.get_item(0)?)?;
     let max = count(py, "adaptive_limit", &pair.get_item(1)?)?;
     Ok(ConcurrencyLimit::Adaptive { min, max })
+}
+
+/// A breaker's name: a non-empty `str` of valid Unicode (no lone surrogate).
+pub(crate) fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<String> {
+    let Ok(text) = name.cast::<PyString>() else {
+        return Err(option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))));
+    };
+    let text = text.to_str().map_err(|_| option_error(py, false, "name", "must be valid Unicode (a lone surrogate)"))?;
+    if text.is_empty() {
+        return Err(option_error(py, false, "name", "must not be empty"));
+    }
+    Ok(text.to_owned())
 }

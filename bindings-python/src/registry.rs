@@ -6,7 +6,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use halfopen::{Instant, Outcome, Permit as CorePermit, Registry, RegistryError};
+use halfopen::{Instant, Outcome, Permit as CorePermit, Registry, RegistryError, Transition};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -14,10 +14,10 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::blocks;
 use crate::breaker::{Gauges, force_open_for, metrics_dict};
 use crate::host::{
-    Host, Permit, check_exception, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name, support,
+    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name, support,
     unfinished, unfinished_error,
 };
-use crate::options::{self, option_error, type_name};
+use crate::options::{self, name_of, option_error, type_name};
 use crate::time::secs;
 
 #[pyclass(frozen, subclass, module = "halfopen._native")]
@@ -51,20 +51,33 @@ fn refused_error(py: Python<'_>, name: &Bound<'_, PyAny>, text: &str, refused: O
     }
 }
 
-/// A breaker's name: a non-empty `str`.
-fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<String> {
-    let name: String = name
-        .extract()
-        .map_err(|_| option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))))?;
-    if name.is_empty() {
-        return Err(option_error(py, false, "name", "must not be empty"));
-    }
-    Ok(name)
+/// A name argument, checked (`from_py_with`).
+fn checked_name(name: &Bound<'_, PyAny>) -> PyResult<String> {
+    name_of(name.py(), name)
 }
 
 impl NativeRegistry {
     fn lock(&self) -> MutexGuard<'_, Registry<Gauges>> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `op` on the registry, noting the transitions of `name`'s breaker
+    /// it returns for the listeners under the lock, then delivers them with
+    /// the lock released.
+    fn change<R, T: IntoIterator<Item = Transition>>(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        op: impl FnOnce(&mut Registry<Gauges>) -> (R, T),
+    ) -> R {
+        let result = {
+            let mut core = self.lock();
+            let (result, transitions) = op(&mut core);
+            self.host.note(|| name.to_owned(), transitions);
+            result
+        };
+        self.host.deliver(py);
+        result
     }
 
     /// Admits a call through `name`'s breaker, or says why not: `Ok(Err(_))`
@@ -77,13 +90,15 @@ impl NativeRegistry {
     ) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
         let now = self.host.now(py)?;
         // No Python code runs while the lock is held: errors are built after.
-        let admission = match self.lock().try_acquire(name, now) {
-            Ok(admission) => admission,
-            Err(RegistryError::Full { .. }) => return Ok(Err(None)),
-            Err(e) => return Err(registry_error(py, name, e)),
-        };
-        self.host.emit(py, name, admission.transition);
-        Ok(admission.decision.map_err(Some))
+        let admission = self.change(py, name, |core| match core.try_acquire(name, now) {
+            Ok(admission) => (Ok(admission.decision), admission.transition),
+            Err(e) => (Err(e), None),
+        });
+        match admission {
+            Ok(decision) => Ok(decision.map_err(Some)),
+            Err(RegistryError::Full { .. }) => Ok(Err(None)),
+            Err(e) => Err(registry_error(py, name, e)),
+        }
     }
 
     /// Admits a call through `name` (the `str` given, `text` its contents) or raises.
@@ -93,21 +108,21 @@ impl NativeRegistry {
 
     fn settle(&self, py: Python<'_>, name: &str, permit: CorePermit, outcome: Outcome) {
         let now = self.host.now_for_report(py);
-        let t = self.lock().record(name, permit, outcome, now);
-        self.host.emit(py, name, t);
+        self.change(py, name, |core| ((), core.record(name, permit, outcome, now)));
     }
 
-    fn manual(
+    fn manual<T: IntoIterator<Item = Transition> + Default>(
         &self,
         py: Python<'_>,
         name: &str,
-        op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> halfopen::Transitions,
+        op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> T,
     ) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let t = self.lock().get(name, now).map(|breaker| op(breaker, now));
-        let t = t.map_err(|e| registry_error(py, name, e))?;
-        self.host.emit(py, name, t);
-        Ok(())
+        let done = self.change(py, name, |core| match core.get(name, now) {
+            Ok(breaker) => (Ok(()), op(breaker, now)),
+            Err(e) => (Err(e), T::default()),
+        });
+        done.map_err(|e| registry_error(py, name, e))
     }
 
     fn take(&self, py: Python<'_>, permit: &Bound<'_, Permit>) -> PyResult<(String, CorePermit)> {
@@ -116,16 +131,22 @@ impl NativeRegistry {
         Ok((p.name.clone().unwrap_or_default(), core))
     }
 
-    fn restored(
+    /// Restores with `op`, noting each breaker's transitions under the lock.
+    fn restore(
         &self,
         py: Python<'_>,
-        result: Result<Vec<(String, halfopen::Transition)>, halfopen::SnapshotError>,
+        op: impl FnOnce(&mut Registry<Gauges>) -> Result<Vec<(String, Transition)>, halfopen::SnapshotError>,
     ) -> PyResult<()> {
-        let changes = result.map_err(|e| snapshot_error(py, e))?;
-        for (name, t) in changes {
-            self.host.emit(py, &name, [t]);
-        }
-        Ok(())
+        let result = {
+            let mut core = self.lock();
+            op(&mut core).map(|changes| {
+                for (name, t) in changes {
+                    self.host.note(|| name, [t]);
+                }
+            })
+        };
+        self.host.deliver(py);
+        result.map_err(|e| snapshot_error(py, e))
     }
 }
 
@@ -191,7 +212,7 @@ impl NativeRegistry {
             Ok(permit) => permit,
             Err(refused) => {
                 return match self.host.fallback() {
-                    Some(fallback) => fallback.bind(py).call(args, kwargs).map(Bound::unbind),
+                    Some(fallback) => fall_back(py, fallback, args, kwargs),
                     None => Err(refused_error(py, name, &text, refused)),
                 };
             }
@@ -200,7 +221,7 @@ impl NativeRegistry {
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
                 self.settle(py, &name, permit, Outcome::Cancelled);
-                Err(unfinished_error(py, &value))
+                Err(unfinished_error(py, "fn", &value))
             }
             Ok(value) => {
                 self.settle(py, &name, permit, Outcome::Success);
@@ -227,7 +248,7 @@ impl NativeRegistry {
     fn _enter(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = name_of(py, name)?;
         let permit = self.acquire(py, name, &text)?;
-        blocks::enter(py, self.host.blocks(), self.host.id, Some(text.clone()), permit).map_err(|(e, permit)| {
+        blocks::enter(py, self.host.blocks(), Some(text.clone()), permit).map_err(|(e, permit)| {
             self.settle(py, &text, permit, Outcome::Cancelled);
             e
         })
@@ -240,7 +261,7 @@ impl NativeRegistry {
         if !exc.is_none() {
             check_exception(py, exc)?;
         }
-        let permit = blocks::leave(py, self.host.blocks(), self.host.id, Some(&text))?;
+        let permit = blocks::leave(py, self.host.blocks(), Some(&text))?;
         let outcome =
             if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
         self.settle(py, &text, permit, outcome);
@@ -272,74 +293,71 @@ impl NativeRegistry {
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
         let now = self.host.now(py)?;
-        let t = self.lock().configure(&name, config, now);
-        let t = t.map_err(|e| registry_error(py, &name, e))?;
-        self.host.emit(py, &name, t);
-        Ok(())
+        let done = self.change(py, &name, |core| match core.configure(&name, config, now) {
+            Ok(t) => (Ok(()), t),
+            Err(e) => (Err(e), None),
+        });
+        done.map_err(|e| registry_error(py, &name, e))
     }
 
     /// `name`'s state, or `"CLOSED"` if it has no breaker (a new one would be).
-    fn state_name(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
+    fn state_name(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
         let now = self.host.now(py)?;
-        Ok(self.lock().peek(name).map_or("CLOSED", |b| state_name(b.state(now))))
+        Ok(self.lock().peek(&name).map_or("CLOSED", |b| state_name(b.state(now))))
     }
 
     /// `name`'s mode (`"NORMAL"` if it has no breaker).
-    fn mode(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
+    fn mode(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
         let now = self.host.now(py)?;
-        Ok(self.lock().peek(name).map_or("NORMAL", |b| mode_name(b.mode(now))))
+        Ok(self.lock().peek(&name).map_or("NORMAL", |b| mode_name(b.mode(now))))
     }
 
     /// Seconds until a call for `name` is worth trying (0.0 now; `None`:
     /// held open, or the registry full of busy breakers).
-    fn retry_after(&self, py: Python<'_>, name: &str) -> PyResult<Option<f64>> {
+    fn retry_after(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<Option<f64>> {
         let now = self.host.now(py)?;
         let core = self.lock();
-        Ok(match core.peek(name) {
+        Ok(match core.peek(&name) {
             Some(b) => b.retry_after(now).map(secs),
             None => core.has_room(now).then_some(0.0),
         })
     }
 
     #[pyo3(signature = (name, seconds = None))]
-    fn force_open(&self, py: Python<'_>, name: &str, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn force_open(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let d = force_open_for(py, seconds)?;
-        self.manual(py, name, |b, now| b.force_open(now, d))
+        self.manual(py, &name, |b, now| b.force_open(now, d))
     }
 
-    fn force_close(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.manual(py, name, |b, now| b.force_close(now))
+    fn force_close(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {
+        self.manual(py, &name, |b, now| b.force_close(now))
     }
 
-    fn disable(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.manual(py, name, |b, now| b.disable(now))
+    fn disable(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {
+        self.manual(py, &name, |b, now| b.disable(now))
     }
 
-    fn release(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.manual(py, name, |b, now| b.release(now))
+    fn release(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {
+        self.manual(py, &name, |b, now| b.release(now))
     }
 
-    fn reset(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.manual(py, name, |b, now| b.reset(now))
+    fn reset(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {
+        self.manual(py, &name, |b, now| b.reset(now))
     }
 
-    fn handle_timeout(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        let now = self.host.now(py)?;
-        let t = self.lock().get(name, now).map(|b| b.handle_timeout(now));
-        let t = t.map_err(|e| registry_error(py, name, e))?;
-        self.host.emit(py, name, t);
-        Ok(())
+    fn handle_timeout(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {
+        self.manual(py, &name, |b, now| b.handle_timeout(now))
     }
 
     /// When (seconds on the registry's clock) `name`'s breaker next changes by itself.
-    fn poll_timeout(&self, name: &str) -> Option<f64> {
-        self.lock().peek(name).and_then(|b| b.poll_timeout()).map(crate::time::secs_at)
+    fn poll_timeout(&self, #[pyo3(from_py_with = checked_name)] name: String) -> Option<f64> {
+        self.lock().peek(&name).and_then(|b| b.poll_timeout()).map(crate::time::secs_at)
     }
 
     /// `name`'s metrics and counts, or `None` if it has no breaker.
-    fn metrics<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn metrics<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<Option<Bound<'py, PyDict>>> {
         let now = self.host.now(py)?;
-        let reading = self.lock().peek(name).map(|b| (b.metrics(now), b.counts(now)));
+        let reading = self.lock().peek(&name).map(|b| (b.metrics(now), b.counts(now)));
         reading.map(|r| metrics_dict(py, r)).transpose()
     }
 
@@ -358,8 +376,8 @@ impl NativeRegistry {
         self.lock().len()
     }
 
-    fn __contains__(&self, name: &str) -> bool {
-        self.lock().peek(name).is_some()
+    fn __contains__(&self, #[pyo3(from_py_with = checked_name)] name: String) -> bool {
+        self.lock().peek(&name).is_some()
     }
 
     /// Idle breakers evicted so far.
@@ -394,14 +412,12 @@ impl NativeRegistry {
     fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = snapshot_text(py, text)?;
         let now = self.host.now(py)?;
-        let result = self.lock().restore_json(&text, now);
-        self.restored(py, result)
+        self.restore(py, |core| core.restore_json(&text, now))
     }
 
     /// Replaces every breaker with a compact snapshot's.
     fn restore_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let result = self.lock().restore_bytes(data, now);
-        self.restored(py, result)
+        self.restore(py, |core| core.restore_bytes(data, now))
     }
 }

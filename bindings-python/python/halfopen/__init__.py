@@ -95,7 +95,13 @@ class _Protects:
         except BaseException as exc:
             self.record_exception(permit, exc)
             raise
-        if not inspect.isawaitable(awaitable):
+        try:
+            is_awaitable = inspect.isawaitable(awaitable)
+        except BaseException:
+            # What fn returned cannot even be looked at: nothing is known of the upstream.
+            self.record(permit, "cancelled")
+            raise
+        if not is_awaitable:
             self.record(permit, "cancelled")
             error = TypeError(f"fn returned {type(awaitable).__name__}, not an awaitable: use call()")
             setattr(error, "option", "fn")  # noqa: B010 - an attribute of this instance
@@ -207,7 +213,8 @@ class Registry(NativeRegistry):
         elif not name:
             error = ValueError("name must not be empty")
         else:
-            return KeyedBreaker(self, name)
+            # The str itself: a subclass's methods never run in the handle's checks.
+            return KeyedBreaker(self, str.__str__(name))
         setattr(error, "option", "name")  # noqa: B010 - an attribute of this instance
         raise error
 

@@ -1,0 +1,142 @@
+//! `NativeBreaker` for wasm: `halfopen_node::NativeBreaker` behind a cell
+//! (see `poison`), with the napi class's method names.
+
+use std::cell::RefCell;
+
+use halfopen_node::{NativeBreaker as Inner, NativeOptions};
+use wasm_bindgen::prelude::*;
+
+use crate::poison::{keep_panics, open, thrown, to_js};
+
+/// One core breaker, driven with numbers (milliseconds on the caller's clock).
+#[wasm_bindgen]
+pub struct NativeBreaker(RefCell<Inner>);
+
+/// The options object (as the JavaScript half translates it) as Rust options.
+pub(crate) fn options_of(options: JsValue) -> Result<NativeOptions, JsError> {
+    serde_wasm_bindgen::from_value(options).map_err(|e| JsError::new(&format!("options: {e}")))
+}
+
+#[wasm_bindgen]
+impl NativeBreaker {
+    /// Bytes of one native breaker, for the memory benchmark.
+    pub fn bytes() -> u32 {
+        Inner::bytes()
+    }
+
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: JsValue, latency_histogram: bool) -> Result<NativeBreaker, JsError> {
+        keep_panics();
+        let inner = Inner::new(options_of(options)?, latency_histogram).map_err(thrown)?;
+        Ok(NativeBreaker(RefCell::new(inner)))
+    }
+
+    pub fn acquire(&self, now_ms: f64) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.acquire(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = refusalReason)]
+    pub fn refusal_reason(&self) -> Result<String, JsError> {
+        Ok(open(&self.0)?.refusal_reason())
+    }
+
+    pub fn record(&self, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.record(generation, issued_at_ms, outcome_code, now_ms))
+    }
+
+    pub fn licence(&self, now_ms: f64) -> Result<JsValue, JsError> {
+        to_js(&open(&self.0)?.licence(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = admitLicensed)]
+    pub fn admit_licensed(&self, count: u32, first_ms: f64) -> Result<(), JsError> {
+        open(&self.0)?.admit_licensed(count, first_ms);
+        Ok(())
+    }
+
+    #[wasm_bindgen(js_name = recordSuccesses)]
+    pub fn record_successes(&self, generation: u32, count: u32, at_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.record_successes(generation, count, at_ms))
+    }
+
+    #[wasm_bindgen(js_name = countRejections)]
+    pub fn count_rejections(&self, count: u32, now_ms: f64) -> Result<(), JsError> {
+        open(&self.0)?.count_rejections(count, now_ms);
+        Ok(())
+    }
+
+    #[wasm_bindgen(js_name = takeTransitions)]
+    pub fn take_transitions(&self) -> Result<JsValue, JsError> {
+        to_js(&open(&self.0)?.take_transitions())
+    }
+
+    #[wasm_bindgen(js_name = retryAfter)]
+    pub fn retry_after(&self, now_ms: f64) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.retry_after(now_ms))
+    }
+
+    pub fn mode(&self, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.mode(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = forceOpen)]
+    pub fn force_open(&self, now_ms: f64, for_ms: Option<f64>) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.force_open(now_ms, for_ms))
+    }
+
+    #[wasm_bindgen(js_name = forceClose)]
+    pub fn force_close(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.force_close(now_ms))
+    }
+
+    pub fn disable(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.disable(now_ms))
+    }
+
+    pub fn release(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.release(now_ms))
+    }
+
+    pub fn reset(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.reset(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.handle_timeout(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = pollTimeoutMs)]
+    pub fn poll_timeout_ms(&self) -> Result<Option<f64>, JsError> {
+        Ok(open(&self.0)?.poll_timeout_ms())
+    }
+
+    pub fn metrics(&self, now_ms: f64) -> Result<JsValue, JsError> {
+        to_js(&open(&self.0)?.metrics(now_ms))
+    }
+
+    pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.prometheus(name, now_ms))
+    }
+
+    #[wasm_bindgen(js_name = snapshotJson)]
+    pub fn snapshot_json(&self, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.snapshot_json(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = snapshotBytes)]
+    pub fn snapshot_bytes(&self, now_ms: f64) -> Result<Vec<u8>, JsError> {
+        Ok(open(&self.0)?.snapshot_bytes(now_ms))
+    }
+
+    pub fn restore(&self, json: Option<String>, bytes: Option<Vec<u8>>, now_ms: f64) -> Result<(), JsError> {
+        open(&self.0)?.restore(json, bytes, now_ms).map_err(thrown)
+    }
+
+    /// For tests only: panics inside this breaker, which poisons it.
+    #[wasm_bindgen(js_name = __panicForTests)]
+    pub fn panic_for_tests(&self) -> Result<(), JsError> {
+        let _held = open(&self.0)?;
+        panic!("provoked by a test");
+    }
+}

@@ -1,0 +1,112 @@
+//! `NativeRegistry` for wasm: `halfopen_node::NativeRegistry` behind a cell
+//! (see `poison`), with the napi class's method names.
+
+use std::cell::RefCell;
+
+use halfopen_node::NativeRegistry as Inner;
+use wasm_bindgen::prelude::*;
+
+use crate::breaker::options_of;
+use crate::poison::{keep_panics, open, thrown, to_js};
+
+/// One breaker per name, bounded, driven with names and numbers.
+#[wasm_bindgen]
+pub struct NativeRegistry(RefCell<Inner>);
+
+#[wasm_bindgen]
+impl NativeRegistry {
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: JsValue, capacity: f64) -> Result<NativeRegistry, JsError> {
+        keep_panics();
+        let inner = Inner::new(options_of(options)?, capacity).map_err(thrown)?;
+        Ok(NativeRegistry(RefCell::new(inner)))
+    }
+
+    pub fn configure(&self, name: String, options: JsValue, now_ms: f64) -> Result<bool, JsError> {
+        let options = options_of(options)?;
+        open(&self.0)?.configure(name, options, now_ms).map_err(thrown)
+    }
+
+    pub fn acquire(&self, name: String, now_ms: f64) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.acquire(name, now_ms))
+    }
+
+    pub fn record(
+        &self,
+        name: String,
+        generation: u32,
+        issued_at_ms: f64,
+        outcome_code: u32,
+        now_ms: f64,
+    ) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.record(name, generation, issued_at_ms, outcome_code, now_ms))
+    }
+
+    pub fn manual(&self, name: String, op: String, now_ms: f64, for_ms: Option<f64>) -> Result<bool, JsError> {
+        open(&self.0)?.manual(name, op, now_ms, for_ms).map_err(thrown)
+    }
+
+    #[wasm_bindgen(js_name = takeTransitions)]
+    pub fn take_transitions(&self) -> Result<JsValue, JsError> {
+        to_js(&open(&self.0)?.take_transitions())
+    }
+
+    pub fn licence(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
+        match open(&self.0)?.licence(name, now_ms) {
+            Some(licence) => to_js(&licence),
+            None => Ok(JsValue::NULL),
+        }
+    }
+
+    pub fn refusal(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
+        to_js(&open(&self.0)?.refusal(name, now_ms))
+    }
+
+    #[wasm_bindgen(js_name = retryAfter)]
+    pub fn retry_after(&self, name: String, now_ms: f64) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.retry_after(name, now_ms))
+    }
+
+    pub fn mode(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.mode(name, now_ms))
+    }
+
+    pub fn metrics(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
+        match open(&self.0)?.metrics(name, now_ms) {
+            Some(metrics) => to_js(&metrics),
+            None => Ok(JsValue::NULL),
+        }
+    }
+
+    pub fn names(&self) -> Result<Vec<String>, JsError> {
+        Ok(open(&self.0)?.names())
+    }
+
+    pub fn has(&self, name: String) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.has(name))
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> Result<u32, JsError> {
+        Ok(open(&self.0)?.size())
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn evictions(&self) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.evictions())
+    }
+
+    pub fn prometheus(&self, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.prometheus(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = snapshotJson)]
+    pub fn snapshot_json(&self, now_ms: f64) -> Result<String, JsError> {
+        Ok(open(&self.0)?.snapshot_json(now_ms))
+    }
+
+    #[wasm_bindgen(js_name = restoreJson)]
+    pub fn restore_json(&self, json: String, now_ms: f64) -> Result<bool, JsError> {
+        open(&self.0)?.restore_json(json, now_ms).map_err(thrown)
+    }
+}
