@@ -5,7 +5,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require('..')
+const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 function clocked(options = {}) {
   const clock = { now: 0 }

@@ -9,7 +9,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { CircuitBreaker, Registry } = require('..')
+const { CircuitBreaker, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 const DIR = path.join(__dirname, '..', '..', 'tests', 'conformance')
 const NOT_SCENARIOS = new Set(['README.md', 'schema.json'])

@@ -37,7 +37,7 @@ const {
   CircuitBreakerTimeoutError,
   Registry,
   RegistryFullError,
-} = require('..')
+} = require(process.env.HALFOPEN_PACKAGE || '..')
 
 // ---- helpers -----------------------------------------------------------
 

@@ -30,7 +30,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { inspect, isDeepStrictEqual } = require('node:util')
-const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require('..')
+const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 const SEQUENCES = positiveInt(process.env.HALFOPEN_DIFF_SEQUENCES, 300)
 const STEPS = positiveInt(process.env.HALFOPEN_DIFF_STEPS, 150)

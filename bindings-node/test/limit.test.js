@@ -7,7 +7,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { CircuitBreaker, CircuitBreakerOpenError, Registry } = require('..')
+const { CircuitBreaker, CircuitBreakerOpenError, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 function clocked(options = {}) {
   const clock = { now: 0 }

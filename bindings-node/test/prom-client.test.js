@@ -5,7 +5,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const client = require('prom-client')
-const { CircuitBreaker, Registry } = require('..')
+const { CircuitBreaker, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
 const { collectDefaultBreakerMetrics } = require('../prom-client.js')
 
 function samples(text) {

@@ -4,7 +4,7 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { CircuitBreaker, Registry, RegistryFullError } = require('..')
+const { CircuitBreaker, Registry, RegistryFullError } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 const tick = () => new Promise((resolve) => setImmediate(resolve))
 const inFlight = (m) => m.admitted - (m.successes + m.failures + m.ignored + m.cancelled + m.stale)

@@ -106,9 +106,10 @@ impl NativeBreaker {
         Ok(open(&self.0)?.handle_timeout(now_ms))
     }
 
+    /// When the breaker next changes by itself, or `null` (as napi says none).
     #[wasm_bindgen(js_name = pollTimeoutMs)]
-    pub fn poll_timeout_ms(&self) -> Result<Option<f64>, JsError> {
-        Ok(open(&self.0)?.poll_timeout_ms())
+    pub fn poll_timeout_ms(&self) -> Result<JsValue, JsError> {
+        Ok(open(&self.0)?.poll_timeout_ms().map_or(JsValue::NULL, JsValue::from))
     }
 
     pub fn metrics(&self, now_ms: f64) -> Result<JsValue, JsError> {

@@ -1,0 +1,11 @@
+// halfopen-wasm: the classes of the Node package `halfopen`, over the core
+// compiled to WebAssembly. Import the package (its entry for the platform
+// initialises the module), not this file.
+export { CircuitBreaker } from './lib/breaker.js'
+export {
+  CircuitBreakerOpenError,
+  CircuitBreakerTimeoutError,
+  RegistryFullError,
+  SnapshotError,
+} from './lib/errors.js'
+export { Registry } from './lib/registry.js'
