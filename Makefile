@@ -9,14 +9,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python test-examples setup-redis
+.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm test-examples setup-redis
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
 demo:
 	$(CARGO) run -q --release -p halfopen-sim
 
-test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-examples
+test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-examples
 
 # The core with every feature set it claims (std + serde by default, none,
 # alloc alone), and the simulator (release: it runs every campaign).
@@ -66,6 +66,9 @@ lint: lint-js
 	$(CARGO) fmt --check
 	$(CARGO) clippy -q --all-targets -- -D warnings
 	$(CARGO) clippy -q -p halfopen --no-default-features -- -D warnings
+	$(CARGO) clippy -q -p halfopen-node --no-default-features --features serde -- -D warnings
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	$(CARGO) clippy -q -p halfopen-wasm --target wasm32-unknown-unknown -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features --features alloc
@@ -106,6 +109,26 @@ setup-python-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1
 	touch $@
+
+# The wasm package (halfopen-wasm): the wasm32 target, wasm-bindgen's CLI at
+# the crate's exact version, binaryen (wasm-opt) and workerd from npm.
+WASM_DIR := bindings-wasm
+WASM_BINDGEN := 0.2.130
+setup-wasm:
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	@wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN)" || \
+		$(CARGO) install -q wasm-bindgen-cli --version $(WASM_BINDGEN) --no-default-features
+	cd $(WASM_DIR) && { [ -d node_modules/binaryen ] || npm ci --no-audit --no-fund; }
+
+wasm-build: setup-wasm
+	cd $(WASM_DIR) && node build.mjs
+
+# The Node package's API tests run against the wasm package too (same files,
+# HALFOPEN_PACKAGE), then the wasm package's own: workerd, poisoning, packing.
+SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-client
+test-wasm: wasm-build node-deps
+	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
+	cd $(WASM_DIR) && node --test test/
 
 # Seed 000's sender for real: redis-server + BullMQ + a local gateway.
 BULLMQ_DIR := examples/whatsapp-bullmq

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use crate::error::{Buffer, Error, Result};
 use halfopen::{
     Admission, Breaker, Config, Instant, LatencyHistogram, Licence, Metrics, Mode, Outcome, Permit, Snapshot,
     Transition,
 };
-use crate::error::{Buffer, Error, Result};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 

@@ -4,8 +4,8 @@
 //! infinite durations) are refused, naming the core field, and the core
 //! validates the rest and owns every default (`null`/absent keeps it).
 
-use halfopen::{ConcurrencyLimit, Config, Duration, Field, Problem, Window};
 use crate::error::{Error, Result};
+use halfopen::{ConcurrencyLimit, Config, Duration, Field, Problem, Window};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 

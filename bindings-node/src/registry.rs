@@ -3,8 +3,8 @@
 //! (lib/registry.js) wraps it. Calls go through the registry's own
 //! `try_acquire`/`record`, so a breaker with a call in flight is never evicted.
 
-use halfopen::{Config, Permit, Registry, Transition};
 use crate::error::{Error, Result};
+use halfopen::{Config, Permit, Registry, Transition};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 

@@ -17,8 +17,8 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
 use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name,
-    unfinished, unfinished_error,
+    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
+    state_name, unfinished, unfinished_error,
 };
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs, secs_at};
@@ -98,11 +98,13 @@ impl NativeBreaker {
         // No Python code runs while the lock is held: the error is built after.
         let result = {
             let mut core = self.lock();
-            snapshot.and_then(|s| Core::restore(halfopen::shared_config(*core.config()), &s, now)).map(|mut restored| {
-                // The histogram is not in snapshots: it starts afresh.
-                restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
-                *core = restored;
-            })
+            snapshot.and_then(|s| Core::restore(halfopen::shared_config(*core.config()), &s, now)).map(
+                |mut restored| {
+                    // The histogram is not in snapshots: it starts afresh.
+                    restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
+                    *core = restored;
+                },
+            )
         };
         result.map_err(|e| snapshot_error(py, e))
     }

@@ -4,8 +4,8 @@
 //! Python. Every method here runs with no lock held.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use halfopen::{Instant, Mode, Outcome, Permit as CorePermit, Rejection, State, Transition};
 use pyo3::exceptions::PyTypeError;

@@ -186,7 +186,8 @@ pub(crate) fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Strin
     let Ok(text) = name.cast::<PyString>() else {
         return Err(option_error(py, true, "name", &format!("must be a str, got {}", type_name(name))));
     };
-    let text = text.to_str().map_err(|_| option_error(py, false, "name", "must be valid Unicode (a lone surrogate)"))?;
+    let text =
+        text.to_str().map_err(|_| option_error(py, false, "name", "must be valid Unicode (a lone surrogate)"))?;
     if text.is_empty() {
         return Err(option_error(py, false, "name", "must not be empty"));
     }

@@ -14,8 +14,8 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::blocks;
 use crate::breaker::{Gauges, force_open_for, metrics_dict};
 use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text, state_name, support,
-    unfinished, unfinished_error,
+    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
+    state_name, support, unfinished, unfinished_error,
 };
 use crate::options::{self, name_of, option_error, type_name};
 use crate::time::secs;
@@ -83,11 +83,7 @@ impl NativeRegistry {
     /// Admits a call through `name`'s breaker, or says why not: `Ok(Err(_))`
     /// is a refusal (the breaker's, or a registry full of busy breakers),
     /// built as an exception only if no fallback takes it.
-    fn admit(
-        &self,
-        py: Python<'_>,
-        name: &str,
-    ) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
+    fn admit(&self, py: Python<'_>, name: &str) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
         let now = self.host.now(py)?;
         // No Python code runs while the lock is held: errors are built after.
         let admission = self.change(py, name, |core| match core.try_acquire(name, now) {
@@ -324,7 +320,12 @@ impl NativeRegistry {
     }
 
     #[pyo3(signature = (name, seconds = None))]
-    fn force_open(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn force_open(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = checked_name)] name: String,
+        seconds: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let d = force_open_for(py, seconds)?;
         self.manual(py, &name, |b, now| b.force_open(now, d))
     }
@@ -355,7 +356,11 @@ impl NativeRegistry {
     }
 
     /// `name`'s metrics and counts, or `None` if it has no breaker.
-    fn metrics<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn metrics<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = checked_name)] name: String,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let now = self.host.now(py)?;
         let reading = self.lock().peek(&name).map(|b| (b.metrics(now), b.counts(now)));
         reading.map(|r| metrics_dict(py, r)).transpose()
