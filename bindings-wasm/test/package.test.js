@@ -1,0 +1,75 @@
+// The package as npm delivers it: `npm pack` of dist/, the tarball
+// installed in a fresh folder, then imported (ESM), required (CommonJS,
+// through Node's require of ES modules), and a TypeScript user of it
+// type-checked with `tsc --strict` (no Node types: the package needs none).
+
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { gzipSync } from 'node:zlib'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const DIST = join(HERE, '..', 'dist')
+const TSC = join(HERE, '..', 'node_modules', '.bin', 'tsc')
+
+test('the packed tarball installs, loads from ESM and CommonJS, and type-checks', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'halfopen-wasm-pack-'))
+  try {
+    const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: DIST, encoding: 'utf8' })
+    const tarball = join(dir, out.trim().split('\n').pop())
+    execFileSync('npm', ['init', '-y'], { cwd: dir, stdio: 'ignore' })
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: dir, stdio: 'ignore' })
+    const installed = join(dir, 'node_modules', 'halfopen-wasm')
+    const listed = readdirSync(installed).sort()
+    for (const file of ['browser.js', 'index.d.ts', 'node.js', 'workerd.js', 'halfopen_wasm_bg.wasm', 'lib', 'package.json']) {
+      assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
+    }
+    const wasm = readFileSync(join(installed, 'halfopen_wasm_bg.wasm'))
+    console.log(`halfopen_wasm_bg.wasm: ${wasm.length} bytes, ${gzipSync(wasm, { level: 9 }).length} gzipped; tarball ${statSync(tarball).size} bytes`)
+
+    const esm = `import { CircuitBreaker, CircuitBreakerOpenError } from 'halfopen-wasm'
+      const b = new CircuitBreaker({ name: 'esm' })
+      b.forceOpen()
+      b.execute(async () => 1).catch((e) => console.log(e instanceof CircuitBreakerOpenError, e.retryAfterMs))`
+    assert.equal(execFileSync('node', ['--input-type=module', '-e', esm], { cwd: dir, encoding: 'utf8' }).trim(), 'true Infinity')
+    const cjs = `const { CircuitBreaker } = require('halfopen-wasm')
+      const b = new CircuitBreaker({ name: 'cjs' })
+      b.execute(async () => 42).then((v) => console.log(v, b.getState()))`
+    const printed = execFileSync('node', ['-e', cjs], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+    assert.equal(printed.trim(), '42 CLOSED')
+
+    writeFileSync(
+      join(dir, 'use.ts'),
+      `import { CircuitBreaker, CircuitBreakerOpenError, Registry, type CircuitState } from 'halfopen-wasm'
+const breaker = new CircuitBreaker({ name: 'ts', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000 })
+const state: CircuitState = breaker.getState()
+breaker.on('open', (t) => console.log(t.reason, t.atMs))
+const saved: Uint8Array = breaker.toBytes()
+const again: CircuitBreaker = CircuitBreaker.fromBytes({ name: 'ts' }, saved)
+const hosts = new Registry({ failureThreshold: 3 })
+async function send(): Promise<number> {
+  try {
+    return await hosts.get('api.example.com').execute(async () => 200)
+  } catch (err) {
+    if (err instanceof CircuitBreakerOpenError) return err.retryAfterMs
+    throw err
+  }
+}
+void send().then((n: number) => console.log(n, state, again.metrics().admitted))
+`,
+    )
+    mkdirSync(join(dir, 'no-types'))
+    const tsc = ['--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022']
+    try {
+      execFileSync(TSC, [...tsc, '--lib', 'es2022,dom', '--typeRoots', join(dir, 'no-types'), 'use.ts'], { cwd: dir, encoding: 'utf8' })
+    } catch (err) {
+      assert.fail(`tsc: ${err.stdout}`)
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
