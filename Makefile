@@ -76,6 +76,8 @@ lint: lint-js
 # The package's JavaScript (biome, from npm, pinned in bindings-node).
 lint-js: node-deps
 	cd $(NODE_DIR) && npx biome lint
+	cd bindings-wasm && ../$(NODE_DIR)/node_modules/.bin/biome lint
+	cd examples/edge-worker && ../../$(NODE_DIR)/node_modules/.bin/biome lint
 
 bench: node-build python-build
 	$(CARGO) run -q --release -p halfopen-bench
@@ -130,11 +132,13 @@ test-wasm: wasm-build node-deps
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(WASM_DIR) && node --test test/
 
-# Seed 000's sender for real: redis-server + BullMQ + a local gateway.
+# Seed 000's sender for real: redis-server + BullMQ + a local gateway; the
+# edge worker in workerd against local upstreams.
 BULLMQ_DIR := examples/whatsapp-bullmq
-test-examples: node-build setup-redis
+test-examples: node-build setup-redis wasm-build
 	cd $(BULLMQ_DIR) && npm ci --no-audit --no-fund
 	cd $(BULLMQ_DIR) && node --test test/
+	cd examples/edge-worker && node --test test/
 
 # redis-server comes from Debian.
 setup-redis:

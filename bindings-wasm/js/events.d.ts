@@ -1,15 +1,18 @@
-// The EventEmitter of halfopen-wasm (lib/platform.js): Node's, in the part a breaker needs.
+// The EventEmitter of halfopen-wasm (lib/platform.js): Node's, in the part a
+// breaker needs. The breakers' own declarations type each event's listener.
+type Listener = (...args: never[]) => unknown
+
 export declare class EventEmitter {
-  on(event: string | symbol, listener: (...args: any[]) => void): this
-  addListener(event: string | symbol, listener: (...args: any[]) => void): this
-  prependListener(event: string | symbol, listener: (...args: any[]) => void): this
-  once(event: string | symbol, listener: (...args: any[]) => void): this
-  off(event: string | symbol, listener: (...args: any[]) => void): this
-  removeListener(event: string | symbol, listener: (...args: any[]) => void): this
+  on(event: string | symbol, listener: Listener): this
+  addListener(event: string | symbol, listener: Listener): this
+  prependListener(event: string | symbol, listener: Listener): this
+  once(event: string | symbol, listener: Listener): this
+  off(event: string | symbol, listener: Listener): this
+  removeListener(event: string | symbol, listener: Listener): this
   removeAllListeners(event?: string | symbol): this
-  emit(event: string | symbol, ...args: any[]): boolean
-  listeners(event: string | symbol): Function[]
-  rawListeners(event: string | symbol): Function[]
+  emit(event: string | symbol, ...args: unknown[]): boolean
+  listeners(event: string | symbol): Listener[]
+  rawListeners(event: string | symbol): Listener[]
   listenerCount(event: string | symbol): number
   eventNames(): (string | symbol)[]
 }
