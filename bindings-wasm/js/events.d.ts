@@ -1,6 +1,8 @@
 // The EventEmitter of halfopen-wasm (lib/platform.js): Node's, in the part a
 // breaker needs. The breakers' own declarations type each event's listener.
-type Listener = (...args: never[]) => unknown
+// Node's own listener type, so that the breakers' typed overloads extend it.
+// biome-ignore lint/suspicious/noExplicitAny: any listener, as in @types/node
+type Listener = (...args: any[]) => void
 
 export declare class EventEmitter {
   on(event: string | symbol, listener: Listener): this
