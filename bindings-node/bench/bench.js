@@ -1,6 +1,7 @@
 'use strict'
 // `make bench` (Node part): one run, side by side: a raw `await fn()`, the
-// seed's class (plain-JS port), opossum 10, cockatiel 4 and halfopen.
+// seed's class (plain-JS port), opossum 10, cockatiel 4, halfopen and
+// halfopen-wasm.
 // - closed: overhead per call over the raw await;
 // - open: cost of a rejected call;
 // - memory per breaker, 100,000 breakers (V8 heap and process RSS: the
@@ -17,6 +18,8 @@ const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
 const { CircuitBreaker } = require(pkg)
 const { NativeBreaker } = require(path.join(pkg, 'native.js'))
 const Seed = require('./seed-circuit-breaker.js').CircuitBreaker
+// The wasm package (make wasm-build), through Node's require of ES modules.
+const Wasm = require(path.join(__dirname, '..', '..', 'bindings-wasm', 'dist', 'node.js')).CircuitBreaker
 
 const CALLS = 200_000
 const ROUNDS = 7
@@ -97,6 +100,18 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     make: () => new CircuitBreaker(seedOptions),
+  },
+  'halfopen-wasm (the same JavaScript half over the wasm module)': {
+    closed: () => {
+      const b = new Wasm(seedOptions)
+      return { run: () => b.execute(fn) }
+    },
+    open: async () => {
+      const b = new Wasm(seedOptions)
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
+    make: () => new Wasm(seedOptions),
   },
   // The concurrency limit on (the licence's room is counted in JavaScript).
   'halfopen, seed 000 options + adaptive limit': {

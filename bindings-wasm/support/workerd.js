@@ -1,8 +1,8 @@
 // Runs code inside the real workerd: writes a worker (its modules, the
 // halfopen-wasm package from dist/ under `halfopen/`) and a config into a
-// temporary folder, and runs `workerd test` on it.
+// temporary folder, and runs `workerd test` on it, or serves it.
 
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { cpSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
@@ -29,7 +29,7 @@ function moduleLine(name) {
  * A worker folder: `modules` ({ name: source }, the first is the main
  * module) beside the package; returns the folder and its config's path.
  */
-export function writeWorker(modules, { flags = ['nodejs_compat'] } = {}) {
+export function writeWorker(modules, { flags = ['nodejs_compat'], port } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'halfopen-workerd-'))
   cpSync(DIST, join(dir, 'halfopen'), { recursive: true, filter: (src) => !src.endsWith('.d.ts') && !src.endsWith('.json') && !src.endsWith('.md') })
   for (const [name, source] of Object.entries(modules)) writeFileSync(join(dir, name), source)
@@ -37,7 +37,8 @@ export function writeWorker(modules, { flags = ['nodejs_compat'] } = {}) {
   const names = [...Object.keys(modules), ...packaged]
   const config = `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
-  services = [(name = "main", worker = .worker)],
+  services = [(name = "main", worker = .worker)],${port === undefined ? '' : `
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],`}
 );
 const worker :Workerd.Worker = (
   modules = [
@@ -58,4 +59,19 @@ export function workerdTest(config) {
       resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr })
     })
   })
+}
+
+/** Serves a worker (written with a `port`); resolves once it answers `path`. */
+export async function serveWorker(config, port, path = '/') {
+  const child = spawn(WORKERD, ['serve', config], { stdio: 'ignore' })
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`workerd exited with ${child.exitCode}`)
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}${path}`)
+      await r.text()
+      return child
+    } catch {
+      await new Promise((r) => setTimeout(r, 5))
+    }
+  }
 }
