@@ -7,8 +7,11 @@
 //   _rejectionError()      -> the error for the rejection just made (emits 'reject')
 //   _settle(permit, outcome, event, payload)
 //                          -> reports the outcome to the core (reading the
-//                             clock when it needs to, never throwing), then
-//                             emits `event` (if any) and the transitions it caused
+//                             clock when it needs to), then emits `event` (if
+//                             any) and the transitions it caused; if the
+//                             native half throws (a wasm object poisoned by an
+//                             earlier interrupted call), `settle` reports it as
+//                             a warning and the caller still gets `fn`'s outcome
 // Every admitted call is settled exactly once, whatever throws: `fn`,
 // `isFailure`, a listener, the clock, an abort or a timeout.
 
@@ -64,14 +67,23 @@ function classify(host, err) {
   }
 }
 
+/** Settles `permit` through `host`; a failure of the native half becomes a warning. */
+function settle(host, permit, outcome, event, payload) {
+  try {
+    host._settle(permit, outcome, event, payload)
+  } catch (err) {
+    warnCallback(err, `the breaker '${host.name}', recording a call`)
+  }
+}
+
 function succeed(host, permit, value) {
-  host._settle(permit, SUCCESS, 'success', value)
+  settle(host, permit, SUCCESS, 'success', value)
   return value
 }
 
 function fail(host, permit, err) {
   const outcome = classify(host, err)
-  host._settle(permit, outcome, outcome === FAILURE ? 'failure' : undefined, err)
+  settle(host, permit, outcome, outcome === FAILURE ? 'failure' : undefined, err)
   return err
 }
 
@@ -144,7 +156,7 @@ function guarded(host, fn, permit, signal) {
     const cancel = () =>
       finish(() => {
         controller.abort(signal.reason)
-        host._settle(permit, CANCELLED)
+        settle(host, permit, CANCELLED)
         reject(signal.reason)
       })
     // An abort while `fn` runs waits for what it returns; one after waits a
@@ -156,7 +168,7 @@ function guarded(host, fn, permit, signal) {
     // An abort during the admission (a listener's doing): `fn` must not run.
     if (signal?.aborted) {
       finish(() => {
-        host._settle(permit, CANCELLED)
+        settle(host, permit, CANCELLED)
         reject(signal.reason)
       })
       return
@@ -168,7 +180,7 @@ function guarded(host, fn, permit, signal) {
           finish(() => {
             const err = new CircuitBreakerTimeoutError(host.name, host._timeoutMs)
             controller.abort(err)
-            host._settle(permit, FAILURE, 'failure', err)
+            settle(host, permit, FAILURE, 'failure', err)
             reject(err)
           })
         }, host._timeoutMs)
@@ -176,7 +188,7 @@ function guarded(host, fn, permit, signal) {
     } catch (err) {
       // `fn` never ran: the permit goes back, nothing counted.
       finish(() => {
-        host._settle(permit, CANCELLED)
+        settle(host, permit, CANCELLED)
         reject(err)
       })
       return

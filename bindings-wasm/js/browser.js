@@ -2,7 +2,8 @@
 // asynchronously (a main thread may not compile a module this size
 // synchronously), before any class is used.
 import init from './halfopen_wasm.js'
+import { attach } from './native.js'
 
-await init({ module_or_path: new URL('./halfopen_wasm_bg.wasm', import.meta.url) })
+attach(await init({ module_or_path: new URL('./halfopen_wasm_bg.wasm', import.meta.url) }))
 
 export * from './index.js'

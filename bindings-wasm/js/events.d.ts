@@ -9,12 +9,15 @@ export declare class EventEmitter {
   addListener(event: string | symbol, listener: Listener): this
   prependListener(event: string | symbol, listener: Listener): this
   once(event: string | symbol, listener: Listener): this
+  prependOnceListener(event: string | symbol, listener: Listener): this
   off(event: string | symbol, listener: Listener): this
   removeListener(event: string | symbol, listener: Listener): this
   removeAllListeners(event?: string | symbol): this
   emit(event: string | symbol, ...args: unknown[]): boolean
   listeners(event: string | symbol): Listener[]
   rawListeners(event: string | symbol): Listener[]
-  listenerCount(event: string | symbol): number
+  listenerCount(event: string | symbol, listener?: Listener): number
   eventNames(): (string | symbol)[]
+  setMaxListeners(n: number): this
+  getMaxListeners(): number
 }

@@ -2,7 +2,8 @@
 // package's folder and compiled synchronously.
 import { readFileSync } from 'node:fs'
 import { initSync } from './halfopen_wasm.js'
+import { attach } from './native.js'
 
-initSync({ module: readFileSync(new URL('./halfopen_wasm_bg.wasm', import.meta.url)) })
+attach(initSync({ module: readFileSync(new URL('./halfopen_wasm_bg.wasm', import.meta.url)) }))
 
 export * from './index.js'

@@ -5,11 +5,16 @@
 // with nodejs_compat), else `console.warn`.
 
 const LISTENERS = Symbol('halfopen.listeners')
+const MAX = Symbol('halfopen.maxListeners')
 
-/** The listener table of `emitter`, made on first use (no constructor runs). */
+/**
+ * The listener table of `emitter` (event -> listeners), made on first use
+ * (no constructor runs). A null-prototype object, as Node's: event names
+ * that are not symbols are property keys (`1` and `'1'` are one event).
+ */
 function table(emitter) {
   if (!Object.hasOwn(emitter, LISTENERS)) {
-    Object.defineProperty(emitter, LISTENERS, { value: new Map() })
+    Object.defineProperty(emitter, LISTENERS, { value: Object.create(null) })
   }
   return emitter[LISTENERS]
 }
@@ -20,20 +25,34 @@ function checkListener(listener) {
   }
 }
 
+/** `listener` wrapped to run once, as `emitter`'s method (Node's `onceWrapper`). */
+function onceWrapper(emitter, event, listener) {
+  let fired = false
+  function wrapper(...args) {
+    emitter.removeListener(event, wrapper)
+    if (fired) return undefined
+    fired = true
+    return listener.apply(emitter, args)
+  }
+  wrapper.listener = listener
+  return wrapper
+}
+
 /**
  * Node's EventEmitter in the part a breaker needs: `on`/`addListener`,
- * `prependListener`, `once`, `off`/`removeListener`, `removeAllListeners`,
- * `emit`, `listeners`, `rawListeners`, `listenerCount`, `eventNames`. Not
+ * `prependListener`, `once`, `prependOnceListener`, `off`/`removeListener`,
+ * `removeAllListeners`, `emit`, `listeners`, `rawListeners`,
+ * `listenerCount`, `eventNames`, `setMaxListeners`/`getMaxListeners`. Not
  * here: `'error'` events throwing when unheard, `'newListener'` /
- * `'removeListener'` events, max-listener warnings, captureRejections.
+ * `'removeListener'` events, max-listener warnings (the limit is kept, not
+ * enforced), captureRejections.
  */
 class EventEmitter {
   on(event, listener) {
     checkListener(listener)
-    const map = table(this)
-    const list = map.get(event)
-    if (list === undefined) map.set(event, [listener])
-    else list.push(listener)
+    const events = table(this)
+    // Copied on write: an emit in progress keeps the listeners it started with.
+    events[event] = [...(events[event] ?? []), listener]
     return this
   }
 
@@ -43,34 +62,31 @@ class EventEmitter {
 
   prependListener(event, listener) {
     checkListener(listener)
-    const map = table(this)
-    map.set(event, [listener, ...(map.get(event) ?? [])])
+    const events = table(this)
+    events[event] = [listener, ...(events[event] ?? [])]
     return this
   }
 
   once(event, listener) {
     checkListener(listener)
-    const emitter = this
-    let fired = false
-    function wrapper(...args) {
-      emitter.removeListener(event, wrapper)
-      if (fired) return undefined
-      fired = true
-      return listener.apply(this, args)
-    }
-    wrapper.listener = listener
-    return this.on(event, wrapper)
+    return this.on(event, onceWrapper(this, event, listener))
+  }
+
+  prependOnceListener(event, listener) {
+    checkListener(listener)
+    return this.prependListener(event, onceWrapper(this, event, listener))
   }
 
   removeListener(event, listener) {
-    const map = table(this)
-    const list = map.get(event)
+    checkListener(listener)
+    const events = table(this)
+    const list = events[event]
     if (list === undefined) return this
     // The latest added goes first, as in Node.
     for (let i = list.length - 1; i >= 0; i--) {
       if (list[i] === listener || list[i].listener === listener) {
-        list.splice(i, 1)
-        if (list.length === 0) map.delete(event)
+        if (list.length === 1) delete events[event]
+        else events[event] = list.filter((_, j) => j !== i)
         break
       }
     }
@@ -82,32 +98,51 @@ class EventEmitter {
   }
 
   removeAllListeners(event) {
-    if (event === undefined) table(this).clear()
-    else table(this).delete(event)
+    const events = table(this)
+    if (event === undefined) {
+      for (const key of Reflect.ownKeys(events)) delete events[key]
+    } else {
+      delete events[event]
+    }
     return this
   }
 
   emit(event, ...args) {
-    const list = table(this).get(event)
+    const list = table(this)[event]
     if (list === undefined) return false
-    for (const listener of [...list]) listener.apply(this, args)
+    // The listeners as they were when the event was emitted.
+    for (const listener of list) listener.apply(this, args)
     return true
   }
 
   listeners(event) {
-    return (table(this).get(event) ?? []).map((l) => l.listener ?? l)
+    return (table(this)[event] ?? []).map((l) => l.listener ?? l)
   }
 
   rawListeners(event) {
-    return [...(table(this).get(event) ?? [])]
+    return [...(table(this)[event] ?? [])]
   }
 
-  listenerCount(event) {
-    return table(this).get(event)?.length ?? 0
+  listenerCount(event, listener) {
+    const list = table(this)[event] ?? []
+    if (listener === undefined) return list.length
+    return list.filter((l) => l === listener || l.listener === listener).length
   }
 
   eventNames() {
-    return [...table(this).keys()]
+    return Reflect.ownKeys(table(this))
+  }
+
+  setMaxListeners(n) {
+    if (typeof n !== 'number' || n < 0 || Number.isNaN(n)) {
+      throw new RangeError(`The value of "n" is out of range. It must be a non-negative number. Received ${n}`)
+    }
+    Object.defineProperty(this, MAX, { value: n, configurable: true })
+    return this
+  }
+
+  getMaxListeners() {
+    return this[MAX] ?? 10
   }
 }
 

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use halfopen_node::{NativeBreaker as Inner, NativeOptions};
 use wasm_bindgen::prelude::*;
 
-use crate::poison::{keep_panics, open, thrown, to_js};
+use crate::poison::{json, keep_panics, open, thrown};
 
 /// One core breaker, driven with numbers (milliseconds on the caller's clock).
 #[wasm_bindgen]
@@ -44,8 +44,10 @@ impl NativeBreaker {
         Ok(open(&self.0)?.record(generation, issued_at_ms, outcome_code, now_ms))
     }
 
-    pub fn licence(&self, now_ms: f64) -> Result<JsValue, JsError> {
-        to_js(&open(&self.0)?.licence(now_ms))
+    #[wasm_bindgen(js_name = licenceJson)]
+    pub fn licence_json(&self, now_ms: f64) -> Result<String, JsError> {
+        let value = open(&self.0)?.licence(now_ms);
+        json(&value)
     }
 
     #[wasm_bindgen(js_name = admitLicensed)]
@@ -65,9 +67,10 @@ impl NativeBreaker {
         Ok(())
     }
 
-    #[wasm_bindgen(js_name = takeTransitions)]
-    pub fn take_transitions(&self) -> Result<JsValue, JsError> {
-        to_js(&open(&self.0)?.take_transitions())
+    #[wasm_bindgen(js_name = takeTransitionsJson)]
+    pub fn take_transitions_json(&self) -> Result<String, JsError> {
+        let value = open(&self.0)?.take_transitions();
+        json(&value)
     }
 
     #[wasm_bindgen(js_name = retryAfter)]
@@ -112,8 +115,10 @@ impl NativeBreaker {
         Ok(open(&self.0)?.poll_timeout_ms().map_or(JsValue::NULL, JsValue::from))
     }
 
-    pub fn metrics(&self, now_ms: f64) -> Result<JsValue, JsError> {
-        to_js(&open(&self.0)?.metrics(now_ms))
+    #[wasm_bindgen(js_name = metricsJson)]
+    pub fn metrics_json(&self, now_ms: f64) -> Result<String, JsError> {
+        let value = open(&self.0)?.metrics(now_ms);
+        json(&value)
     }
 
     pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String, JsError> {

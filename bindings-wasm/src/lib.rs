@@ -1,13 +1,16 @@
 //! The native half of the npm package `halfopen-wasm`: the Node package's
 //! native half (`halfopen-node` without napi) behind wasm-bindgen, under the
-//! same class and method names, so that the same JavaScript half drives it.
-//! Objects cross as plain JavaScript objects (serde); times are the
-//! caller's milliseconds (`Instant::now()` traps on this target).
+//! same class and method names (`js/native.js` completes them), so that the
+//! same JavaScript half drives it. Options come in as a JavaScript object
+//! (serde); objects go out as JSON text, parsed in JavaScript; times are the
+//! caller's milliseconds (`Instant::now()` traps on this target). The module
+//! never calls back into JavaScript that calls it.
 //!
-//! A Rust panic aborts the call that hit it (wasm has no unwinding): that
-//! breaker's state stays borrowed, which is how later calls know it is
-//! poisoned. They throw an `Error` saying so (with the panic's message);
-//! every other breaker and registry goes on working.
+//! A call that does not return (a Rust panic aborts it: wasm has no
+//! unwinding; or the JavaScript stack runs out inside it) leaves its
+//! object's state borrowed, which is how later calls know it is poisoned:
+//! they throw an `Error` saying so. `js/native.js` puts the module's stack
+//! pointer back, so every other breaker and registry goes on working.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 

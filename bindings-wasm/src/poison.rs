@@ -2,33 +2,43 @@
 //! borrowed (see the crate's documentation).
 
 use std::cell::{RefCell, RefMut};
-use std::sync::{Mutex, Once};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use halfopen_node::PlainError;
 use wasm_bindgen::prelude::*;
 
-/// The message of the latest panic, kept by the panic hook.
-static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
+thread_local! {
+    /// The message of the latest panic, kept by the panic hook. Only ever
+    /// `try_borrow`ed: a call interrupted while holding it (the stack running
+    /// out) must not make every later message panic, as a lock would.
+    static LAST_PANIC: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
 /// Installs the hook that keeps a panic's message (once).
 pub(crate) fn keep_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
+    static HOOKED: AtomicBool = AtomicBool::new(false);
+    if !HOOKED.swap(true, Ordering::Relaxed) {
         std::panic::set_hook(Box::new(|info| {
-            if let Ok(mut last) = LAST_PANIC.lock() {
-                *last = info.to_string();
-            }
+            LAST_PANIC.with(|last| {
+                if let Ok(mut last) = last.try_borrow_mut() {
+                    *last = info.to_string();
+                }
+            });
         }));
-    });
+    }
 }
 
-/// The object inside `cell`, or the error saying a panic poisoned it.
+/// The object inside `cell`, or the error saying it is poisoned: an earlier
+/// call on it never came back (a panic, or the JavaScript stack running out
+/// while it ran), so its state may be half-updated.
 pub(crate) fn open<T>(cell: &RefCell<T>) -> Result<RefMut<'_, T>, JsError> {
     cell.try_borrow_mut().map_err(|_| {
-        let panic = LAST_PANIC.lock().map(|p| p.clone()).unwrap_or_default();
+        let panic = LAST_PANIC.with(|p| p.try_borrow().map(|p| p.clone()).unwrap_or_default());
+        let panic = if panic.is_empty() { String::new() } else { format!(" The module's latest panic: {panic}.") };
         JsError::new(&format!(
-            "halfopen-wasm: this object is poisoned: an earlier call on it hit an internal error ({panic}). \
-             Make a new one (restore it from its latest snapshot to keep its state); other objects are unaffected."
+            "halfopen-wasm: this object is poisoned: an earlier call on it did not finish (a Rust panic, or the \
+             JavaScript stack running out inside it), so its state may be half-updated. Make a new one (from its \
+             latest snapshot to keep its state); other objects are unaffected.{panic}"
         ))
     })
 }
@@ -38,7 +48,10 @@ pub(crate) fn thrown(e: PlainError) -> JsError {
     JsError::new(&e.message)
 }
 
-/// A value as a plain JavaScript object.
-pub(crate) fn to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsError> {
-    value.serialize(&serde_wasm_bindgen::Serializer::new()).map_err(|e| JsError::new(&e.to_string()))
+/// A value as JSON text, which the JavaScript half parses into a plain
+/// object (`JSON.parse` defines its properties: no setter on
+/// `Object.prototype` can run, as assigning them one by one would allow).
+/// Built after the object's borrow ends, like every result.
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<String, JsError> {
+    serde_json::to_string(value).map_err(|e| JsError::new(&e.to_string()))
 }

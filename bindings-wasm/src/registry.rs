@@ -7,7 +7,7 @@ use halfopen_node::NativeRegistry as Inner;
 use wasm_bindgen::prelude::*;
 
 use crate::breaker::options_of;
-use crate::poison::{keep_panics, open, thrown, to_js};
+use crate::poison::{json, keep_panics, open, thrown};
 
 /// One breaker per name, bounded, driven with names and numbers.
 #[wasm_bindgen]
@@ -46,20 +46,22 @@ impl NativeRegistry {
         open(&self.0)?.manual(name, op, now_ms, for_ms).map_err(thrown)
     }
 
-    #[wasm_bindgen(js_name = takeTransitions)]
-    pub fn take_transitions(&self) -> Result<JsValue, JsError> {
-        to_js(&open(&self.0)?.take_transitions())
+    #[wasm_bindgen(js_name = takeTransitionsJson)]
+    pub fn take_transitions_json(&self) -> Result<String, JsError> {
+        let value = open(&self.0)?.take_transitions();
+        json(&value)
     }
 
-    pub fn licence(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
-        match open(&self.0)?.licence(name, now_ms) {
-            Some(licence) => to_js(&licence),
-            None => Ok(JsValue::NULL),
-        }
+    #[wasm_bindgen(js_name = licenceJson)]
+    pub fn licence_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+        let value = open(&self.0)?.licence(name, now_ms);
+        json(&value)
     }
 
-    pub fn refusal(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
-        to_js(&open(&self.0)?.refusal(name, now_ms))
+    #[wasm_bindgen(js_name = refusalJson)]
+    pub fn refusal_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+        let value = open(&self.0)?.refusal(name, now_ms);
+        json(&value)
     }
 
     #[wasm_bindgen(js_name = retryAfter)]
@@ -71,11 +73,10 @@ impl NativeRegistry {
         Ok(open(&self.0)?.mode(name, now_ms))
     }
 
-    pub fn metrics(&self, name: String, now_ms: f64) -> Result<JsValue, JsError> {
-        match open(&self.0)?.metrics(name, now_ms) {
-            Some(metrics) => to_js(&metrics),
-            None => Ok(JsValue::NULL),
-        }
+    #[wasm_bindgen(js_name = metricsJson)]
+    pub fn metrics_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+        let value = open(&self.0)?.metrics(name, now_ms);
+        json(&value)
     }
 
     pub fn names(&self) -> Result<Vec<String>, JsError> {

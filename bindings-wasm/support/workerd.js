@@ -29,7 +29,7 @@ function moduleLine(name) {
  * A worker folder: `modules` ({ name: source }, the first is the main
  * module) beside the package; returns the folder and its config's path.
  */
-export function writeWorker(modules, { flags = ['nodejs_compat'], port } = {}) {
+export function writeWorker(modules, { flags = ['nodejs_compat'], port, date = '2025-05-05' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'halfopen-workerd-'))
   cpSync(DIST, join(dir, 'halfopen'), { recursive: true, filter: (src) => !src.endsWith('.d.ts') && !src.endsWith('.json') && !src.endsWith('.md') })
   for (const [name, source] of Object.entries(modules)) writeFileSync(join(dir, name), source)
@@ -44,7 +44,7 @@ const worker :Workerd.Worker = (
   modules = [
     ${names.map(moduleLine).join(',\n    ')}
   ],
-  compatibilityDate = "2025-01-01",
+  compatibilityDate = "${date}",
   compatibilityFlags = ${JSON.stringify(flags)},
 );
 `

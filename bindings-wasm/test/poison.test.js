@@ -24,3 +24,86 @@ test('a panic poisons its breaker only, with an error that says what to do', asy
   const registry = new Registry({})
   assert.equal(await registry.get('host').execute(async () => 'registry'), 'registry')
 })
+
+test('ten thousand panics leave the module working for every other breaker', () => {
+  const healthy = new CircuitBreaker({ name: 'healthy' })
+  for (let i = 0; i < 10_000; i++) {
+    const b = new CircuitBreaker({ name: `p${i}` })
+    assert.throws(() => b._native.__panicForTests(), WebAssembly.RuntimeError)
+  }
+  assert.equal(healthy.metrics().state, 'CLOSED')
+  assert.equal(new CircuitBreaker({ name: 'new' }).getState(), 'CLOSED')
+})
+
+test('the JavaScript stack running out inside the module loses at most that breaker', () => {
+  const other = new CircuitBreaker({ name: 'other' })
+  for (let round = 0; round < 300; round++) {
+    const b = new CircuitBreaker({ name: 'deep' })
+    const deep = () => {
+      try {
+        deep()
+      } catch {}
+      try {
+        b.metrics()
+      } catch {}
+    }
+    deep()
+    try {
+      assert.equal(b.getState(), 'CLOSED')
+    } catch (err) {
+      assert.match(err.message, /poisoned/)
+    }
+  }
+  assert.equal(other.getState(), 'CLOSED')
+  assert.equal(other.metrics().admitted, 0)
+})
+
+test('an accessor on Object.prototype named like a result field changes nothing', () => {
+  for (const key of ['kind', 'state', 'generation', 'untilMs', 'gauge', 'admitted', 'from']) {
+    Object.defineProperty(Object.prototype, key, {
+      get: () => 2,
+      set: () => {
+        throw new Error('polluted')
+      },
+      configurable: true,
+    })
+    try {
+      const b = new CircuitBreaker({ name: key, failureThreshold: 1 })
+      assert.equal(b.getState(), 'CLOSED')
+      b.forceOpen()
+      assert.equal(b.getState(), 'OPEN')
+      assert.equal(Object.hasOwn(b.metrics(), 'admitted'), true)
+    } finally {
+      delete Object.prototype[key]
+    }
+  }
+})
+
+test('calls in flight on a breaker poisoned meanwhile settle as fn does; the host survives', async () => {
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  try {
+    const timed = new CircuitBreaker({ name: 'timed', timeoutMs: 20 })
+    const late = timed.execute(() => new Promise(() => {}))
+    const plain = new CircuitBreaker({ name: 'plain' })
+    let finish
+    const done = plain.execute(() => new Promise((resolve) => (finish = resolve)))
+    const controller = new AbortController()
+    const aborted = new CircuitBreaker({ name: 'aborted' })
+    const cut = aborted.execute(() => new Promise(() => {}), { signal: controller.signal })
+    for (const b of [timed, plain, aborted]) assert.throws(() => b._native.__panicForTests(), WebAssembly.RuntimeError)
+    const outcomes = [
+      assert.rejects(late, (err) => err.name === 'CircuitBreakerTimeoutError'),
+      assert.rejects(cut, /stop/),
+    ]
+    controller.abort(new Error('stop'))
+    finish('sent')
+    assert.equal(await done, 'sent', "fn's value, though the breaker could not count it")
+    await Promise.all(outcomes)
+    await new Promise((r) => setImmediate(r))
+    assert.equal(warnings.filter((w) => /poisoned/.test(w.message)).length, 3)
+  } finally {
+    process.off('warning', onWarning)
+  }
+})

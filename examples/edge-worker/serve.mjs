@@ -62,7 +62,7 @@ const edge :Workerd.Worker = (
   durableObjectNamespaces = [(className = "BreakerState", uniqueKey = "halfopen-edge-breaker-state")],
   durableObjectStorage = (localDisk = "storage"),
   globalOutbound = "loopback",
-  compatibilityDate = "2025-01-01",
+  compatibilityDate = "2025-05-05",
 );
 `
   const path = join(dir, 'config.capnp')

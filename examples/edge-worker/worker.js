@@ -14,7 +14,8 @@
 
 import { Registry } from 'halfopen-wasm'
 
-/** The isolate's breakers, restored from the Durable Object on first use. */
+/** The isolate's breakers, restored from the Durable Object on first use
+ * (the promise: requests that arrive together share one restore). */
 let registry = null
 
 function options(env) {
@@ -31,14 +32,29 @@ function stateStub(env) {
   return env.BREAKER_STATE.get(env.BREAKER_STATE.idFromName('breakers'))
 }
 
-async function breakers(env) {
-  if (registry === null) {
+function breakers(env) {
+  registry ??= (async () => {
     const fresh = new Registry(options(env))
     const saved = await stateStub(env).fetch('http://state/snapshot')
     if (saved.status === 200) fresh.restore(await saved.text())
-    registry = fresh
-  }
+    return fresh
+  })().catch((err) => {
+    registry = null // the next request tries again
+    throw err
+  })
   return registry
+}
+
+/** The isolate's saves, one after another: each sends the state as it is when
+ * its turn comes, so the last one stored is the latest. */
+let saving = Promise.resolve()
+
+function save(env, hosts) {
+  const body = () => JSON.stringify(hosts.toJSON())
+  saving = saving
+    .catch(() => {})
+    .then(() => stateStub(env).fetch('http://state/snapshot', { method: 'PUT', body: body() }))
+  return saving
 }
 
 async function forward(request, env) {
@@ -70,7 +86,7 @@ async function forward(request, env) {
   // Kept after every request (the failures counted matter as much as the
   // state), before answering: an isolate that dies after a response loses
   // nothing. (`ctx.waitUntil` would answer sooner and risk the latest change.)
-  await stateStub(env).fetch('http://state/snapshot', { method: 'PUT', body: JSON.stringify(hosts.toJSON()) })
+  await save(env, hosts)
   return response
 }
 
