@@ -19,10 +19,12 @@ use crate::time::{duration, instant, ms, ms_at};
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
-/// A transition, for events (`name`: the breaker's, from a registry).
+/// A transition, for events (`name`: the breaker's, from a registry). With
+/// `serde`, a field that is `None` is left out, as napi leaves it.
 #[cfg_attr(feature = "node", napi(object))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeTransition {
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub name: Option<String>,
     pub from: String,
     pub to: String,
@@ -79,12 +81,19 @@ pub struct NativeMetrics {
     pub time_closed_ms: f64,
     pub time_open_ms: f64,
     pub time_half_open_ms: f64,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub mean_time_open_ms: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub error_rate: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_count: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p50_ms: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p95_ms: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p99_ms: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_max_ms: Option<f64>,
     pub consecutive_failures: f64,
     pub window_calls: f64,
@@ -93,6 +102,7 @@ pub struct NativeMetrics {
     pub probes_in_flight: f64,
     pub probe_successes: f64,
     pub in_flight: f64,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub concurrency_limit: Option<f64>,
 }
 

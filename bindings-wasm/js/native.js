@@ -21,13 +21,26 @@ export function attach(exports) {
   stackBase = stackPointer.value
 }
 
-/** `method` of the module's class, guarded; `parse`: its result is JSON text. */
-function guarded(method, parse) {
+const same = (result) => result
+
+/** A licence from JSON, where a number that is not finite is `null`: every
+ * one of a licence's is `Infinity` then ("not by time", "no limit"). */
+function licenceOf(text) {
+  const licence = JSON.parse(text)
+  if (licence !== null) {
+    licence.untilMs ??= Infinity
+    licence.slowAfterMs ??= Infinity
+    licence.room ??= Infinity
+  }
+  return licence
+}
+
+/** `method` of the module's class, guarded; `parse` turns its result into the addon's. */
+function guarded(method, parse = same) {
   // Five parameters, no rest: the hot calls (acquire, record) stay cheap.
   return function (a, b, c, d, e) {
     try {
-      const result = method.call(this, a, b, c, d, e)
-      return parse ? JSON.parse(result) : result
+      return parse(method.call(this, a, b, c, d, e))
     } catch (err) {
       if (stackPointer !== null) stackPointer.value = stackBase
       throw err
@@ -40,12 +53,13 @@ function guarded(method, parse) {
 function guardedClass(Base, names, json, getters = []) {
   const Guarded = class extends Base {}
   for (const name of names) {
-    const parse = Object.hasOwn(json, name)
-    const method = Base.prototype[parse ? json[name] : name]
+    const fromJson = Object.hasOwn(json, name)
+    const method = Base.prototype[fromJson ? json[name] : name]
+    const parse = !fromJson ? same : name === 'licence' ? licenceOf : JSON.parse
     Object.defineProperty(Guarded.prototype, name, { value: guarded(method, parse), writable: true, configurable: true })
   }
   for (const name of getters) {
-    const get = guarded(Object.getOwnPropertyDescriptor(Base.prototype, name).get, false)
+    const get = guarded(Object.getOwnPropertyDescriptor(Base.prototype, name).get)
     Object.defineProperty(Guarded.prototype, name, { get, configurable: true })
   }
   return Guarded

@@ -1,0 +1,57 @@
+// The wasm native half answers as the Node addon's does: the same objects
+// (licences with their infinities, metrics, transitions, refusals) for the
+// same sequence of calls. (Objects leave the module as JSON, where a
+// number that is not finite is null: this pins the translation back.)
+
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { test } from 'node:test'
+import { NativeBreaker, NativeRegistry } from '../dist/native.js'
+import '../dist/node.js'
+
+const require = createRequire(import.meta.url)
+const addon = require('../../bindings-node/native.js')
+
+const OPTIONS = [
+  {},
+  { unset: ['failureThreshold'], consecutiveFailures: 3 },
+  { slowCallMs: 50 },
+  { concurrencyLimit: 2 },
+  { adaptiveLimitMin: 1, adaptiveLimitMax: 10 },
+]
+
+/** What a breaker of `Kind` says along one sequence. */
+function story(Kind, options) {
+  const b = new Kind(options, false)
+  const said = [b.licence(0), b.metrics(0)]
+  for (let i = 0; i < 6; i++) {
+    const code = b.acquire(i * 10)
+    said.push(code)
+    if (code >= 0) said.push(b.record(code % 4294967296, i * 10, 1, i * 10 + 5))
+  }
+  said.push(b.takeTransitions(), b.licence(100), b.metrics(100), b.retryAfter(100), b.pollTimeoutMs())
+  b.forceOpen(200)
+  said.push(b.acquire(201), b.refusalReason(), b.licence(201), b.takeTransitions(), b.mode(201))
+  return said
+}
+
+test('a breaker says what the addon says, infinities included', () => {
+  for (const options of OPTIONS) {
+    assert.deepEqual(story(NativeBreaker, options), story(addon.NativeBreaker, options), JSON.stringify(options))
+  }
+  const licence = new NativeBreaker({ unset: ['failureThreshold'], consecutiveFailures: 3 }, false).licence(0)
+  assert.equal(licence.untilMs, Infinity)
+  assert.equal(licence.slowAfterMs, Infinity)
+  assert.equal(licence.room, Infinity)
+})
+
+test('a registry says what the addon says', () => {
+  const run = (Kind) => {
+    const r = new Kind({ failureThreshold: 1 }, 2)
+    const said = [r.licence('a', 0), r.metrics('a', 0), r.acquire('a', 0)]
+    said.push(r.record('a', 0, 0, 1, 1), r.acquire('a', 2), r.refusal('a', 2), r.takeTransitions())
+    said.push(r.licence('a', 3), r.metrics('a', 3), r.names(), r.size, r.evictions, r.retryAfter('b', 3))
+    return said
+  }
+  assert.deepEqual(run(NativeRegistry), run(addon.NativeRegistry))
+})
