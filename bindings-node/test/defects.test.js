@@ -958,9 +958,11 @@ describe('snapshots', () => {
     const rssBefore = process.memoryUsage().rss
     assert.throws(() => target.restore(text), (err) => err.name === 'SnapshotError' && err.kind === 'corrupt')
     const grown = process.memoryUsage().rss - rssBefore
-    // The breakers are counted before any is decoded: the addon's copy of the
-    // text is all it costs (decoding it first cost many times the text).
-    assert.ok(grown < 2 * text.length, `rss grew by ${(grown / 2 ** 20).toFixed(0)} MB for ${(text.length / 2 ** 20).toFixed(0)} MB of text`)
+    // The breakers are counted before any is decoded: the native half's copy
+    // of the text is all it costs (decoding it first cost many times the
+    // text). The wasm package's copy stays: a module's memory never shrinks.
+    const copies = process.env.HALFOPEN_PACKAGE ? 2.5 : 2
+    assert.ok(grown < copies * text.length, `rss grew by ${(grown / 2 ** 20).toFixed(0)} MB for ${(text.length / 2 ** 20).toFixed(0)} MB of text`)
   })
 })
 
