@@ -4,7 +4,7 @@
 //! Python. Every method here runs with no lock held.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use halfopen::{Instant, Mode, Outcome, Permit as CorePermit, Rejection, State, Transition};
@@ -119,7 +119,8 @@ pub(crate) fn support(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 pub(crate) fn unfinished(py: Python<'_>, value: &Bound<'_, PyAny>) -> bool {
     static TYPES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let types = TYPES.get_or_try_init(py, || support(py)?.getattr("UNFINISHED").map(Bound::unbind));
-    types.is_ok_and(|t| value.is_instance(t.bind(py)).unwrap_or(false))
+    // By the value's type (no `__class__` lookup: a call's every result is checked).
+    types.is_ok_and(|t| value.get_type().is_subclass(t.bind(py)).unwrap_or(false))
 }
 
 /// The `TypeError` for `option` (`fn`, `fallback`) that returned `value`
@@ -174,7 +175,11 @@ struct Extras {
     exclude: Exclude,
     fallback: Option<Py<PyAny>>,
     listeners: Mutex<Vec<Py<PyAny>>>,
+    /// Whether `listeners` holds any (read without its lock, on every call).
+    listening: AtomicBool,
     events: Mutex<Events>,
+    /// Changes noted and not yet taken for delivery (read without a lock).
+    pending: AtomicUsize,
     /// The `with` blocks entered and not yet left.
     blocks: Blocks,
 }
@@ -263,7 +268,9 @@ impl Host {
     /// Adds a listener (checked callable).
     pub(crate) fn listen(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(callback) = callable(py, "callback", Some(callback))? else { return Ok(()) };
-        self.extras().listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback);
+        let x = self.extras();
+        x.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback);
+        x.listening.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -278,12 +285,14 @@ impl Host {
     pub(crate) fn note(&self, name: impl FnOnce() -> String, transitions: impl IntoIterator<Item = Transition>) {
         let mut transitions = transitions.into_iter().peekable();
         let Some(x) = self.extras.get() else { return };
-        if transitions.peek().is_none() || x.listeners.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+        if transitions.peek().is_none() || !x.listening.load(Ordering::Acquire) {
             return;
         }
         let name = name();
         let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
+        let before = events.queue.len();
         events.queue.extend(transitions.map(|t| (name.clone(), t)));
+        x.pending.fetch_add(events.queue.len() - before, Ordering::Release);
     }
 
     /// Calls the listeners with every change noted, in order, with no lock
@@ -293,6 +302,9 @@ impl Host {
     /// exception is logged.
     pub(crate) fn deliver(&self, py: Python<'_>) {
         let Some(x) = self.extras.get() else { return };
+        if x.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
         {
             let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
             if events.delivering || events.queue.is_empty() {
@@ -304,6 +316,9 @@ impl Host {
             let next = {
                 let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
                 let next = events.queue.pop_front();
+                if next.is_some() {
+                    x.pending.fetch_sub(1, Ordering::Release);
+                }
                 events.delivering = next.is_some();
                 next
             };

@@ -13,10 +13,19 @@ const MAX = Symbol('halfopen.maxListeners')
  * that are not symbols are property keys (`1` and `'1'` are one event).
  */
 function table(emitter) {
-  if (!Object.hasOwn(emitter, LISTENERS)) {
-    Object.defineProperty(emitter, LISTENERS, { value: Object.create(null) })
-  }
-  return emitter[LISTENERS]
+  const own = existing(emitter)
+  if (own !== undefined) return own
+  const made = Object.create(null)
+  Object.defineProperty(emitter, LISTENERS, { value: made })
+  return made
+}
+
+/** The listener table of `emitter` if it has one (reading never makes one:
+ * most breakers have no listener, and every call asks). */
+function existing(emitter) {
+  const own = emitter[LISTENERS]
+  // (An inherited table is another emitter's: a prototype used as one.)
+  return own !== undefined && Object.hasOwn(emitter, LISTENERS) ? own : undefined
 }
 
 function checkListener(listener) {
@@ -108,7 +117,7 @@ class EventEmitter {
   }
 
   emit(event, ...args) {
-    const list = table(this)[event]
+    const list = existing(this)?.[event]
     if (list === undefined) return false
     // The listeners as they were when the event was emitted.
     for (const listener of list) listener.apply(this, args)
@@ -116,21 +125,23 @@ class EventEmitter {
   }
 
   listeners(event) {
-    return (table(this)[event] ?? []).map((l) => l.listener ?? l)
+    return (existing(this)?.[event] ?? []).map((l) => l.listener ?? l)
   }
 
   rawListeners(event) {
-    return [...(table(this)[event] ?? [])]
+    return [...(existing(this)?.[event] ?? [])]
   }
 
   listenerCount(event, listener) {
-    const list = table(this)[event] ?? []
+    // Asked on every call (an event without listeners is not built): no allocation.
+    const list = existing(this)?.[event]
+    if (list === undefined) return 0
     if (listener === undefined) return list.length
     return list.filter((l) => l === listener || l.listener === listener).length
   }
 
   eventNames() {
-    return Reflect.ownKeys(table(this))
+    return Reflect.ownKeys(existing(this) ?? {})
   }
 
   setMaxListeners(n) {
