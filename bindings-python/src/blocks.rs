@@ -26,23 +26,26 @@ pub(crate) type Block = (Py<PyAny>, Option<String>, CorePermit);
 /// The blocks of one breaker or registry entered and not yet left.
 pub(crate) type Blocks = Mutex<Vec<Block>>;
 
-/// The Python frame calling into the extension now (`sys._getframe()`:
-/// native calls have no frame of their own).
-fn caller(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+/// The frame of the `with` statement: the Python frame calling into the
+/// extension now (`sys._getframe(0)`: native calls have no frame of their
+/// own), or the one `depth` frames above it when the package's Python code
+/// (`__aenter__`, a keyed breaker's methods) calls on the statement's behalf.
+fn statement(py: Python<'_>, depth: u32) -> PyResult<Bound<'_, PyAny>> {
     static GETFRAME: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let getframe = GETFRAME.get_or_try_init(py, || py.import("sys")?.getattr("_getframe").map(Bound::unbind))?;
-    getframe.bind(py).call0()
+    getframe.bind(py).call1((depth,))
 }
 
-/// Notes a block entered with `permit` by the calling frame, or hands the
-/// permit back with the error (the caller reports it as cancelled).
+/// Notes a block entered with `permit` by the statement `depth` frames up,
+/// or hands the permit back with the error (the caller reports it as cancelled).
 pub(crate) fn enter(
     py: Python<'_>,
     blocks: &Blocks,
     name: Option<String>,
     permit: CorePermit,
+    depth: u32,
 ) -> Result<(), (PyErr, CorePermit)> {
-    match caller(py) {
+    match statement(py, depth) {
         Ok(frame) => {
             blocks.lock().unwrap_or_else(|e| e.into_inner()).push((frame.unbind(), name, permit));
             Ok(())
@@ -51,10 +54,11 @@ pub(crate) fn enter(
     }
 }
 
-/// The permit of the block of `name` that the calling frame is leaving: the
-/// latest it entered, or, if it entered none still held, the latest entered.
-pub(crate) fn leave(py: Python<'_>, blocks: &Blocks, name: Option<&str>) -> PyResult<CorePermit> {
-    let frame = caller(py)?;
+/// The permit of the block of `name` that the statement `depth` frames up is
+/// leaving: the latest it entered, or, if it entered none still held, the
+/// latest entered.
+pub(crate) fn leave(py: Python<'_>, blocks: &Blocks, name: Option<&str>, depth: u32) -> PyResult<CorePermit> {
+    let frame = statement(py, depth)?;
     let block = {
         let mut held = blocks.lock().unwrap_or_else(|e| e.into_inner());
         let ours = |b: &Block| b.1.as_deref() == name;

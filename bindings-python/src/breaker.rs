@@ -93,6 +93,29 @@ impl NativeBreaker {
         Ok(())
     }
 
+    /// Admits a `with` block's call and notes the block (by the statement
+    /// `depth` frames up), or raises.
+    fn enter(&self, py: Python<'_>, depth: u32) -> PyResult<()> {
+        let permit = self.acquire(py)?;
+        blocks::enter(py, self.host.blocks(), None, permit, depth).map_err(|(e, permit)| {
+            self.settle(py, permit, Outcome::Cancelled);
+            e
+        })
+    }
+
+    /// Reports the call of the block the statement `depth` frames up leaves,
+    /// as ended by `exc` (`None`: a success).
+    fn leave(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
+        if !exc.is_none() {
+            check_exception(py, exc)?;
+        }
+        let permit = blocks::leave(py, self.host.blocks(), None, depth)?;
+        let outcome =
+            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
+        self.settle(py, permit, outcome);
+        Ok(())
+    }
+
     fn restore(&self, snapshot: Result<Snapshot, halfopen::SnapshotError>, py: Python<'_>) -> PyResult<()> {
         let now = self.host.now(py)?;
         // No Python code runs while the lock is held: the error is built after.
@@ -276,12 +299,7 @@ impl NativeBreaker {
     /// `CircuitBreakerError` before the block if not: a fallback does not
     /// apply); the block's exit reports it as `call` reports a call.
     fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
-        let (py, this) = (slf.py(), slf.get());
-        let permit = this.acquire(py)?;
-        if let Err((e, permit)) = blocks::enter(py, this.host.blocks(), None, permit) {
-            this.settle(py, permit, Outcome::Cancelled);
-            return Err(e);
-        }
+        slf.get().enter(slf.py(), 0)?;
         Ok(slf.clone().unbind())
     }
 
@@ -294,14 +312,19 @@ impl NativeBreaker {
         exc: &Bound<'_, PyAny>,
         _traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        if !exc.is_none() {
-            check_exception(py, exc)?;
-        }
-        let permit = blocks::leave(py, self.host.blocks(), None)?;
-        let outcome =
-            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
-        self.settle(py, permit, outcome);
+        self.leave(py, exc, 0)?;
         Ok(false)
+    }
+
+    /// `__enter__` for the package's `__aenter__`: the `async with`
+    /// statement is `depth` frames above its caller.
+    fn _enter(&self, py: Python<'_>, depth: u32) -> PyResult<()> {
+        self.enter(py, depth)
+    }
+
+    /// `__exit__` for the package's `__aexit__` (see `_enter`).
+    fn _leave(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
+        self.leave(py, exc, depth)
     }
 
     /// Reports how a permitted call ended: `"success"`, `"failure"`,

@@ -239,25 +239,28 @@ impl NativeRegistry {
         Ok(Permit::new(&p, this.host.id, Some(text)))
     }
 
-    /// Enters a `with` block of `name`'s breaker (`KeyedBreaker`'s), or
-    /// raises `CircuitBreakerError` before it.
-    fn _enter(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Enters a `with` block of `name`'s breaker (`KeyedBreaker`'s, whose
+    /// statement is `depth` frames above this call), or raises
+    /// `CircuitBreakerError` before it.
+    #[pyo3(signature = (name, depth = 1))]
+    fn _enter(&self, py: Python<'_>, name: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
         let text = name_of(py, name)?;
         let permit = self.acquire(py, name, &text)?;
-        blocks::enter(py, self.host.blocks(), Some(text.clone()), permit).map_err(|(e, permit)| {
+        blocks::enter(py, self.host.blocks(), Some(text.clone()), permit, depth).map_err(|(e, permit)| {
             self.settle(py, &text, permit, Outcome::Cancelled);
             e
         })
     }
 
-    /// Leaves a `with` block of `name`'s breaker, reporting its call as
-    /// ended by `exc` (`None`: a success).
-    fn _leave(&self, py: Python<'_>, name: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Leaves a `with` block of `name`'s breaker (see `_enter`), reporting
+    /// its call as ended by `exc` (`None`: a success).
+    #[pyo3(signature = (name, exc, depth = 1))]
+    fn _leave(&self, py: Python<'_>, name: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
         let text = name_of(py, name)?;
         if !exc.is_none() {
             check_exception(py, exc)?;
         }
-        let permit = blocks::leave(py, self.host.blocks(), Some(&text))?;
+        let permit = blocks::leave(py, self.host.blocks(), Some(&text), depth)?;
         let outcome =
             if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
         self.settle(py, &text, permit, outcome);

@@ -202,3 +202,70 @@ def test_a_name_with_a_lone_surrogate_is_a_value_error() -> None:
     with pytest.raises(ValueError) as raised:
         CircuitBreaker("\ud800")
     assert raised.value.option == "name"  # type: ignore[attr-defined]
+
+
+def test_overlapping_async_with_blocks_each_report_their_own_permit() -> None:
+    # Each block is known by its statement's frame, also through the
+    # package's __aenter__/__aexit__ (one frame above the native call).
+    clock = Clock()
+    b = CircuitBreaker("a", clock=clock, slow_call_duration=2.0, failure_threshold=None, consecutive_failures=9)
+    slow_after_first: List[int] = []
+
+    async def main() -> None:
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def first() -> None:
+            async with b:  # entered at 0, left at 6: slow
+                a_in.set()
+                await b_in.wait()
+                clock.now = 6.0
+            slow_after_first.append(b.metrics()["slow"])
+            a_out.set()
+
+        async def second() -> None:
+            await a_in.wait()
+            clock.now = 5.0
+            async with b:  # entered at 5, left at 6.5: not slow
+                b_in.set()
+                await a_out.wait()
+                clock.now = 6.5
+
+        await asyncio.gather(first(), second())
+
+    asyncio.run(main())
+    assert slow_after_first == [1], "the first block's own permit (from 0) was reported"
+    m = b.metrics()
+    assert (m["slow"], m["successes"], m["in_flight"]) == (1, 1, 0)
+
+
+def test_a_keyed_breakers_with_blocks_in_two_threads_each_report_their_own_permit() -> None:
+    clock = Clock()
+    registry = halfopen.Registry(clock=clock, slow_call_duration=2.0, failure_threshold=None, consecutive_failures=9)
+    keyed = registry.get("k")
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    slow_after_first: List[Any] = []
+
+    def first() -> None:
+        with keyed:  # entered at 0, left at 6: slow
+            a_in.set()
+            b_in.wait()
+            clock.now = 6.0
+        slow_after_first.append(registry.metrics("k")["slow"])  # type: ignore[index]
+        a_out.set()
+
+    def second() -> None:
+        a_in.wait()
+        clock.now = 5.0
+        with keyed:  # entered at 5, left at 6.5: not slow
+            b_in.set()
+            a_out.wait()
+            clock.now = 6.5
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert slow_after_first == [1]
+    m = registry.metrics("k")
+    assert m is not None and (m["slow"], m["successes"], m["in_flight"]) == (1, 1, 0)

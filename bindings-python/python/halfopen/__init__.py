@@ -132,11 +132,20 @@ class _Protects:
 
         return guarded
 
+    # The block is known by the frame of its statement: one frame above these.
     async def __aenter__(self: P) -> P:
-        return self.__enter__()
+        self._enter(1)
+        return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
-        return self.__exit__(exc_type, exc, tb)
+        self._leave(exc, 1)
+        return False
+
+    def _enter(self, depth: int) -> None:
+        raise NotImplementedError
+
+    def _leave(self, exc: Optional[BaseException], depth: int) -> None:
+        raise NotImplementedError
 
 
 P = TypeVar("P", bound=_Protects)
@@ -174,6 +183,8 @@ class CircuitBreaker(_Protects, NativeBreaker):
     fallback = NativeBreaker.fallback
     __enter__ = NativeBreaker.__enter__
     __exit__ = NativeBreaker.__exit__
+    _enter = NativeBreaker._enter
+    _leave = NativeBreaker._leave
 
     @property
     def state(self) -> State:
@@ -250,12 +261,21 @@ class KeyedBreaker(_Protects):
     def fallback(self) -> Optional[Callable[..., Any]]:
         return self.registry.fallback
 
+    # The block is known by the frame of its statement: one frame above these.
     def __enter__(self) -> "KeyedBreaker":
-        self.registry._enter(self.name)
+        self.registry._enter(self.name, 1)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
-        self.registry._leave(self.name, exc)
+        self.registry._leave(self.name, exc, 1)
+        return False
+
+    async def __aenter__(self) -> "KeyedBreaker":
+        self.registry._enter(self.name, 1)
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
+        self.registry._leave(self.name, exc, 1)
         return False
 
     @property
