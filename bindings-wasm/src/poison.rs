@@ -1,5 +1,5 @@
-//! Errors thrown to JavaScript, and the poisoning of an object a panic left
-//! borrowed (see the crate's documentation).
+//! Errors thrown to JavaScript: the translation's, and the one of an object
+//! poisoned by a call that did not return (see the crate's documentation).
 
 use std::cell::{RefCell, RefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
