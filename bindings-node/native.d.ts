@@ -249,7 +249,10 @@ export interface NativeRefusal {
   pending: boolean
 }
 
-/** A transition, for events (`name`: the breaker's, from a registry). */
+/**
+ * A transition, for events (`name`: the breaker's, from a registry). With
+ * `serde`, a field that is `None` is left out, as napi leaves it.
+ */
 export interface NativeTransition {
   name?: string
   from: string
