@@ -106,12 +106,8 @@ impl NativeBreaker {
     /// Reports the call of the block the statement `depth` frames up leaves,
     /// as ended by `exc` (`None`: a success).
     fn leave(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
-        if !exc.is_none() {
-            check_exception(py, exc)?;
-        }
+        let outcome = self.host.exit_outcome(py, exc)?;
         let permit = blocks::leave(py, self.host.blocks(), None, depth)?;
-        let outcome =
-            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
         self.settle(py, permit, outcome);
         Ok(())
     }

@@ -372,6 +372,16 @@ impl Host {
         }
     }
 
+    /// What a `with` block's exit says of its call: a success without an
+    /// exception, else as `classify` counts `exc` (which must be one).
+    pub(crate) fn exit_outcome(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+        if exc.is_none() {
+            return Ok(Outcome::Success);
+        }
+        check_exception(py, exc)?;
+        Ok(self.classify(py, &PyErr::from_value(exc.clone())))
+    }
+
     /// What an exception from the call says: cancellations (`asyncio`'s, an
     /// interrupt, an exit) and excluded errors count nothing; anything else
     /// is a failure (so is an exception an `exclude` predicate raises).

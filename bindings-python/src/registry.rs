@@ -257,12 +257,8 @@ impl NativeRegistry {
     #[pyo3(signature = (name, exc, depth = 1))]
     fn _leave(&self, py: Python<'_>, name: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
         let text = name_of(py, name)?;
-        if !exc.is_none() {
-            check_exception(py, exc)?;
-        }
+        let outcome = self.host.exit_outcome(py, exc)?;
         let permit = blocks::leave(py, self.host.blocks(), Some(&text), depth)?;
-        let outcome =
-            if exc.is_none() { Outcome::Success } else { self.host.classify(py, &PyErr::from_value(exc.clone())) };
         self.settle(py, &text, permit, outcome);
         Ok(())
     }
