@@ -114,14 +114,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 # The wasm package (halfopen-wasm): the wasm32 target, wasm-bindgen's CLI at
-# the crate's exact version, binaryen (wasm-opt) and workerd from npm.
+# the crate's exact version, binaryen (wasm-opt), workerd and esbuild from npm.
 WASM_DIR := bindings-wasm
 WASM_BINDGEN := 0.2.130
 setup-wasm:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 	@wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN)" || \
 		$(CARGO) install -q wasm-bindgen-cli --version $(WASM_BINDGEN) --no-default-features
-	cd $(WASM_DIR) && { [ -d node_modules/binaryen ] || npm ci --no-audit --no-fund; }
+	cd $(WASM_DIR) && { [ -d node_modules/binaryen ] && [ -d node_modules/esbuild ] || npm ci --no-audit --no-fund; }
 
 wasm-build: setup-wasm
 	cd $(WASM_DIR) && node build.mjs
