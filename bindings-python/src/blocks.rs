@@ -58,11 +58,14 @@ pub(crate) fn enter(
 /// leaving: the latest it entered, or, if it entered none still held, the
 /// latest entered.
 pub(crate) fn leave(py: Python<'_>, blocks: &Blocks, name: Option<&str>, depth: u32) -> PyResult<CorePermit> {
-    let frame = statement(py, depth)?;
+    // A frame that cannot be read (the recursion limit, an audit hook) must
+    // not keep the block's permit forever: the latest block is taken then.
+    let frame = statement(py, depth).ok();
     let block = {
         let mut held = blocks.lock().unwrap_or_else(|e| e.into_inner());
         let ours = |b: &Block| b.1.as_deref() == name;
-        let at = held.iter().rposition(|b| ours(b) && b.0.is(&frame)).or_else(|| held.iter().rposition(ours));
+        let mine = |b: &Block| frame.as_ref().is_some_and(|f| b.0.is(f));
+        let at = held.iter().rposition(|b| ours(b) && mine(b)).or_else(|| held.iter().rposition(ours));
         at.map(|i| held.remove(i))
     };
     // Dropped with the lock released: the frame may be the last reference

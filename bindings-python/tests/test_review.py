@@ -269,3 +269,29 @@ def test_a_keyed_breakers_with_blocks_in_two_threads_each_report_their_own_permi
     assert slow_after_first == [1]
     m = registry.metrics("k")
     assert m is not None and (m["slow"], m["successes"], m["in_flight"]) == (1, 1, 0)
+
+
+def test_a_frame_that_cannot_be_read_at_exit_still_reports_the_permit() -> None:
+    # Was: an exit whose frame could not be read (an audit hook, the
+    # recursion limit) kept the block's permit forever.
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from halfopen import CircuitBreaker
+b = CircuitBreaker("x")
+seen = [0]
+def hook(event, args):
+    if event == "sys._getframe":
+        seen[0] += 1
+        if seen[0] == 2:
+            raise RuntimeError("no frames")
+sys.addaudithook(hook)
+with b:
+    pass
+m = b.metrics()
+print(m["in_flight"], m["successes"])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1"], out.stdout + out.stderr

@@ -3,22 +3,21 @@
 // module as JSON text (`fooJson`), parsed here into `foo`'s result. Every
 // call is guarded: a call that did not return normally (a trap, or the
 // JavaScript stack running out inside the module) leaves the module's
-// shadow stack pointer where that call had moved it; it is put back (no
-// module frame is active here: the module never calls back into JavaScript
-// that calls it), so that only the interrupted object is lost (it says it
-// is poisoned), never the module. The entry module of the platform
-// (node.js, workerd.js, browser.js) initialises the module and passes its
-// exports to `attach`.
+// shadow stack pointer where that call had moved it; it is put back to
+// where it was when the call began (which is right also for a call made
+// while another is active: reading an options object can run a getter that
+// calls in), so that only the interrupted object is lost (it says it is
+// poisoned), never the module. The entry module of the platform (node.js,
+// workerd.js, browser.js) initialises the module and passes its exports to
+// `attach`.
 
 import { NativeBreaker as WasmBreaker, NativeRegistry as WasmRegistry } from './halfopen_wasm.js'
 
 let stackPointer = null
-let stackBase = 0
 
 /** Takes the module's exports once it is instantiated. */
 export function attach(exports) {
   stackPointer = exports.__stack_pointer
-  stackBase = stackPointer.value
 }
 
 const same = (result) => result
@@ -39,10 +38,11 @@ function licenceOf(text) {
 function guarded(method, parse = same) {
   // Five parameters, no rest: the hot calls (acquire, record) stay cheap.
   return function (a, b, c, d, e) {
+    const entered = stackPointer?.value
     try {
       return parse(method.call(this, a, b, c, d, e))
     } catch (err) {
-      if (stackPointer !== null) stackPointer.value = stackBase
+      if (entered !== undefined) stackPointer.value = entered
       throw err
     }
   }

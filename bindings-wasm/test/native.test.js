@@ -55,3 +55,20 @@ test('a registry says what the addon says', () => {
   }
   assert.deepEqual(run(NativeRegistry), run(addon.NativeRegistry))
 })
+
+test('a call made while another is active (an options getter) and throwing leaves the outer call intact', () => {
+  const other = new NativeBreaker({}, true)
+  const registry = new NativeRegistry({}, 1000)
+  function* unset() {
+    try {
+      other.acquire(Symbol('not a time'))
+    } catch {}
+    registry.configure('z', { failureThreshold: 99, openTimeoutMs: 1, windowMs: 5, jitter: 0.9, halfOpenMaxAttempts: 77 }, 0)
+    yield 'slowCallMs'
+  }
+  const b = new NativeBreaker({ failureThreshold: 2, openTimeoutMs: 12345, unset: unset(), windowMs: 60000 }, false)
+  assert.equal(b.acquire(0), 0)
+  assert.equal(b.metrics(0).admitted, 1)
+  assert.equal(other.acquire(0), 0)
+  assert.equal(registry.acquire('z', 0), 0)
+})
