@@ -5,10 +5,11 @@
 //! runs it, however it is suspended in between), so a block is known by the
 //! frame that entered it: each breaker or registry keeps its blocks entered
 //! and not yet left, with that frame, and an exit takes the latest block its
-//! frame entered. A block entered and left by helpers in other frames (an
-//! `ExitStack`) has no such match: its exit takes the latest block of the
-//! breaker (and name) that no frame matched, so every permit is still
-//! reported exactly once.
+//! frame entered. A block entered or left by helpers in other frames (an
+//! `ExitStack`, a subclass's `__enter__` override) has no such match: its
+//! exit takes the latest block of the breaker (and name), so every permit is
+//! still reported exactly once, though two blocks open at once can then swap
+//! permits.
 
 use std::sync::Mutex;
 
