@@ -18,7 +18,7 @@ demo:
 
 test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-examples
 
-# The core with every feature set it claims (std + serde by default, none,
+# The core with every feature set it claims (std + snapshot by default, none,
 # alloc alone), and the simulator (release: it runs every campaign).
 test-rust:
 	$(CARGO) test -p halfopen
@@ -43,10 +43,10 @@ test-long:
 test-nostd: setup-rust
 	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features
 	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features alloc
-	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features serde
+	$(CARGO) build -q -p halfopen --target $(THUMB) --no-default-features --features snapshot
 	@if $(CARGO) build -q -p halfopen --target $(THUMB) >/dev/null 2>&1; then \
 		echo "error: halfopen with std built for $(THUMB): the no_std check proves nothing"; exit 1; fi
-	@echo "no_std: halfopen builds for $(THUMB) without std (alone, with alloc, with serde)"
+	@echo "no_std: halfopen builds for $(THUMB) without std (alone, with alloc, with snapshot)"
 
 test-schema: setup-python
 	$(PY) tests/check_conformance_schema.py
@@ -66,7 +66,7 @@ lint: lint-js
 	$(CARGO) fmt --check
 	$(CARGO) clippy -q --all-targets -- -D warnings
 	$(CARGO) clippy -q -p halfopen --no-default-features -- -D warnings
-	$(CARGO) clippy -q -p halfopen-node --no-default-features --features serde -- -D warnings
+	$(CARGO) clippy -q -p halfopen-node --no-default-features -- -D warnings
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 	$(CARGO) clippy -q -p halfopen-wasm --target wasm32-unknown-unknown -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps

@@ -19,12 +19,9 @@ use crate::time::{duration, instant, ms, ms_at};
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
-/// A transition, for events (`name`: the breaker's, from a registry). With
-/// `serde`, a field that is `None` is left out, as napi leaves it.
+/// A transition, for events (`name`: the breaker's, from a registry).
 #[cfg_attr(feature = "node", napi(object))]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeTransition {
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub name: Option<String>,
     pub from: String,
     pub to: String,
@@ -35,7 +32,6 @@ pub struct NativeTransition {
 /// What JavaScript may do without asking (the core's `Licence`), and the
 /// state, at one reading.
 #[cfg_attr(feature = "node", napi(object))]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeLicence {
     /// 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`.
     pub kind: u32,
@@ -63,7 +59,6 @@ pub struct NativeLicence {
 
 /// Counters and derived figures, for `metrics()`.
 #[cfg_attr(feature = "node", napi(object))]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeMetrics {
     pub state: String,
     pub admitted: f64,
@@ -76,24 +71,16 @@ pub struct NativeMetrics {
     pub stale: f64,
     pub opens: f64,
     #[cfg_attr(feature = "node", napi(js_name = "opensLast24h"))]
-    #[cfg_attr(feature = "serde", serde(rename = "opensLast24h"))]
     pub opens_last_24h: f64,
     pub time_closed_ms: f64,
     pub time_open_ms: f64,
     pub time_half_open_ms: f64,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub mean_time_open_ms: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub error_rate: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_count: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p50_ms: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p95_ms: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_p99_ms: Option<f64>,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub latency_max_ms: Option<f64>,
     pub consecutive_failures: f64,
     pub window_calls: f64,
@@ -102,7 +89,6 @@ pub struct NativeMetrics {
     pub probes_in_flight: f64,
     pub probe_successes: f64,
     pub in_flight: f64,
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub concurrency_limit: Option<f64>,
 }
 

@@ -14,7 +14,6 @@ use crate::time::micros;
 
 /// Options as numbers (milliseconds for times).
 #[cfg_attr(feature = "node", napi(object))]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "camelCase", default))]
 #[derive(Default)]
 pub struct NativeOptions {
     /// `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's

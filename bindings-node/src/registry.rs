@@ -19,7 +19,6 @@ use crate::time::{duration, instant, ms};
 /// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
 /// whether transitions wait in `takeTransitions` (one the rejection observed).
 #[cfg_attr(feature = "node", napi(object))]
-#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct NativeRefusal {
     pub gauge: u32,
     pub reason: String,

@@ -3,19 +3,16 @@
 
 use std::cell::RefCell;
 
-use halfopen_node::{NativeBreaker as Inner, NativeOptions};
+use halfopen_node::NativeBreaker as Inner;
 use wasm_bindgen::prelude::*;
 
-use crate::poison::{json, keep_panics, open, thrown};
+use crate::flat;
+use crate::options::options_of;
+use crate::poison::{keep_panics, open, thrown};
 
 /// One core breaker, driven with numbers (milliseconds on the caller's clock).
 #[wasm_bindgen]
 pub struct NativeBreaker(RefCell<Inner>);
-
-/// The options object (as the JavaScript half translates it) as Rust options.
-pub(crate) fn options_of(options: JsValue) -> Result<NativeOptions, JsError> {
-    serde_wasm_bindgen::from_value(options).map_err(|e| JsError::new(&format!("options: {e}")))
-}
 
 #[wasm_bindgen]
 impl NativeBreaker {
@@ -24,10 +21,18 @@ impl NativeBreaker {
         Inner::bytes()
     }
 
+    /// A breaker from flattened options (see `options`).
     #[wasm_bindgen(constructor)]
-    pub fn new(options: JsValue, latency_histogram: bool) -> Result<NativeBreaker, JsError> {
+    pub fn new(
+        preset: Option<String>,
+        values: &[f64],
+        given: u32,
+        unset: u32,
+        latency_histogram: bool,
+    ) -> Result<NativeBreaker, JsError> {
         keep_panics();
-        let inner = Inner::new(options_of(options)?, latency_histogram).map_err(thrown)?;
+        let options = options_of(preset, values, given, unset)?;
+        let inner = Inner::new(options, latency_histogram).map_err(thrown)?;
         Ok(NativeBreaker(RefCell::new(inner)))
     }
 
@@ -44,10 +49,10 @@ impl NativeBreaker {
         Ok(open(&self.0)?.record(generation, issued_at_ms, outcome_code, now_ms))
     }
 
-    #[wasm_bindgen(js_name = licenceJson)]
-    pub fn licence_json(&self, now_ms: f64) -> Result<String, JsError> {
+    /// The licence, flat (see `flat::licence`).
+    pub fn licence(&self, now_ms: f64) -> Result<Vec<f64>, JsError> {
         let value = open(&self.0)?.licence(now_ms);
-        json(&value)
+        Ok(flat::licence(&value))
     }
 
     #[wasm_bindgen(js_name = admitLicensed)]
@@ -67,10 +72,11 @@ impl NativeBreaker {
         Ok(())
     }
 
-    #[wasm_bindgen(js_name = takeTransitionsJson)]
-    pub fn take_transitions_json(&self) -> Result<String, JsError> {
+    /// The transitions, flat (see `flat::transitions`).
+    #[wasm_bindgen(js_name = takeTransitions)]
+    pub fn take_transitions(&self) -> Result<Vec<JsValue>, JsError> {
         let value = open(&self.0)?.take_transitions();
-        json(&value)
+        Ok(flat::transitions(value))
     }
 
     #[wasm_bindgen(js_name = retryAfter)]
@@ -115,10 +121,10 @@ impl NativeBreaker {
         Ok(open(&self.0)?.poll_timeout_ms().map_or(JsValue::NULL, JsValue::from))
     }
 
-    #[wasm_bindgen(js_name = metricsJson)]
-    pub fn metrics_json(&self, now_ms: f64) -> Result<String, JsError> {
+    /// The metrics, flat (see `flat::metrics`).
+    pub fn metrics(&self, now_ms: f64) -> Result<Vec<f64>, JsError> {
         let value = open(&self.0)?.metrics(now_ms);
-        json(&value)
+        Ok(flat::metrics(&value))
     }
 
     pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String, JsError> {

@@ -1,10 +1,12 @@
 //! The native half of the npm package `halfopen-wasm`: the Node package's
 //! native half (`halfopen-node` without napi) behind wasm-bindgen, under the
 //! same class and method names (`js/native.js` completes them), so that the
-//! same JavaScript half drives it. Options come in as a JavaScript object
-//! (serde); objects go out as JSON text, parsed in JavaScript; times are the
-//! caller's milliseconds (`Instant::now()` traps on this target). The module
-//! never calls back into JavaScript that calls it.
+//! same JavaScript half drives it. Options come in flattened (`options`) and
+//! objects go out as flat values (`flat`), which `js/native.js` builds back
+//! into the addon's objects: no serialization framework and no float
+//! formatting in the module, which keeps it small. Times are the caller's
+//! milliseconds (`Instant::now()` traps on this target). The module never
+//! calls back into JavaScript that calls it.
 //!
 //! A call that does not return (a Rust panic aborts it: wasm has no
 //! unwinding; or the JavaScript stack runs out inside it) leaves its
@@ -15,6 +17,8 @@
 #![deny(clippy::unwrap_used)]
 
 mod breaker;
+mod flat;
+mod options;
 mod poison;
 mod registry;
 

@@ -47,11 +47,3 @@ pub(crate) fn open<T>(cell: &RefCell<T>) -> Result<RefMut<'_, T>, JsError> {
 pub(crate) fn thrown(e: PlainError) -> JsError {
     JsError::new(&e.message)
 }
-
-/// A value as JSON text, which the JavaScript half parses into a plain
-/// object (`JSON.parse` defines its properties: no setter on
-/// `Object.prototype` can run, as assigning them one by one would allow).
-/// Built after the object's borrow ends, like every result.
-pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<String, JsError> {
-    serde_json::to_string(value).map_err(|e| JsError::new(&e.to_string()))
-}

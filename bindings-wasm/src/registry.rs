@@ -6,8 +6,9 @@ use std::cell::RefCell;
 use halfopen_node::NativeRegistry as Inner;
 use wasm_bindgen::prelude::*;
 
-use crate::breaker::options_of;
-use crate::poison::{json, keep_panics, open, thrown};
+use crate::flat;
+use crate::options::options_of;
+use crate::poison::{keep_panics, open, thrown};
 
 /// One breaker per name, bounded, driven with names and numbers.
 #[wasm_bindgen]
@@ -15,15 +16,31 @@ pub struct NativeRegistry(RefCell<Inner>);
 
 #[wasm_bindgen]
 impl NativeRegistry {
+    /// A registry from flattened options (see `options`).
     #[wasm_bindgen(constructor)]
-    pub fn new(options: JsValue, capacity: f64) -> Result<NativeRegistry, JsError> {
+    pub fn new(
+        preset: Option<String>,
+        values: &[f64],
+        given: u32,
+        unset: u32,
+        capacity: f64,
+    ) -> Result<NativeRegistry, JsError> {
         keep_panics();
-        let inner = Inner::new(options_of(options)?, capacity).map_err(thrown)?;
+        let options = options_of(preset, values, given, unset)?;
+        let inner = Inner::new(options, capacity).map_err(thrown)?;
         Ok(NativeRegistry(RefCell::new(inner)))
     }
 
-    pub fn configure(&self, name: String, options: JsValue, now_ms: f64) -> Result<bool, JsError> {
-        let options = options_of(options)?;
+    pub fn configure(
+        &self,
+        name: String,
+        preset: Option<String>,
+        values: &[f64],
+        given: u32,
+        unset: u32,
+        now_ms: f64,
+    ) -> Result<bool, JsError> {
+        let options = options_of(preset, values, given, unset)?;
         open(&self.0)?.configure(name, options, now_ms).map_err(thrown)
     }
 
@@ -46,22 +63,23 @@ impl NativeRegistry {
         open(&self.0)?.manual(name, op, now_ms, for_ms).map_err(thrown)
     }
 
-    #[wasm_bindgen(js_name = takeTransitionsJson)]
-    pub fn take_transitions_json(&self) -> Result<String, JsError> {
+    /// The transitions, flat (see `flat::transitions`).
+    #[wasm_bindgen(js_name = takeTransitions)]
+    pub fn take_transitions(&self) -> Result<Vec<JsValue>, JsError> {
         let value = open(&self.0)?.take_transitions();
-        json(&value)
+        Ok(flat::transitions(value))
     }
 
-    #[wasm_bindgen(js_name = licenceJson)]
-    pub fn licence_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+    /// The licence of `name`'s breaker, flat (empty: no breaker).
+    pub fn licence(&self, name: String, now_ms: f64) -> Result<Vec<f64>, JsError> {
         let value = open(&self.0)?.licence(name, now_ms);
-        json(&value)
+        Ok(value.as_ref().map_or_else(Vec::new, flat::licence))
     }
 
-    #[wasm_bindgen(js_name = refusalJson)]
-    pub fn refusal_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+    /// Why `name`'s call was refused, flat (see `flat::refusal`).
+    pub fn refusal(&self, name: String, now_ms: f64) -> Result<Vec<JsValue>, JsError> {
         let value = open(&self.0)?.refusal(name, now_ms);
-        json(&value)
+        Ok(flat::refusal(value))
     }
 
     #[wasm_bindgen(js_name = retryAfter)]
@@ -73,10 +91,10 @@ impl NativeRegistry {
         Ok(open(&self.0)?.mode(name, now_ms))
     }
 
-    #[wasm_bindgen(js_name = metricsJson)]
-    pub fn metrics_json(&self, name: String, now_ms: f64) -> Result<String, JsError> {
+    /// The metrics of `name`'s breaker, flat (empty: no breaker).
+    pub fn metrics(&self, name: String, now_ms: f64) -> Result<Vec<f64>, JsError> {
         let value = open(&self.0)?.metrics(name, now_ms);
-        json(&value)
+        Ok(value.as_ref().map_or_else(Vec::new, flat::metrics))
     }
 
     pub fn names(&self) -> Result<Vec<String>, JsError> {

@@ -697,17 +697,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 mod saved {
     use super::*;
     use crate::error::SnapshotError;
     use crate::metrics::Persist;
-    use crate::snapshot::{SNAPSHOT_VERSION, check_version};
+    use crate::snapshot::{Pass, SNAPSHOT_VERSION, Saved, check_version, visit_version};
 
     /// Where a breaker is, in a [`Snapshot`].
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-    #[serde(rename_all = "snake_case")]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     pub(crate) enum SavedPhase {
+        #[default]
         Closed,
         Open,
         HalfOpen,
@@ -716,11 +716,37 @@ mod saved {
         Disabled,
     }
 
+    impl SavedPhase {
+        const ALL: [SavedPhase; 6] = [
+            SavedPhase::Closed,
+            SavedPhase::Open,
+            SavedPhase::HalfOpen,
+            SavedPhase::ForcedOpen,
+            SavedPhase::HeldOpen,
+            SavedPhase::Disabled,
+        ];
+        const NAMES: [(&'static str, bool); 6] = [
+            ("closed", false),
+            ("open", false),
+            ("half_open", false),
+            ("forced_open", false),
+            ("held_open", false),
+            ("disabled", false),
+        ];
+
+        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+            let mut index = *self as usize;
+            p.variant(&mut index, &Self::NAMES, &mut |_, i| {
+                *self = Self::ALL[i];
+                Ok(())
+            })
+        }
+    }
+
     /// The state of one breaker, with times relative to when it was taken.
     /// Build it with [`Breaker::snapshot`]; restore it with
     /// [`Breaker::restore`]; encode it with `to_json` / `to_bytes`.
-    #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
     pub struct Snapshot {
         /// [`SNAPSHOT_VERSION`] when written.
         pub version: u32,
@@ -738,9 +764,27 @@ mod saved {
         pub(crate) probe_successes: u16,
         pub(crate) window: crate::window::SavedWindow,
         /// A concurrency limit's state (none without one; absent in format 1).
-        #[serde(default)]
         pub(crate) limit: Option<crate::limit::SavedLimit>,
         pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
+    }
+
+    impl Saved for Snapshot {
+        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+            p.record(&mut |p| {
+                visit_version(p, &mut self.version)?;
+                p.field("config", &mut |p| p.uint(&mut self.config))?;
+                p.field("phase", &mut |p| self.phase.visit(p))?;
+                p.field("generation", &mut |p| p.uint(&mut self.generation))?;
+                p.field("deadline_in_us", &mut |p| p.uint(&mut self.deadline_in_us))?;
+                p.field("open_for_us", &mut |p| p.uint(&mut self.open_for_us))?;
+                p.field("consecutive", &mut |p| p.uint(&mut self.consecutive))?;
+                p.field("probes_in_flight", &mut |p| p.uint(&mut self.probes_in_flight))?;
+                p.field("probe_successes", &mut |p| p.uint(&mut self.probe_successes))?;
+                p.field("window", &mut |p| self.window.visit(p))?;
+                p.field("limit", &mut |p| p.option(&mut self.limit, &mut |p, l| l.visit(p)))?;
+                p.field("metrics", &mut |p| p.option(&mut self.metrics, &mut |p, m| m.visit(p)))
+            })
+        }
     }
 
     crate::snapshot::encodings!(Snapshot);
@@ -833,5 +877,5 @@ mod saved {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use saved::Snapshot;

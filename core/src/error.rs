@@ -115,7 +115,7 @@ impl fmt::Display for ConfigError {
 impl core::error::Error for ConfigError {}
 
 /// Why a snapshot could not be restored.
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SnapshotError {
     /// The bytes or text are not a snapshot (truncated, garbled, wrong shape).
@@ -133,7 +133,7 @@ pub enum SnapshotError {
     Corrupt(&'static str),
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 impl SnapshotError {
     /// `"malformed"`, `"newer_version"`, `"config_mismatch"` or `"corrupt"`.
     pub const fn kind(&self) -> &'static str {
@@ -146,7 +146,7 @@ impl SnapshotError {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 impl fmt::Display for SnapshotError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -160,5 +160,5 @@ impl fmt::Display for SnapshotError {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 impl core::error::Error for SnapshotError {}

@@ -51,7 +51,7 @@
 //!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
 //! - `Registry` (feature `alloc`): one breaker per key, bounded.
 //! - [`prometheus`]: the text exposition format.
-//! - `Snapshot` and `RegistrySnapshot` (feature `serde`): versioned state,
+//! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,
 //!   JSON or compact.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
@@ -76,17 +76,17 @@ pub mod prometheus;
 mod registry;
 #[cfg(feature = "std")]
 mod shared;
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 mod snapshot;
 mod state;
 pub mod time;
 mod window;
 
 pub use breaker::Breaker;
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use breaker::Snapshot;
 pub use config::{Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_HALF_OPEN_ATTEMPTS};
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
 pub use histogram::{LatencyHistogram, LatencySummary};
@@ -94,16 +94,16 @@ pub use licence::Licence;
 pub use limit::{ConcurrencyLimit, MAX_CONCURRENCY_LIMIT};
 pub use meter::{Meter, Report};
 pub use metrics::{Counters, MAX_SAVED_COUNTER, Metrics, MetricsReading, ReadMetrics};
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use metrics::{Persist, SavedMetrics};
 pub use permit::{Admission, Outcome, Permit, Rejection, Wait};
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use registry::RegistrySnapshot;
 #[cfg(feature = "alloc")]
 pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
 #[cfg(feature = "std")]
 pub use shared::shared_config;
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub use snapshot::SNAPSHOT_VERSION;
 pub use state::{Counts, Mode, Reason, State, Transition, Transitions};
 pub use time::{Duration, Instant};

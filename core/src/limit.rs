@@ -319,20 +319,33 @@ impl Limiter {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 mod saved {
     use super::*;
+    use crate::error::SnapshotError;
+    use crate::snapshot::Pass;
 
     /// A limit's state in a snapshot: the adaptive limit reached, and how
     /// long the window had counted (at most its length; `None`: not yet).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     pub(crate) struct SavedLimit {
         pub(crate) limit: u32,
         pub(crate) threshold: u32,
         pub(crate) credit: u32,
         pub(crate) pressed: bool,
         pub(crate) counting_for_us: Option<u64>,
+    }
+
+    impl SavedLimit {
+        pub(crate) fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+            p.record(&mut |p| {
+                p.field("limit", &mut |p| p.uint(&mut self.limit))?;
+                p.field("threshold", &mut |p| p.uint(&mut self.threshold))?;
+                p.field("credit", &mut |p| p.uint(&mut self.credit))?;
+                p.field("pressed", &mut |p| p.flag(&mut self.pressed))?;
+                p.field("counting_for_us", &mut |p| p.option(&mut self.counting_for_us, &mut |p, us| p.uint(us)))
+            })
+        }
     }
 
     impl Limiter {
@@ -353,12 +366,8 @@ mod saved {
         /// The limiter `saved` describes at `now`. Calls issued before `now`
         /// are stale for the restored breaker and hold no slot, so no loss
         /// window is open.
-        pub(crate) fn load(
-            c: &Config,
-            saved: Option<&SavedLimit>,
-            now: Instant,
-        ) -> Result<Self, crate::error::SnapshotError> {
-            let corrupt = Err(crate::error::SnapshotError::Corrupt("concurrency limit"));
+        pub(crate) fn load(c: &Config, saved: Option<&SavedLimit>, now: Instant) -> Result<Self, SnapshotError> {
+            let corrupt = Err(SnapshotError::Corrupt("concurrency limit"));
             let mut limiter = Limiter::new(c);
             let Some(limit) = c.concurrency_limit else {
                 return if saved.is_none() { Ok(limiter) } else { corrupt };
@@ -391,7 +400,7 @@ mod saved {
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub(crate) use saved::SavedLimit;
 
 #[cfg(test)]

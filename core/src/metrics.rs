@@ -238,9 +238,8 @@ impl ReadMetrics for (Metrics, Option<LatencyHistogram>) {
 
 /// What [`Metrics`] keeps, with time relative to the snapshot it is part of
 /// (opaque: read it through a restored breaker).
-#[cfg(feature = "serde")]
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg(feature = "snapshot")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SavedMetrics {
     counters: SavedCounters,
     /// Opens per hour, the newest hour first.
@@ -254,9 +253,8 @@ pub struct SavedMetrics {
 }
 
 /// [`Counters`], field by field, in a snapshot.
-#[cfg(feature = "serde")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg(feature = "snapshot")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct SavedCounters {
     admitted: u64,
     successes: u64,
@@ -272,7 +270,7 @@ struct SavedCounters {
 /// Meters whose state a [`Snapshot`](crate::Snapshot) can carry: `()`
 /// carries nothing; [`Metrics`] its counters, opens and times (with or
 /// without a latency histogram, which is not saved).
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 pub trait Persist: Sized {
     /// The state to save at `now`, if any.
     fn save(&self, now: Instant) -> Option<SavedMetrics>;
@@ -280,10 +278,41 @@ pub trait Persist: Sized {
     fn load(saved: Option<&SavedMetrics>, now: Instant) -> Result<Self, crate::SnapshotError>;
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 mod saved {
     use super::*;
     use crate::error::SnapshotError;
+    use crate::snapshot::{Pass, uints};
+
+    impl SavedMetrics {
+        pub(crate) fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+            p.record(&mut |p| {
+                p.field("counters", &mut |p| self.counters.visit(p))?;
+                p.field("opens_by_hour", &mut |p| uints(p, &mut self.opens_by_hour))?;
+                p.field("time_in_us", &mut |p| uints(p, &mut self.time_in_us))?;
+                p.field("state", &mut |p| p.uint(&mut self.state))?;
+                p.field("used", &mut |p| p.flag(&mut self.used))
+            })
+        }
+    }
+
+    impl SavedCounters {
+        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+            let SavedCounters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens } =
+                self;
+            p.record(&mut |p| {
+                p.field("admitted", &mut |p| p.uint(admitted))?;
+                p.field("successes", &mut |p| p.uint(successes))?;
+                p.field("failures", &mut |p| p.uint(failures))?;
+                p.field("slow", &mut |p| p.uint(slow))?;
+                p.field("rejections", &mut |p| p.uint(rejections))?;
+                p.field("ignored", &mut |p| p.uint(ignored))?;
+                p.field("cancelled", &mut |p| p.uint(cancelled))?;
+                p.field("stale", &mut |p| p.uint(stale))?;
+                p.field("opens", &mut |p| p.uint(opens))
+            })
+        }
+    }
 
     impl From<Counters> for SavedCounters {
         fn from(c: Counters) -> Self {

@@ -408,9 +408,8 @@ fn is_idle<M: Meter>(entry: &Entry<M>, now: Instant) -> bool {
 }
 
 /// The state of a registry: every breaker by name, and its eviction count.
-#[cfg(feature = "serde")]
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[cfg(feature = "snapshot")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RegistrySnapshot {
     /// [`SNAPSHOT_VERSION`](crate::SNAPSHOT_VERSION) when written.
     pub version: u32,
@@ -420,55 +419,43 @@ pub struct RegistrySnapshot {
     pub breakers: Vec<(alloc::string::String, crate::Snapshot)>,
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
+impl crate::snapshot::Saved for RegistrySnapshot {
+    fn visit<P: crate::snapshot::Pass>(&mut self, p: &mut P) -> Result<(), crate::SnapshotError> {
+        p.record(&mut |p| {
+            crate::snapshot::visit_version(p, &mut self.version)?;
+            p.field("evictions", &mut |p| p.uint(&mut self.evictions))?;
+            p.field("breakers", &mut |p| {
+                p.list(&mut self.breakers, &mut |p, (name, breaker)| {
+                    p.tuple(2, &mut |p, i| if i == 0 { p.text(name) } else { breaker.visit(p) })
+                })
+            })
+        })
+    }
+}
+
+#[cfg(feature = "snapshot")]
 crate::snapshot::encodings!(RegistrySnapshot);
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 impl RegistrySnapshot {
     /// How many breakers the JSON text of a registry snapshot holds,
-    /// counted without decoding any (the text is scanned, nothing is
-    /// allocated per breaker), so that a snapshot too large for a registry
-    /// is refused before it costs memory.
+    /// counted without decoding any (the text is checked and scanned,
+    /// nothing is allocated per breaker), so that a snapshot too large for a
+    /// registry is refused before it costs memory.
     pub fn count_json(text: &str) -> Result<usize, crate::SnapshotError> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            breakers: Counted,
-        }
-        struct Counted(usize);
-        impl<'de> serde::Deserialize<'de> for Counted {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct Visit;
-                impl<'de> serde::de::Visitor<'de> for Visit {
-                    type Value = Counted;
-                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                        f.write_str("a list of breakers")
-                    }
-                    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Counted, A::Error> {
-                        let mut n = 0;
-                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                            n += 1;
-                        }
-                        Ok(Counted(n))
-                    }
-                }
-                d.deserialize_seq(Visit)
-            }
-        }
-        let head: Head = serde_json::from_str(text).map_err(crate::snapshot::malformed)?;
-        Ok(head.breakers.0)
+        crate::snapshot::count_json(text, "breakers")
     }
 
     /// How many breakers the compact bytes of a registry snapshot hold, read
     /// from the list's length before any breaker is decoded.
     pub fn count_bytes(bytes: &[u8]) -> Result<usize, crate::SnapshotError> {
-        let malformed = crate::snapshot::malformed;
-        let (_, rest) = postcard::take_from_bytes::<(u32, u64)>(bytes).map_err(malformed)?;
-        let (len, _) = postcard::take_from_bytes::<usize>(rest).map_err(malformed)?;
-        Ok(len)
+        // After the version and the evictions.
+        crate::snapshot::count_bytes(bytes, 2)
     }
 }
 
-#[cfg(feature = "serde")]
+#[cfg(feature = "snapshot")]
 mod saved {
     use alloc::string::String;
 

@@ -1,0 +1,82 @@
+//! The translation's objects as flat values for `js/native.js`, which builds
+//! the objects the napi addon returns (same names, same values): numbers in
+//! a fixed order (`NaN`: a field that is absent), strings where a value is one.
+
+use halfopen_node::{NativeLicence, NativeMetrics, NativeRefusal, NativeTransition};
+use wasm_bindgen::JsValue;
+
+/// kind, generation, untilMs, gauge, slowAfterMs, room, limited, pending.
+pub(crate) fn licence(l: &NativeLicence) -> Vec<f64> {
+    let flag = |b: bool| f64::from(u8::from(b));
+    vec![
+        f64::from(l.kind),
+        f64::from(l.generation),
+        l.until_ms,
+        f64::from(l.gauge),
+        l.slow_after_ms,
+        l.room,
+        flag(l.limited),
+        flag(l.pending),
+    ]
+}
+
+/// The state's gauge (0 closed, 1 half-open, 2 open), then every number of
+/// `NativeMetrics` in declaration order.
+pub(crate) fn metrics(m: &NativeMetrics) -> Vec<f64> {
+    let gauge = match m.state.as_str() {
+        "closed" => 0.0,
+        "half_open" => 1.0,
+        _ => 2.0,
+    };
+    let absent = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    vec![
+        gauge,
+        m.admitted,
+        m.successes,
+        m.failures,
+        m.slow,
+        m.rejections,
+        m.ignored,
+        m.cancelled,
+        m.stale,
+        m.opens,
+        m.opens_last_24h,
+        m.time_closed_ms,
+        m.time_open_ms,
+        m.time_half_open_ms,
+        absent(m.mean_time_open_ms),
+        absent(m.error_rate),
+        absent(m.latency_count),
+        absent(m.latency_p50_ms),
+        absent(m.latency_p95_ms),
+        absent(m.latency_p99_ms),
+        absent(m.latency_max_ms),
+        m.consecutive_failures,
+        m.window_calls,
+        m.window_failures,
+        m.window_slow,
+        m.probes_in_flight,
+        m.probe_successes,
+        m.in_flight,
+        absent(m.concurrency_limit),
+    ]
+}
+
+/// Five values per transition: name (`undefined` but from a registry),
+/// from, to, reason, atMs.
+pub(crate) fn transitions(list: Vec<NativeTransition>) -> Vec<JsValue> {
+    let mut out = Vec::with_capacity(list.len() * 5);
+    for t in list {
+        out.push(t.name.map_or(JsValue::UNDEFINED, |n| JsValue::from_str(&n)));
+        out.push(JsValue::from_str(&t.from));
+        out.push(JsValue::from_str(&t.to));
+        out.push(JsValue::from_str(&t.reason));
+        out.push(JsValue::from_f64(t.at_ms));
+    }
+    out
+}
+
+/// gauge, reason, pending.
+pub(crate) fn refusal(r: NativeRefusal) -> Vec<JsValue> {
+    vec![JsValue::from_f64(f64::from(r.gauge)), JsValue::from_str(&r.reason), JsValue::from_bool(r.pending)]
+}

@@ -1,0 +1,180 @@
+//! The encodings' edges, on a small saved form of every kind of value.
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::*;
+
+/// Every kind of value a saved form can hold.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Sample {
+    byte: u8,
+    small: u16,
+    big: u64,
+    on: bool,
+    pair: [u32; 2],
+    names: Vec<String>,
+    maybe: Option<u64>,
+    kind: usize,
+}
+
+impl Saved for Sample {
+    fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
+        p.record(&mut |p| {
+            p.field("byte", &mut |p| p.uint(&mut self.byte))?;
+            p.field("small", &mut |p| p.uint(&mut self.small))?;
+            p.field("big", &mut |p| p.uint(&mut self.big))?;
+            p.field("on", &mut |p| p.flag(&mut self.on))?;
+            p.field("pair", &mut |p| uints(p, &mut self.pair))?;
+            p.field("names", &mut |p| p.list(&mut self.names, &mut |p, n| p.text(n)))?;
+            p.field("maybe", &mut |p| p.option(&mut self.maybe, &mut |p, v| p.uint(v)))?;
+            p.field("kind", &mut |p| {
+                p.variant(&mut self.kind, &[("unit", false), ("data", true)], &mut |p, i| {
+                    if i == 1 { p.record(&mut |p| p.field("x", &mut |p| p.uint(&mut 7u8))) } else { Ok(()) }
+                })
+            })
+        })
+    }
+}
+
+fn sample() -> Sample {
+    Sample {
+        byte: 200,
+        small: 300,
+        big: u64::MAX,
+        on: true,
+        pair: [0, 128],
+        names: vec![String::from("a\"\\\n\u{1}é😀"), String::new()],
+        maybe: None,
+        kind: 1,
+    }
+}
+
+const SAMPLE_JSON: &str = r#"{"byte":200,"small":300,"big":18446744073709551615,"on":true,"pair":[0,128],"names":["a\"\\\n\u0001é😀",""],"maybe":null,"kind":{"data":{"x":7}}}"#;
+
+fn kind(r: Result<Sample, SnapshotError>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(e) => e.kind(),
+    }
+}
+
+#[test]
+fn json_round_trips_in_field_order() {
+    assert_eq!(to_json(&sample()), SAMPLE_JSON);
+    assert_eq!(from_json::<Sample>(SAMPLE_JSON), Ok(sample()));
+    let unit = Sample { kind: 0, maybe: Some(5), ..sample() };
+    assert!(to_json(&unit).ends_with(r#""maybe":5,"kind":"unit"}"#));
+    assert_eq!(from_json::<Sample>(&to_json(&unit)), Ok(unit));
+}
+
+#[test]
+fn json_fields_may_come_in_any_order_with_space_and_escapes() {
+    let text = " {\"kind\" : {\"data\":{\"x\":7}} ,\n\"pair\":[0, 128],\"byte\":200,\"small\":300,\"big\":18446744073709551615,\
+                \"on\":true,\"names\":[\"a\\\"\\\\\\n\\u0001\\u00e9\\ud83d\\ude00\",\"\"],\"m\\u0061ybe\":null}\t";
+    assert_eq!(from_json::<Sample>(text), Ok(sample()));
+}
+
+#[test]
+fn an_optional_field_may_be_missing_but_no_other() {
+    let without_maybe = SAMPLE_JSON.replace(r#""maybe":null,"#, "");
+    assert_eq!(from_json::<Sample>(&without_maybe), Ok(sample()));
+    let without_byte = SAMPLE_JSON.replace(r#""byte":200,"#, "");
+    assert_eq!(from_json::<Sample>(&without_byte), Err(malformed("missing field `byte`")));
+}
+
+#[test]
+fn json_that_is_not_exactly_a_sample_is_malformed() {
+    let cases: &[(&str, &str)] = &[
+        (r#""byte":200"#, r#""byte":200,"byte":200"#),
+        (r#""byte":200"#, r#""byte":200,"extra":1"#),
+        (r#""byte":200"#, r#""byte":256"#),
+        (r#""byte":200"#, r#""byte":-1"#),
+        (r#""byte":200"#, r#""byte":-0"#),
+        (r#""byte":200"#, r#""byte":200.0"#),
+        (r#""byte":200"#, r#""byte":2e2"#),
+        (r#""byte":200"#, r#""byte":0200"#),
+        (r#""byte":200"#, r#""byte":"200""#),
+        (r#""byte":200"#, r#""byte":null"#),
+        (r#""big":18446744073709551615"#, r#""big":18446744073709551616"#),
+        (r#""on":true"#, r#""on":1"#),
+        (r#""on":true"#, r#""on":True"#),
+        ("[0,128]", "[0,128,1]"),
+        ("[0,128]", "[0]"),
+        ("[0,128]", "[0,128,]"),
+        ("[0,128]", "{}"),
+        (r#""kind":{"data":{"x":7}}"#, r#""kind":"data""#),
+        (r#""kind":{"data":{"x":7}}"#, r#""kind":{"unit":{"x":7}}"#),
+        (r#""kind":{"data":{"x":7}}"#, r#""kind":{"data":{"x":7},"unit":null}"#),
+        (r#""kind":{"data":{"x":7}}"#, r#""kind":"other""#),
+        (r#""kind":{"data":{"x":7}}"#, r#""kind":{"data":{"x":7,"y":1}}"#),
+        (r#""names":["#, r#""names":["\ud800","#),
+        (r#""names":["#, r#""names":["\x","#),
+        (r#""names":["#, "\"names\":[\"\t\","),
+        (r#""names":["#, r#""names":[1,"#),
+    ];
+    for (from, to) in cases {
+        assert!(SAMPLE_JSON.contains(from), "{from}");
+        let text = SAMPLE_JSON.replacen(from, to, 1);
+        assert_eq!(kind(from_json(&text)), "malformed", "{text}");
+    }
+    for text in ["", " ", "null", "[]", "{} {}", &(String::from(SAMPLE_JSON) + "x"), "{\"byte\"}"] {
+        assert_eq!(kind(from_json(text)), "malformed", "{text}");
+    }
+}
+
+#[test]
+fn nesting_beyond_the_limit_is_malformed_not_a_stack_overflow() {
+    let deep = |n: usize| {
+        let mut s = String::from(r#"{"x":"#);
+        s.extend(core::iter::repeat_n('[', n));
+        s.extend(core::iter::repeat_n(']', n));
+        s.push('}');
+        s
+    };
+    assert_eq!(from_json::<Sample>(&deep(100_000)), Err(malformed("nested too deeply")));
+    // Within the limit the text is JSON, but not a sample.
+    assert_eq!(from_json::<Sample>(&deep(100)), Err(malformed("missing field `byte`")));
+}
+
+#[test]
+fn compact_bytes_are_postcards_wire_format() {
+    let bytes = to_bytes(&sample());
+    let mut expected = vec![200, 0xac, 0x02];
+    expected.extend([0xff; 9]);
+    expected.extend([0x01, 1, 0, 0x80, 0x01, 2, 11]);
+    expected.extend("a\"\\\n\u{1}é😀".as_bytes());
+    expected.extend([0, 0, 1, 7]);
+    assert_eq!(bytes, expected);
+    assert_eq!(from_bytes::<Sample>(&bytes), Ok(sample()));
+}
+
+#[test]
+fn compact_bytes_that_are_not_exactly_a_sample_are_malformed() {
+    let bytes = to_bytes(&sample());
+    for len in 0..bytes.len() {
+        assert_eq!(kind(from_bytes(&bytes[..len])), "malformed", "{len} bytes");
+    }
+    let with = |at: usize, b: &[u8]| {
+        let mut v = bytes.clone();
+        v.splice(at..at + 1, b.iter().copied());
+        v
+    };
+    let cases = [
+        with(1, &[0xff, 0xff, 0x04]), // small: 2^16 and more
+        with(3, &[0xff; 11]),         // big: eleven bytes
+        with(3, &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]), // big: 2^64
+        with(13, &[2]),               // on: neither 0 nor 1
+        with(bytes.len() - 3, &[5]),  // maybe: tag 5
+        with(bytes.len() - 2, &[2]),  // kind: variant 2
+        [bytes.as_slice(), &[0]].concat(), // one byte more
+    ];
+    for case in cases {
+        assert_eq!(kind(from_bytes(&case)), "malformed", "{case:?}");
+    }
+    let mut not_utf8 = bytes.clone();
+    let text_at = 20;
+    not_utf8[text_at] = 0xff;
+    assert_eq!(from_bytes::<Sample>(&not_utf8), Err(malformed("text is not UTF-8")));
+}
