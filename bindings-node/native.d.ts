@@ -249,10 +249,7 @@ export interface NativeRefusal {
   pending: boolean
 }
 
-/**
- * A transition, for events (`name`: the breaker's, from a registry). With
- * `serde`, a field that is `None` is left out, as napi leaves it.
- */
+/** A transition, for events (`name`: the breaker's, from a registry). */
 export interface NativeTransition {
   name?: string
   from: string

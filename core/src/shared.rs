@@ -4,8 +4,11 @@
 //! (`Breaker<Arc<Config>, _>`). For the bindings; made at construction,
 //! never on the hot path.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+
+// hashbrown's map with the registry's hasher, not std's: one hash table's
+// code in a build, not two (the WebAssembly module's size).
+use hashbrown::HashMap;
 
 use crate::config::Config;
 
