@@ -183,6 +183,53 @@ fn truncated_and_garbled_input_never_panics() {
     }
 }
 
+/// Random edits of a snapshot's JSON text (characters deleted, inserted,
+/// ranges repeated): decoding either fails with an error or gives a
+/// snapshot; restoring that either fails or gives a breaker that answers.
+/// Never a panic.
+#[test]
+fn randomly_edited_json_never_panics() {
+    let text = tripped().snapshot(ms(50_000)).to_json();
+    let alphabet: Vec<char> = "{}[]\",:0123456789-+.eEtrufalsn \\u\u{e9}".chars().collect();
+    let config = *tripped().config();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = move |n: usize| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) as usize % n
+    };
+    let (mut decoded, mut restored) = (0, 0);
+    for _ in 0..20_000 {
+        let mut chars: Vec<char> = text.chars().collect();
+        for _ in 0..1 + random(3) {
+            let at = random(chars.len());
+            match random(3) {
+                0 => {
+                    chars.remove(at);
+                }
+                1 => chars.insert(at, alphabet[random(alphabet.len())]),
+                _ => {
+                    let end = (at + random(40)).min(chars.len());
+                    let copy: Vec<char> = chars[at..end].to_vec();
+                    chars.splice(at..at, copy);
+                }
+            }
+        }
+        let edited: String = chars.into_iter().collect();
+        if let Ok(s) = Snapshot::from_json(&edited) {
+            decoded += 1;
+            if let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &s, ms(0)) {
+                restored += 1;
+                let _ = b.try_acquire(ms(1));
+                let _ = b.metrics(ms(2));
+            }
+        }
+        let _ = RegistrySnapshot::count_json(&edited);
+    }
+    // Some edits keep a snapshot (spaces, digits), most do not.
+    assert!(decoded > 0 && decoded < 20_000, "{decoded} decoded");
+    assert!(restored <= decoded);
+}
+
 #[test]
 fn a_restored_breaker_behaves_identically_under_a_clock_with_another_origin() {
     let configs = [
