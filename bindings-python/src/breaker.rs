@@ -117,13 +117,12 @@ impl NativeBreaker {
         // No Python code runs while the lock is held: the error is built after.
         let result = {
             let mut core = self.lock();
-            snapshot.and_then(|s| Core::restore(halfopen::shared_config(*core.config()), &s, now)).map(
-                |mut restored| {
-                    // The histogram is not in snapshots: it starts afresh.
-                    restored.meter_mut().1 = core.meter().1.as_ref().map(|_| Box::default());
-                    *core = restored;
-                },
-            )
+            let latency = core.meter().1.is_some();
+            // In place: the permits this breaker issued before stay stale.
+            snapshot.and_then(|s| core.load(&s, now)).map(|()| {
+                // The histogram is not in snapshots: it starts afresh.
+                core.meter_mut().1 = latency.then(Box::default);
+            })
         };
         result.map_err(|e| snapshot_error(py, e))
     }

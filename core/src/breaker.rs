@@ -874,6 +874,23 @@ mod saved {
                 meter,
             })
         }
+
+        /// Replaces this breaker's state, in place, with the one `snapshot`
+        /// describes (taken with this breaker's configuration), at `now`.
+        /// Its generations continue from its own, so the permits it issued
+        /// before are stale for the new state, however old the snapshot. On
+        /// error nothing changes. The meter is the snapshot's (a latency
+        /// histogram, which snapshots do not hold, starts afresh as `M`'s
+        /// `load` makes it).
+        pub fn load(&mut self, snapshot: &Snapshot, now: Instant) -> Result<(), SnapshotError>
+        where
+            C: Clone,
+        {
+            let mut restored = Self::restore(self.config.clone(), snapshot, now)?;
+            restored.follow(self, now);
+            *self = restored;
+            Ok(())
+        }
     }
 }
 

@@ -320,3 +320,31 @@ fn a_registry_round_trip_keeps_breakers_and_recency() {
     let mut small: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
     assert!(matches!(small.restore(&saved, ms(0)), Err(SnapshotError::Corrupt(_))));
 }
+
+#[test]
+fn a_permit_issued_before_loading_an_older_snapshot_stays_stale() {
+    let mut b = tripped();
+    let old = b.snapshot(ms(40_000));
+    // Later: half-open, then closed again, many generations on.
+    for t in [101_000u64, 102_000, 103_000] {
+        if let Ok(p) = b.try_acquire(ms(t)).decision {
+            b.record(p, Outcome::Success, ms(t));
+        }
+    }
+    let permit = b.try_acquire(ms(104_000)).decision.unwrap();
+    let fresh = Breaker::<Config, Metrics>::restore(*b.config(), &old, ms(104_000)).unwrap();
+    assert!(fresh.counts(ms(104_000)).generation <= permit.generation(), "restored alone, the permit could count");
+    let loaded = fresh.metrics(ms(104_000)).counters;
+    b.load(&old, ms(104_000)).unwrap();
+    assert!(b.counts(ms(104_000)).generation > permit.generation(), "generations continue past the permit's");
+    b.record(permit, Outcome::Failure, ms(104_001));
+    let after = b.metrics(ms(104_001)).counters;
+    assert_eq!(after.stale, loaded.stale + 1, "the old permit is stale");
+    assert_eq!(after.failures, loaded.failures, "its failure counted nowhere");
+    // A failed load changes nothing.
+    let mut garbled = old.clone();
+    garbled.version = 99;
+    let counts = b.counts(ms(104_002));
+    assert!(b.load(&garbled, ms(104_002)).is_err());
+    assert_eq!(b.counts(ms(104_002)), counts);
+}

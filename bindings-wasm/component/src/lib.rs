@@ -1,0 +1,52 @@
+//! The halfopen circuit breaker as a WebAssembly component: the core
+//! (`halfopen`) behind the WIT interface `halfopen:breaker/breaker` in
+//! `wit/breaker.wit`, which is the documented contract. Built for
+//! `wasm32-unknown-unknown` and wrapped by `wasm-tools component new`, it
+//! imports nothing (no WASI, no clock): time is a parameter everywhere.
+//!
+//! This crate translates; the core decides. Permits are resources: `record`
+//! takes one by value, so a permit cannot be reported twice, and one dropped
+//! unreported is reported as cancelled, so every permit is reported exactly
+//! once. The component never calls out, so no call can re-enter it.
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+
+mod breaker;
+mod convert;
+mod permit;
+mod registry;
+
+/// The glue wit-bindgen generates (the only `unsafe` code in the crate).
+#[allow(unsafe_code)]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "halfopen",
+    });
+
+    use super::Component;
+    export!(Component);
+}
+
+use bindings::exports::halfopen::breaker::breaker as wit;
+
+/// The component's exports.
+struct Component;
+
+impl wit::Guest for Component {
+    type Permit = permit::Held;
+    type Breaker = breaker::One;
+    type Registry = registry::Many;
+
+    fn default_config() -> wit::Config {
+        convert::config_out(&halfopen::Config::default())
+    }
+
+    fn whatsapp_gateway() -> wit::Config {
+        convert::config_out(&halfopen::Config::whatsapp_gateway())
+    }
+
+    fn partner_webhook() -> wit::Config {
+        convert::config_out(&halfopen::Config::partner_webhook())
+    }
+}

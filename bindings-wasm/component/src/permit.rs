@@ -1,0 +1,51 @@
+//! The `permit` resource: a core permit and who issued it. Reporting takes
+//! it out; dropping it unreported reports it as cancelled (at the owner's
+//! latest time: a `now` of zero counts as the latest the owner has seen).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use halfopen as ho;
+
+use crate::breaker::{Gauges, Native};
+use crate::wit;
+
+/// Who issued a permit.
+pub(crate) enum Owner {
+    Breaker(Rc<RefCell<Native>>),
+    Registry(Rc<RefCell<ho::Registry<Gauges>>>, String),
+}
+
+/// A permit not yet reported.
+pub(crate) struct Held {
+    pub(crate) owner: Owner,
+    /// The core permit, until it is reported.
+    pub(crate) permit: Cell<Option<ho::Permit>>,
+    issued_at: ho::Instant,
+}
+
+impl Held {
+    pub(crate) fn handle(owner: Owner, permit: ho::Permit) -> wit::Permit {
+        let issued_at = permit.issued_at();
+        wit::Permit::new(Held { owner, permit: Cell::new(Some(permit)), issued_at })
+    }
+}
+
+impl wit::GuestPermit for Held {
+    fn issued_at(&self) -> u64 {
+        self.issued_at.as_micros()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else { return };
+        let (outcome, now) = (ho::Outcome::Cancelled, ho::Instant::ZERO);
+        // A drop reports no transition: a cancelled call at the latest time
+        // seen changes no state.
+        let _ = match &self.owner {
+            Owner::Breaker(b) => b.borrow_mut().record(permit, outcome, now),
+            Owner::Registry(r, name) => r.borrow_mut().record(name, permit, outcome, now),
+        };
+    }
+}

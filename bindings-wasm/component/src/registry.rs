@@ -1,0 +1,190 @@
+//! The `registry` resource: the core registry (one breaker per name,
+//! bounded), with metrics for every breaker.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use halfopen as ho;
+
+use crate::breaker::Gauges;
+use crate::convert::{self, config_in, duration, instant};
+use crate::permit::{Held, Owner};
+use crate::wit;
+
+type Native = ho::Registry<Gauges>;
+
+pub(crate) struct Many(Rc<RefCell<Native>>);
+
+type Manual = fn(&mut ho::Keyed<Gauges>, ho::Instant, Option<ho::Duration>) -> ho::Transitions;
+
+impl Many {
+    fn with<T>(&self, f: impl FnOnce(&mut Native) -> T) -> T {
+        f(&mut self.0.borrow_mut())
+    }
+
+    /// A reading of `name`'s breaker, if it has one (without making it).
+    fn peek<T>(&self, name: &str, f: impl FnOnce(&ho::Keyed<Gauges>) -> T) -> Option<T> {
+        self.0.borrow().peek(name).map(f)
+    }
+
+    /// A manual operation on `name`'s breaker (made on first use).
+    fn manual(
+        &self,
+        name: &str,
+        now: u64,
+        for_us: Option<u64>,
+        op: Manual,
+    ) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        let now = instant(now);
+        self.with(|r| {
+            let breaker = r.get(name, now).map_err(convert::registry_error)?;
+            Ok(convert::transitions(op(breaker, now, for_us.map(duration))))
+        })
+    }
+
+    fn restored(
+        &self,
+        restored: Result<Vec<(String, ho::Transition)>, ho::SnapshotError>,
+    ) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
+        let transitions = restored.map_err(convert::snapshot_error)?;
+        Ok(transitions.iter().map(|(name, t)| convert::named(name, *t)).collect())
+    }
+}
+
+impl wit::GuestRegistry for Many {
+    fn create(config: wit::Config, capacity: u32) -> Result<wit::Registry, wit::RegistryError> {
+        let registry = Native::new(config_in(&config), capacity as usize).map_err(convert::registry_error)?;
+        Ok(wit::Registry::new(Many(Rc::new(RefCell::new(registry)))))
+    }
+
+    fn configure(
+        &self,
+        name: String,
+        config: wit::Config,
+        now: u64,
+    ) -> Result<Option<wit::Transition>, wit::RegistryError> {
+        let t = self.with(|r| r.configure(&name, config_in(&config), instant(now)));
+        Ok(t.map_err(convert::registry_error)?.map(convert::transition))
+    }
+
+    fn try_acquire(&self, name: String, now: u64) -> Result<wit::Admission, wit::RegistryError> {
+        let admission = self.with(|r| r.try_acquire(&name, instant(now))).map_err(convert::registry_error)?;
+        let transition = admission.transition.map(convert::transition);
+        let decision = match admission.decision {
+            Ok(permit) => Ok(Held::handle(Owner::Registry(self.0.clone(), name), permit)),
+            Err(rejection) => Err(convert::rejection(&rejection)),
+        };
+        Ok(wit::Admission { decision, transition })
+    }
+
+    fn record(
+        &self,
+        permit: wit::Permit,
+        outcome: wit::Outcome,
+        now: u64,
+    ) -> Result<Option<wit::NamedTransition>, wit::PermitError> {
+        let held: Held = permit.into_inner();
+        let name = match &held.owner {
+            Owner::Registry(owner, name) if Rc::ptr_eq(owner, &self.0) => name.clone(),
+            // Dropped here: reported to its owner as cancelled.
+            _ => return Err(wit::PermitError::OtherOwner),
+        };
+        let Some(permit) = held.permit.take() else { return Ok(None) };
+        let t = self.with(|r| r.record(&name, permit, convert::outcome(outcome), instant(now)));
+        Ok(t.map(|t| convert::named(&name, t)))
+    }
+
+    fn state(&self, name: String, now: u64) -> Option<wit::State> {
+        self.peek(&name, |b| convert::state(b.state(instant(now))))
+    }
+
+    fn retry_after(&self, name: String, now: u64) -> Option<u64> {
+        self.peek(&name, |b| b.retry_after(instant(now))).flatten().map(|d| d.as_micros())
+    }
+
+    fn mode(&self, name: String, now: u64) -> Option<wit::Mode> {
+        self.peek(&name, |b| convert::mode(b.mode(instant(now))))
+    }
+
+    fn counts(&self, name: String, now: u64) -> Option<wit::Counts> {
+        self.peek(&name, |b| convert::counts(b.counts(instant(now))))
+    }
+
+    fn metrics(&self, name: String, now: u64) -> Option<wit::Metrics> {
+        self.peek(&name, |b| convert::metrics(b.metrics(instant(now))))
+    }
+
+    fn poll_timeout(&self, name: String) -> Option<u64> {
+        self.peek(&name, |b| b.poll_timeout()).flatten().map(|t| t.as_micros())
+    }
+
+    fn force_open(
+        &self,
+        name: String,
+        now: u64,
+        for_us: Option<u64>,
+    ) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, for_us, |b, now, d| b.force_open(now, d))
+    }
+
+    fn force_close(&self, name: String, now: u64) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, None, |b, now, _| b.force_close(now))
+    }
+
+    fn disable(&self, name: String, now: u64) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, None, |b, now, _| b.disable(now))
+    }
+
+    fn release(&self, name: String, now: u64) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, None, |b, now, _| b.release(now))
+    }
+
+    fn reset(&self, name: String, now: u64) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, None, |b, now, _| b.reset(now))
+    }
+
+    fn handle_timeout(&self, name: String, now: u64) -> Option<wit::Transition> {
+        // Only a breaker the registry holds can have a change due.
+        let now = instant(now);
+        self.with(|r| r.peek(&name).is_some().then(|| r.get(&name, now).ok()?.handle_timeout(now)))
+            .flatten()
+            .map(convert::transition)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.with(|r| r.iter().map(|(name, _)| name.to_owned()).collect())
+    }
+
+    fn len(&self) -> u32 {
+        self.with(|r| r.len() as u32)
+    }
+
+    fn evictions(&self) -> u64 {
+        self.with(|r| r.evictions())
+    }
+
+    fn prometheus(&self, now: u64) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = self.with(|r| r.render_prometheus(&mut out, instant(now)));
+        out
+    }
+
+    fn snapshot(&self, now: u64) -> Vec<u8> {
+        self.with(|r| r.snapshot(instant(now))).to_bytes()
+    }
+
+    fn snapshot_json(&self, now: u64) -> String {
+        self.with(|r| r.snapshot(instant(now))).to_json()
+    }
+
+    fn restore(&self, snapshot: Vec<u8>, now: u64) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
+        let restored = self.with(|r| r.restore_bytes(&snapshot, instant(now)));
+        self.restored(restored)
+    }
+
+    fn restore_json(&self, snapshot: String, now: u64) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
+        let restored = self.with(|r| r.restore_json(&snapshot, instant(now)));
+        self.restored(restored)
+    }
+}
