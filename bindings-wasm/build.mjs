@@ -15,7 +15,7 @@ const DIST = join(HERE, 'dist')
 const NODE_LIB = join(ROOT, 'bindings-node', 'lib')
 const WASM = join(ROOT, 'target', 'wasm32-unknown-unknown', 'wasm', 'halfopen_wasm.wasm')
 // What rustc emits for wasm32-unknown-unknown by default, for wasm-opt.
-const FEATURES = ['bulk-memory', 'nontrapping-float-to-int', 'sign-ext', 'mutable-globals', 'reference-types', 'multivalue']
+export const FEATURES = ['bulk-memory', 'nontrapping-float-to-int', 'sign-ext', 'mutable-globals', 'reference-types', 'multivalue']
 
 const run = (cmd, args, opts = {}) => execFileSync(cmd, args, { stdio: 'inherit', cwd: ROOT, ...opts })
 

@@ -20,7 +20,7 @@
 const { NativeBreaker } = require('../native.js')
 const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
-const { CircuitBreakerOpenError, fromNative, typeError } = require('./errors.js')
+const { CircuitBreakerOpenError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
@@ -247,11 +247,8 @@ class CircuitBreaker {
 
   /** A breaker built from `options` with the state of `snapshot` (from `toJSON`, or its JSON text). */
   static fromJSON(options, snapshot) {
-    if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
-      throw typeError('snapshot', 'an object or a JSON string', snapshot)
-    }
+    const text = snapshotText(snapshot)
     const breaker = new CircuitBreaker(options)
-    const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
     breaker._restore(text, null)
     return breaker
   }

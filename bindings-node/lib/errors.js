@@ -164,12 +164,30 @@ function printable(err) {
   }
 }
 
+/**
+ * The JSON text of a snapshot argument (an object from `toJSON`, or its
+ * text): a TypeError for anything else, a `malformed` SnapshotError for text
+ * that is not valid Unicode (a lone surrogate would reach the native half
+ * as U+FFFD, so a name in it would change silently).
+ */
+function snapshotText(snapshot) {
+  if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
+    throw typeError('snapshot', 'an object or a JSON string', snapshot)
+  }
+  const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+  if (typeof text !== 'string' || !text.isWellFormed()) {
+    throw new SnapshotError('malformed', 'malformed snapshot: the text is not valid Unicode (a lone surrogate)')
+  }
+  return text
+}
+
 module.exports = {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
   RegistryFullError,
   SnapshotError,
   fromNative,
+  snapshotText,
   rangeError,
   typeError,
   warnCallback,

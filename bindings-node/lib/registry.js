@@ -8,7 +8,7 @@ const { NativeRegistry } = require('../native.js')
 const { enqueueTransitions, issuePermit, metricsOf, retryOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
 const { execute } = require('./call.js')
 const { read, readToReport } = require('./clock.js')
-const { CircuitBreakerOpenError, fromNative, RegistryFullError, typeError } = require('./errors.js')
+const { CircuitBreakerOpenError, fromNative, RegistryFullError, snapshotText } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
@@ -114,10 +114,7 @@ class Registry extends EventEmitter {
    * their late reports reach no breaker.
    */
   restore(snapshot) {
-    if (snapshot === null || (typeof snapshot !== 'object' && typeof snapshot !== 'string')) {
-      throw typeError('snapshot', 'an object or a JSON string', snapshot)
-    }
-    const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
+    const text = snapshotText(snapshot)
     let changed
     try {
       changed = this._native.restoreJson(text, read(this))

@@ -25,6 +25,8 @@
 //  #18 snapshot counters above 2^53 are refused
 //  #19 once fn has settled, its result wins over a late abort
 //  #20 restoring a half-open snapshot gives up the saving process's probes
+//  #21 (hand-written snapshot codec, review) hostile snapshots: many fields,
+//      a newer registry snapshot, a lone surrogate in the text, times ≥ 2^53
 //  #extra prom-client families, huge registry snapshots, configure() on an open breaker
 
 const { describe, test } = require('node:test')
@@ -941,6 +943,50 @@ describe('snapshots', () => {
     const restored = CircuitBreaker.fromJSON(options, breaker.toJSON())
     assert.equal(restored.getState(), 'HALF_OPEN')
     assert.equal(restored.tryAcquire().admitted, true, 'a probe is admitted at once')
+  })
+
+  test('#21 an object with 100,000 fields is refused at once, not in quadratic time', () => {
+    let text = '{'
+    for (let i = 0; i < 100000; i++) text += `"k${i}":0,`
+    text += '"version":2}'
+    const started = Date.now()
+    const malformed = (err) => err.name === 'SnapshotError' && err.kind === 'malformed'
+    assert.throws(() => CircuitBreaker.fromJSON({ name: 'many' }, text), malformed)
+    assert.throws(() => new Registry({}).restore(text), malformed)
+    // Not a timing test of the code: the quadratic reader took 10 s here.
+    assert.ok(Date.now() - started < 5000, 'refused well within the time a quadratic scan takes')
+  })
+
+  test('#21 a newer registry snapshot is newer_version, whatever else it holds', () => {
+    const newer = (err) => err.name === 'SnapshotError' && err.kind === 'newer_version'
+    assert.throws(() => new Registry({}).restore('{"version":3,"whatever":[]}'), newer)
+    assert.throws(() => new Registry({ capacity: 1 }).restore(`{"version":3,"breakers":[${'0,'.repeat(50)}0]}`), newer)
+  })
+
+  test('#21 snapshot text that is not valid Unicode is malformed, not a name changed to U+FFFD', () => {
+    const source = new Registry({ clock: () => 0 })
+    source.get('lone').record(source.get('lone').tryAcquire(), 'success')
+    const text = JSON.stringify(source.toJSON()).replace('"lone"', '"lone\\ud800"')
+    const malformed = (err) => err.name === 'SnapshotError' && err.kind === 'malformed'
+    assert.throws(() => new Registry({}).restore(text), malformed, 'an escaped lone surrogate')
+    const rawText = JSON.stringify(source.toJSON()).replace('"lone"', `"lone${String.fromCharCode(0xd800)}"`)
+    assert.throws(() => new Registry({}).restore(rawText), malformed, 'a raw lone surrogate')
+    const breakerText = JSON.stringify(new CircuitBreaker({ name: 'b' }).toJSON()).replace('"closed"', `"closed${String.fromCharCode(0xdc00)}"`)
+    assert.throws(() => CircuitBreaker.fromJSON({ name: 'b' }, breakerText), malformed)
+  })
+
+  test('#21 a forced open of any length saves and restores; forged times of 2^53 µs and more are corrupt', () => {
+    let now = 0
+    const options = { name: 'long', clock: () => now }
+    const breaker = new CircuitBreaker(options)
+    breaker.forceOpen(Number.MAX_SAFE_INTEGER)
+    const saved = breaker.toJSON()
+    assert.ok(Number.isSafeInteger(saved.deadline_in_us), `deadline_in_us ${saved.deadline_in_us}`)
+    assert.equal(CircuitBreaker.fromJSON(options, saved).getState(), 'OPEN')
+    const corrupt = (err) => err.name === 'SnapshotError' && err.kind === 'corrupt'
+    const text = JSON.stringify(new CircuitBreaker(options).toJSON()).replace(/"time_in_us":\[\d+/, '"time_in_us":[18446744073709551615')
+    assert.match(text, /18446744073709551615/)
+    assert.throws(() => CircuitBreaker.fromJSON(options, text), corrupt)
   })
 
   test('#extra a huge registry snapshot is refused without decoding it (no memory spike)', () => {

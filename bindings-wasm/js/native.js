@@ -74,6 +74,7 @@ const STATE_NAMES = ['closed', 'half_open', 'open']
  * `NativeMetrics` order); an absent (NaN) one is left out, as napi does. */
 function metricsOf(f) {
   if (f.length === 0) return null
+  // The addon's order: the fields always there, then those that may be absent.
   const m = {
     state: STATE_NAMES[f[0]],
     admitted: f[1],
@@ -89,13 +90,6 @@ function metricsOf(f) {
     timeClosedMs: f[11],
     timeOpenMs: f[12],
     timeHalfOpenMs: f[13],
-    meanTimeOpenMs: f[14],
-    errorRate: f[15],
-    latencyCount: f[16],
-    latencyP50Ms: f[17],
-    latencyP95Ms: f[18],
-    latencyP99Ms: f[19],
-    latencyMaxMs: f[20],
     consecutiveFailures: f[21],
     windowCalls: f[22],
     windowFailures: f[23],
@@ -103,6 +97,13 @@ function metricsOf(f) {
     probesInFlight: f[25],
     probeSuccesses: f[26],
     inFlight: f[27],
+    meanTimeOpenMs: f[14],
+    errorRate: f[15],
+    latencyCount: f[16],
+    latencyP50Ms: f[17],
+    latencyP95Ms: f[18],
+    latencyP99Ms: f[19],
+    latencyMaxMs: f[20],
     concurrencyLimit: f[28],
   }
   for (const key of Object.keys(m)) if (Number.isNaN(m[key])) delete m[key]

@@ -807,7 +807,9 @@ mod saved {
                 config: config.fingerprint(),
                 phase,
                 generation: self.generation,
-                deadline_in_us: (deadline - now).as_micros(),
+                // A forced open can be asked for any length: kept within
+                // what a snapshot holds (2^53 − 1 µs, 285 years).
+                deadline_in_us: (deadline - now).as_micros().min(crate::MAX_SAVED_COUNTER),
                 open_for_us: self.open_for.as_micros(),
                 consecutive: self.consecutive,
                 probes_in_flight: self.probes_in_flight,
@@ -840,7 +842,10 @@ mod saved {
                 SavedPhase::Open if deadline_in <= c.open_timeout_cap() => Phase::Open { until: now + deadline_in },
                 SavedPhase::Open => return corrupt("deadline"),
                 SavedPhase::HalfOpen => Phase::HalfOpen { give_up_at: now },
-                SavedPhase::ForcedOpen => Phase::ForcedOpen { until: now + deadline_in },
+                SavedPhase::ForcedOpen if s.deadline_in_us <= crate::MAX_SAVED_COUNTER => {
+                    Phase::ForcedOpen { until: now + deadline_in }
+                }
+                SavedPhase::ForcedOpen => return corrupt("deadline"),
                 SavedPhase::HeldOpen => Phase::HeldOpen,
                 SavedPhase::Disabled => Phase::Disabled,
             };

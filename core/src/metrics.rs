@@ -345,7 +345,8 @@ mod saved {
             SavedMetrics {
                 counters: self.counters.into(),
                 opens_by_hour,
-                time_in_us: time_in,
+                // Within what a snapshot holds, as the counters are.
+                time_in_us: time_in.map(|us| us.min(MAX_SAVED_COUNTER)),
                 state: self.state.gauge(),
                 used: self.since.is_some(),
             }
@@ -364,7 +365,7 @@ mod saved {
             let c = counters;
             let all =
                 [c.admitted, c.successes, c.failures, c.slow, c.rejections, c.ignored, c.cancelled, c.stale, c.opens];
-            if all.iter().any(|&n| n > MAX_SAVED_COUNTER) {
+            if all.iter().chain(&saved.time_in_us).any(|&n| n > MAX_SAVED_COUNTER) {
                 return corrupt("metrics counter out of range");
             }
             let reported = c.successes + c.failures + c.ignored + c.cancelled + c.stale;

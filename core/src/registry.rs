@@ -451,7 +451,7 @@ impl RegistrySnapshot {
     /// from the list's length before any breaker is decoded.
     pub fn count_bytes(bytes: &[u8]) -> Result<usize, crate::SnapshotError> {
         // After the version and the evictions.
-        crate::snapshot::count_bytes(bytes, 2)
+        crate::snapshot::count_bytes(bytes, 1)
     }
 }
 

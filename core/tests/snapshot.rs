@@ -348,3 +348,39 @@ fn a_permit_issued_before_loading_an_older_snapshot_stays_stale() {
     assert!(b.load(&garbled, ms(104_002)).is_err());
     assert_eq!(b.counts(ms(104_002)), counts);
 }
+
+#[test]
+fn an_object_with_very_many_fields_is_refused_quickly() {
+    let mut text = String::from("{");
+    for i in 0..200_000 {
+        text += &format!("\"k{i}\":0,");
+    }
+    text += "\"version\":2}";
+    assert!(matches!(Snapshot::from_json(&text), Err(SnapshotError::Malformed(_))));
+    assert!(matches!(RegistrySnapshot::count_json(&text), Err(SnapshotError::Malformed(_))));
+}
+
+#[test]
+fn a_newer_registry_snapshot_is_reported_as_such_before_its_breakers_are_counted() {
+    let newer = SnapshotError::NewerVersion { found: 3, supported: SNAPSHOT_VERSION };
+    assert_eq!(RegistrySnapshot::count_json(r#"{"version":3,"whatever":[]}"#), Err(newer.clone()));
+    assert_eq!(RegistrySnapshot::count_bytes(&[3]), Err(newer));
+    let mut registry: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
+    let many = format!(r#"{{"version":3,"breakers":[{}]}}"#, vec!["0"; 50].join(","));
+    assert!(matches!(registry.restore_json(&many, ms(0)), Err(SnapshotError::NewerVersion { .. })));
+}
+
+#[test]
+fn times_beyond_what_json_numbers_hold_are_saved_within_them_and_refused_when_forged() {
+    let mut b = tripped();
+    let _ = b.force_open(ms(50_000), Some(Duration::from_micros(u64::MAX / 2)));
+    let s = b.snapshot(ms(50_000));
+    let saved: Value = serde_json::from_str(&s.to_json()).unwrap();
+    assert_eq!(saved["deadline_in_us"], Value::from(halfopen::MAX_SAVED_COUNTER));
+    let back = Breaker::<Config, Metrics>::restore(*b.config(), &Snapshot::from_json(&s.to_json()).unwrap(), ms(0));
+    assert!(back.is_ok(), "a saved snapshot restores");
+    let forged = json_with(&s, |v| v["deadline_in_us"] = Value::from(1u64 << 60));
+    assert_eq!(restore_json(&forged).map(|_| ()), Err(SnapshotError::Corrupt("deadline")));
+    let forged = json_with(&s, |v| v["metrics"]["time_in_us"][0] = Value::from(u64::MAX));
+    assert!(matches!(restore_json(&forged), Err(SnapshotError::Corrupt(_))));
+}

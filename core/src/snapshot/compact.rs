@@ -4,7 +4,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{Pass, Saved, Uint, malformed};
+use super::{Pass, Saved, Uint, malformed, visit_version};
 use crate::error::SnapshotError;
 
 /// `value` as compact bytes.
@@ -27,9 +27,11 @@ pub(super) fn read<T: Saved>(bytes: &[u8]) -> Result<T, SnapshotError> {
     Ok(value)
 }
 
-/// The length of the list after `skip` unsigned integers.
+/// The length of the list after the version (checked first, so that a
+/// newer snapshot is reported as such) and `skip` more unsigned integers.
 pub(super) fn count(bytes: &[u8], skip: usize) -> Result<usize, SnapshotError> {
     let mut r = Reader(bytes);
+    visit_version(&mut r, &mut 0)?;
     for _ in 0..skip {
         r.varint(10)?;
     }

@@ -8,11 +8,15 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{Pass, Saved, Uint, malformed};
+use super::{Pass, Saved, Uint, check_version, malformed};
 use crate::error::SnapshotError;
 
 /// Nesting deeper than this is malformed (serde_json's limit).
 const MAX_DEPTH: usize = 128;
+
+/// An object with more fields than this is malformed (no saved form has
+/// more than 13): finding duplicates among an object's fields is then cheap.
+const MAX_FIELDS: usize = 32;
 
 /// `value` as JSON text.
 pub(super) fn write<T: Saved>(value: &mut T) -> String {
@@ -32,12 +36,21 @@ pub(super) fn read<T: Saved>(text: &str) -> Result<T, SnapshotError> {
     Ok(saved)
 }
 
-/// The length of the list in field `name` of the record `text` holds.
+/// The length of the list in field `name` of the record `text` holds,
+/// after its version is checked (so that a newer snapshot is reported as
+/// such, whatever else it holds).
 pub(super) fn count(text: &str, name: &str) -> Result<usize, SnapshotError> {
     let value = whole(text)?;
     let fields = entries(value)?;
-    let (_, list) = fields.iter().find(|(k, _)| k == name).ok_or_else(|| missing(name))?;
-    Ok(items(list, name)?.len())
+    let field = |want: &str| {
+        let found = fields.iter().find(|(k, _)| k == want).map(|&(_, v)| v);
+        found.ok_or_else(|| missing(want))
+    };
+    let mut r = Reader { value: Some(field("version")?), name: "version", fields: Vec::new() };
+    let mut version = 0u32;
+    r.uint(&mut version)?;
+    check_version(version)?;
+    Ok(items(field(name)?, name)?.len())
 }
 
 /// The one value `text` holds, checked.
@@ -208,6 +221,9 @@ fn entries(b: &[u8]) -> Result<Vec<Entry<'_>>, SnapshotError> {
         let end = scan(b, start, 0)?;
         if fields.iter().any(|(k, _)| *k == key) {
             return Err(malformed(format!("duplicate field `{key}`")));
+        }
+        if fields.len() == MAX_FIELDS {
+            return Err(malformed("an object with too many fields"));
         }
         fields.push((key, &b[start..end]));
         at = skip_space(b, end);

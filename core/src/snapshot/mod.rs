@@ -26,10 +26,12 @@
 //! - JSON (`to_json` / `from_json`): records as objects in field order,
 //!   unit variants as strings, other variants as `{"name": {…}}`, absent
 //!   values as `null`. Every number in it is an integer below 2^53, so it
-//!   survives a JavaScript `JSON.parse`. Reading is strict: an unknown,
-//!   duplicate or missing field (but an optional one), a number with a
-//!   fraction or exponent, one out of its field's range, a second value or
-//!   nesting deeper than 128 levels is malformed.
+//!   survives a JavaScript `JSON.parse` (times too long for that are
+//!   saved as 2^53 − 1 µs, 285 years, and larger ones refused as corrupt).
+//!   Reading is strict and linear in the text: an unknown, duplicate or
+//!   missing field (but an optional one), an object with more than 32
+//!   fields, a number with a fraction or exponent, one out of its field's
+//!   range, a second value or nesting deeper than 128 levels is malformed.
 //! - Compact bytes (`to_bytes` / `from_bytes`), postcard's wire format:
 //!   fields in order without names, unsigned integers as LEB128 varints
 //!   (bytes as themselves), booleans and option tags as one byte 0/1,
@@ -189,13 +191,13 @@ pub(crate) fn from_bytes<T: Saved>(bytes: &[u8]) -> Result<T, SnapshotError> {
 }
 
 /// How many items the list in field `name` of a record holds, in JSON text,
-/// without decoding any.
+/// without decoding any (its version checked first).
 pub(crate) fn count_json(text: &str, name: &str) -> Result<usize, SnapshotError> {
     json::count(text, name)
 }
 
-/// How many items the list after `skip` leading fields (unsigned integers)
-/// holds, in compact bytes, without decoding any.
+/// How many items the list after the version and `skip` more fields
+/// (unsigned integers) holds, in compact bytes, without decoding any.
 pub(crate) fn count_bytes(bytes: &[u8], skip: usize) -> Result<usize, SnapshotError> {
     compact::count(bytes, skip)
 }

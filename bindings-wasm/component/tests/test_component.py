@@ -1,0 +1,77 @@
+"""The component as an artifact (valid, no imports, the interface it says)
+and the permit contract through wasmtime: a permit cannot be reported
+twice, another breaker refuses it, and one dropped unreported counts as
+cancelled."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from wasmtime.component import ResourceAny
+
+from component import COMPONENT, INTERFACE, Halfopen
+
+WASM_TOOLS = pathlib.Path(sys.executable).parent / "wasm-tools"
+
+
+def wasm_tools(*args: str) -> str:
+    return subprocess.run([str(WASM_TOOLS), *args], check=True, capture_output=True, text=True).stdout
+
+
+def test_the_component_is_valid_and_imports_nothing() -> None:
+    wasm_tools("validate", str(COMPONENT))
+    world = wasm_tools("component", "wit", str(COMPONENT))
+    assert re.search(r"^\s*import ", world, re.MULTILINE) is None, world
+    assert f"export {INTERFACE};" in world
+
+
+def test_its_interface_is_the_documented_one() -> None:
+    documented = wasm_tools("component", "wit", str(pathlib.Path(__file__).resolve().parents[1] / "wit"))
+    built = wasm_tools("component", "wit", str(COMPONENT))
+    functions = lambda wit: sorted(re.findall(r"^\s*(%?[a-z][a-z0-9-]*): (?:static )?func", wit, re.MULTILINE))  # noqa: E731
+    assert functions(built) == functions(documented)
+    assert len(functions(built)) >= 50, "the pattern finds the functions"
+
+
+@pytest.fixture
+def h() -> Halfopen:
+    return Halfopen()
+
+
+def test_a_permit_is_reported_once(h: Halfopen) -> None:
+    config = h("default-config")
+    a = h("[static]breaker.create", config, False)
+    other = h("[static]breaker.create", config, False)
+    permit = h("[method]breaker.try-acquire", a, 0).decision
+    assert isinstance(permit, ResourceAny)
+    assert h("[method]breaker.record", a, permit, "success", 1) is None
+    with pytest.raises(ValueError):
+        h("[method]breaker.record", a, permit, "success", 2)
+    assert h("[method]breaker.metrics", a, 3).successes == 1
+
+    foreign = h("[method]breaker.try-acquire", a, 4).decision
+    assert h("[method]breaker.record", other, foreign, "failure", 5) == "other-owner"
+    assert h("[method]breaker.metrics", a, 6).cancelled == 1, "reported to its own breaker as cancelled"
+    assert h("[method]breaker.metrics", other, 6).admitted == 0
+
+    dropped = h("[method]breaker.try-acquire", a, 7).decision
+    assert h("[method]breaker.counts", a, 7).__dict__["in-flight"] == 1
+    dropped.drop(h.store)
+    assert h("[method]breaker.counts", a, 8).__dict__["in-flight"] == 0
+    assert h("[method]breaker.metrics", a, 8).cancelled == 2
+
+
+def test_a_registry_permit_is_reported_to_its_name(h: Halfopen) -> None:
+    config = h("default-config")
+    r = h("[static]registry.create", config, 4)
+    b = h("[static]breaker.create", config, False)
+    permit = h("[method]registry.try-acquire", r, "a", 0).decision
+    assert h("[method]breaker.record", b, permit, "failure", 1) == "other-owner"
+    assert h("[method]registry.metrics", r, "a", 2).cancelled == 1
+    permit = h("[method]registry.try-acquire", r, "a", 3).decision
+    assert h("[method]registry.record", r, permit, "failure", 4) is None
+    assert h("[method]registry.metrics", r, "a", 5).failures == 1
