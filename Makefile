@@ -80,12 +80,14 @@ lint-js: node-deps
 	cd bindings-wasm && ../$(NODE_DIR)/node_modules/.bin/biome lint
 	cd examples/edge-worker && ../../$(NODE_DIR)/node_modules/.bin/biome lint
 
-bench: node-build python-build wasm-build
+bench: node-build python-build wasm-build component-build
 	$(CARGO) run -q --release -p halfopen-bench
 	cd bindings-node && node --expose-gc bench/bench.js
 	$(VENV)/bin/pip install -q --disable-pip-version-check pybreaker==1.4.1 circuitbreaker==2.1.3 purgatory==3.0.1 aiobreaker==1.2.0
 	$(PY) $(PY_DIR)/bench/bench.py
 	cd $(WASM_DIR) && node bench/workerd.mjs
+	cd $(COMPONENT_DIR) && node bench/bench.mjs
+	$(PY) $(COMPONENT_DIR)/bench/bench.py
 
 # The Node addon: build it (writing native.js / native.d.ts, which are
 # committed and must not change), then its tests with node's runner.
