@@ -1,8 +1,11 @@
 //! The `breaker` resource: one core breaker with metrics (and a latency
 //! histogram when asked).
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use alloc::boxed::Box;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
 
 use halfopen as ho;
 

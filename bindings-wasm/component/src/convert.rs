@@ -1,5 +1,7 @@
 //! Values between the core's types and the interface's.
 
+use alloc::string::ToString;
+use alloc::vec::Vec;
 use halfopen as ho;
 use halfopen::{Duration, Instant};
 

@@ -4,12 +4,17 @@
 //! `wasm32-unknown-unknown` and wrapped by `wasm-tools component new`, it
 //! imports nothing (no WASI, no clock): time is a parameter everywhere.
 //!
-//! This crate translates; the core decides. Permits are resources: `record`
+//! `no_std` (with `dlmalloc` as the allocator and a panic handler that
+//! traps), which keeps std's panic and formatting machinery out of the
+//! component. This crate translates; the core decides. Permits are resources: `record`
 //! takes one by value, so a permit cannot be reported twice, and one dropped
 //! unreported is reported as cancelled, so every permit is reported exactly
 //! once. The component never calls out, so no call can re-enter it.
+#![no_std]
 #![deny(unsafe_code)]
 #![deny(clippy::unwrap_used)]
+
+extern crate alloc;
 
 mod breaker;
 mod convert;
@@ -49,4 +54,14 @@ impl wit::Guest for Component {
     fn partner_webhook() -> wit::Config {
         convert::config_out(&halfopen::Config::partner_webhook())
     }
+}
+
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+/// A panic (none is known: every input is checked) traps: the host sees an
+/// error from the call, and this instance must not be used again.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
 }

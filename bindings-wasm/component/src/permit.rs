@@ -2,8 +2,9 @@
 //! it out; dropping it unreported reports it as cancelled (at the owner's
 //! latest time: a `now` of zero counts as the latest the owner has seen).
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use alloc::rc::Rc;
+use alloc::string::String;
+use core::cell::{Cell, RefCell};
 
 use halfopen as ho;
 

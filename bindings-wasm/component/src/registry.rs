@@ -1,8 +1,11 @@
 //! The `registry` resource: the core registry (one breaker per name,
 //! bounded), with metrics for every breaker.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use alloc::borrow::ToOwned;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
 
 use halfopen as ho;
 
