@@ -12,9 +12,10 @@ use crate::time::{Duration, Instant};
 const HOUR_MICROS: u64 = 3_600_000_000;
 const HOURS: usize = 24;
 
-/// The largest value a counter takes in a snapshot (2^53 − 1, so that it
-/// survives a JavaScript number); larger ones are refused as corrupt. Live
-/// counters saturate at `u64::MAX`.
+/// The largest value a counter, or a time in microseconds, takes in a
+/// snapshot (2^53 − 1, so that it survives a JavaScript number); larger ones
+/// are refused as corrupt. Live counters saturate at `u64::MAX`; times are
+/// saved as at most this (285 years).
 pub const MAX_SAVED_COUNTER: u64 = (1 << 53) - 1;
 
 /// Monotonic counters since the breaker was made.
