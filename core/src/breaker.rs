@@ -537,6 +537,14 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
     }
 
+    /// Whether a permit of `generation` is older than generation `since`,
+    /// counting back from the current generation (so that it holds when the
+    /// count wraps past `u32::MAX`).
+    #[cfg(feature = "alloc")]
+    pub(crate) fn issued_before(&self, generation: u32, since: u32) -> bool {
+        self.generation.wrapping_sub(generation) > self.generation.wrapping_sub(since)
+    }
+
     /// Whether a report of a permit of `generation` frees a slot: one from
     /// `held_from` up to the current generation (not given up, not forged).
     fn holds_slot(&self, generation: u32) -> bool {
@@ -881,12 +889,15 @@ mod saved {
         }
 
         /// Replaces this breaker's state, in place, with the one `snapshot`
-        /// describes (taken with this breaker's configuration), at `now`.
-        /// Its generations continue from its own, so the permits it issued
-        /// before are stale for the new state, however old the snapshot. On
-        /// error nothing changes. The meter is the snapshot's (a latency
-        /// histogram, which snapshots do not hold, starts afresh as `M`'s
-        /// `load` makes it).
+        /// describes (taken with this breaker's configuration), at `now`:
+        /// as [`restore`](Self::restore) makes it, except that its
+        /// generations continue from this breaker's, so the permits it
+        /// issued before are stale for the new state, however old the
+        /// snapshot. Like any restored breaker it starts with no call in
+        /// flight: those admitted before hold no concurrency-limit slot (the
+        /// conformance suite's `snapshot_restore`). On error nothing
+        /// changes. The meter is the snapshot's (a latency histogram, which
+        /// snapshots do not hold, starts afresh as `M`'s `load` makes it).
         pub fn load(&mut self, snapshot: &Snapshot, now: Instant) -> Result<(), SnapshotError>
         where
             C: Clone,

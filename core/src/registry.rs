@@ -255,7 +255,7 @@ impl<M: Meter + Default> Registry<M> {
         self.uses += 1;
         let entry = &mut self.entries[i as usize];
         entry.used = self.uses;
-        if permit.generation() < entry.earlier.below {
+        if entry.breaker.issued_before(permit.generation(), entry.earlier.below) {
             entry.earlier.in_flight = entry.earlier.in_flight.saturating_sub(1);
             return None;
         }

@@ -301,7 +301,9 @@ mod saved {
                     SavedWindow::Time {
                         buckets: ring.buckets.map(|b| [b.calls, b.failures, b.slow]),
                         newest_slot: ring.newest_slot,
-                        newest_end_in_us: ring.newest_end - now.as_micros(),
+                        // At least 1: at the end of time (`u64::MAX` µs) the
+                        // bucket's end saturates to `now`.
+                        newest_end_in_us: (ring.newest_end - now.as_micros()).max(1),
                     }
                 }
                 (WindowState::Count(ring), _) => {

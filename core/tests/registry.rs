@@ -182,3 +182,26 @@ fn a_restore_reports_each_state_it_changes() {
     assert_eq!((name.as_str(), t.from, t.to, t.reason), ("a", State::Closed, State::Open, Reason::Restored));
     assert!(r.restore(&saved, ms(2)).unwrap().is_empty(), "nothing changes the second time");
 }
+
+#[test]
+fn a_call_admitted_before_a_reconfiguration_is_counted_out_when_generations_wrap() {
+    // A breaker restored at generation 2^32 - 2 continues at 2^32 - 1: its
+    // permit's generation is the last before the count wraps to 0.
+    let mut source: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
+    source.get("a", ms(0)).unwrap();
+    let mut snapshot = source.snapshot(ms(0));
+    let mut saved: serde_json::Value = serde_json::from_str(&snapshot.breakers[0].1.to_json()).unwrap();
+    saved["generation"] = serde_json::Value::from(u32::MAX - 1);
+    snapshot.breakers[0].1 = halfopen::Snapshot::from_json(&saved.to_string()).unwrap();
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
+    r.restore(&snapshot, ms(0)).unwrap();
+    let permit = r.try_acquire("a", ms(1)).unwrap().decision.unwrap();
+    assert_eq!(permit.generation(), u32::MAX);
+    // Reconfigured: the new breaker starts at generation 0; the call in
+    // flight belongs to the one before.
+    r.configure("a", Config::default(), ms(2)).unwrap();
+    assert!(!r.has_room(ms(3)), "a call in flight keeps the name");
+    r.record("a", permit, Outcome::Success, ms(3));
+    assert!(r.has_room(ms(4)), "its report counted it out");
+    assert!(r.try_acquire("b", ms(4)).unwrap().decision.is_ok());
+}

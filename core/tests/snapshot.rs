@@ -384,3 +384,16 @@ fn times_beyond_what_json_numbers_hold_are_saved_within_them_and_refused_when_fo
     let forged = json_with(&s, |v| v["metrics"]["time_in_us"][0] = Value::from(u64::MAX));
     assert!(matches!(restore_json(&forged), Err(SnapshotError::Corrupt(_))));
 }
+
+#[test]
+fn a_breaker_at_the_end_of_time_saves_and_restores() {
+    let end = Instant::from_micros(u64::MAX);
+    let mut b = Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+    let permit = b.try_acquire(end).decision.unwrap();
+    b.record(permit, Outcome::Failure, end);
+    let saved = b.snapshot(end);
+    for decoded in [Snapshot::from_json(&saved.to_json()), Snapshot::from_bytes(&saved.to_bytes())] {
+        let restored = Breaker::<Config, Metrics>::restore(*b.config(), &decoded.unwrap(), ms(0)).unwrap();
+        assert_eq!(restored.counts(ms(0)).window.failures, 1);
+    }
+}

@@ -3,18 +3,19 @@
 //! latest time: a `now` of zero counts as the latest the owner has seen).
 
 use alloc::rc::Rc;
-use alloc::string::String;
 use core::cell::{Cell, RefCell};
 
 use halfopen as ho;
 
-use crate::breaker::{Gauges, Native};
+use crate::breaker::Native;
+use crate::registry::Shared;
 use crate::wit;
 
-/// Who issued a permit.
+/// Who issued a permit: a breaker, or a registry for a name (shared with
+/// the registry's other permits of that name).
 pub(crate) enum Owner {
     Breaker(Rc<RefCell<Native>>),
-    Registry(Rc<RefCell<ho::Registry<Gauges>>>, String),
+    Registry(Rc<Shared>, Rc<str>),
 }
 
 /// A permit not yet reported.
@@ -40,13 +41,21 @@ impl wit::GuestPermit for Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let Some(permit) = self.permit.take() else { return };
+        let unreported = self.permit.take();
         let (outcome, now) = (ho::Outcome::Cancelled, ho::Instant::ZERO);
         // A drop reports no transition: a cancelled call at the latest time
         // seen changes no state.
-        let _ = match &self.owner {
-            Owner::Breaker(b) => b.borrow_mut().record(permit, outcome, now),
-            Owner::Registry(r, name) => r.borrow_mut().record(name, permit, outcome, now),
-        };
+        match (&self.owner, unreported) {
+            (Owner::Breaker(b), Some(permit)) => {
+                let _ = b.borrow_mut().record(permit, outcome, now);
+            }
+            (Owner::Registry(shared, name), permit) => {
+                if let Some(permit) = permit {
+                    let _ = shared.record(name, permit, outcome, now);
+                }
+                shared.release(name);
+            }
+            (Owner::Breaker(_), None) => {}
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! bounded), with metrics for every breaker.
 
 use alloc::borrow::ToOwned;
+use alloc::collections::BTreeSet;
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -16,18 +17,61 @@ use crate::wit;
 
 type Native = ho::Registry<Gauges>;
 
-pub(crate) struct Many(Rc<RefCell<Native>>);
+/// The most breakers a registry may be made to hold here: about 400 bytes
+/// each, so that a full registry fits a 32-bit WebAssembly memory (4 GiB)
+/// with room to grow its table, rather than trapping when memory runs out.
+const MAX_CAPACITY: u32 = 1 << 20;
+
+/// A registry, and the names of its permits not yet reported (one copy of
+/// each name, however many permits carry it).
+pub(crate) struct Shared {
+    registry: RefCell<Native>,
+    names: RefCell<BTreeSet<Rc<str>>>,
+}
+
+impl Shared {
+    /// `name`, shared with the other permits that carry it.
+    fn intern(&self, name: String) -> Rc<str> {
+        let mut names = self.names.borrow_mut();
+        if let Some(known) = names.get(name.as_str()) {
+            return known.clone();
+        }
+        let name: Rc<str> = name.into();
+        names.insert(name.clone());
+        name
+    }
+
+    /// Forgets `name` once no permit but the one releasing it carries it.
+    pub(crate) fn release(&self, name: &Rc<str>) {
+        if Rc::strong_count(name) <= 2 {
+            self.names.borrow_mut().remove(name);
+        }
+    }
+
+    /// Reports a permit of `name`'s breaker.
+    pub(crate) fn record(
+        &self,
+        name: &str,
+        permit: ho::Permit,
+        outcome: ho::Outcome,
+        now: ho::Instant,
+    ) -> Option<ho::Transition> {
+        self.registry.borrow_mut().record(name, permit, outcome, now)
+    }
+}
+
+pub(crate) struct Many(Rc<Shared>);
 
 type Manual = fn(&mut ho::Keyed<Gauges>, ho::Instant, Option<ho::Duration>) -> ho::Transitions;
 
 impl Many {
     fn with<T>(&self, f: impl FnOnce(&mut Native) -> T) -> T {
-        f(&mut self.0.borrow_mut())
+        f(&mut self.0.registry.borrow_mut())
     }
 
     /// A reading of `name`'s breaker, if it has one (without making it).
     fn peek<T>(&self, name: &str, f: impl FnOnce(&ho::Keyed<Gauges>) -> T) -> Option<T> {
-        self.0.borrow().peek(name).map(f)
+        self.0.registry.borrow().peek(name).map(f)
     }
 
     /// A manual operation on `name`'s breaker (made on first use).
@@ -56,8 +100,12 @@ impl Many {
 
 impl wit::GuestRegistry for Many {
     fn create(config: wit::Config, capacity: u32) -> Result<wit::Registry, wit::RegistryError> {
+        if capacity > MAX_CAPACITY {
+            return Err(wit::RegistryError::Capacity);
+        }
         let registry = Native::new(config_in(&config), capacity as usize).map_err(convert::registry_error)?;
-        Ok(wit::Registry::new(Many(Rc::new(RefCell::new(registry)))))
+        let shared = Shared { registry: RefCell::new(registry), names: RefCell::new(BTreeSet::new()) };
+        Ok(wit::Registry::new(Many(Rc::new(shared))))
     }
 
     fn configure(
@@ -74,7 +122,7 @@ impl wit::GuestRegistry for Many {
         let admission = self.with(|r| r.try_acquire(&name, instant(now))).map_err(convert::registry_error)?;
         let transition = admission.transition.map(convert::transition);
         let decision = match admission.decision {
-            Ok(permit) => Ok(Held::handle(Owner::Registry(self.0.clone(), name), permit)),
+            Ok(permit) => Ok(Held::handle(Owner::Registry(self.0.clone(), self.0.intern(name)), permit)),
             Err(rejection) => Err(convert::rejection(&rejection)),
         };
         Ok(wit::Admission { decision, transition })
@@ -88,13 +136,13 @@ impl wit::GuestRegistry for Many {
     ) -> Result<Option<wit::NamedTransition>, wit::PermitError> {
         let held: Held = permit.into_inner();
         let name = match &held.owner {
-            Owner::Registry(owner, name) if Rc::ptr_eq(owner, &self.0) => name.clone(),
+            Owner::Registry(owner, name) if Rc::ptr_eq(owner, &self.0) => name,
             // Dropped here: reported to its owner as cancelled.
             _ => return Err(wit::PermitError::OtherOwner),
         };
         let Some(permit) = held.permit.take() else { return Ok(None) };
-        let t = self.with(|r| r.record(&name, permit, convert::outcome(outcome), instant(now)));
-        Ok(t.map(|t| convert::named(&name, t)))
+        let t = self.0.record(name, permit, convert::outcome(outcome), instant(now));
+        Ok(t.map(|t| convert::named(name, t)))
     }
 
     fn state(&self, name: String, now: u64) -> Option<wit::State> {
@@ -102,7 +150,13 @@ impl wit::GuestRegistry for Many {
     }
 
     fn retry_after(&self, name: String, now: u64) -> Option<u64> {
-        self.peek(&name, |b| b.retry_after(instant(now))).flatten().map(|d| d.as_micros())
+        let now = instant(now);
+        let wait = match self.peek(&name, |b| b.retry_after(now)) {
+            Some(wait) => wait,
+            // A name without a breaker gets one now if there is room.
+            None => self.with(|r| r.has_room(now)).then_some(ho::Duration::ZERO),
+        };
+        wait.map(|d| d.as_micros())
     }
 
     fn mode(&self, name: String, now: u64) -> Option<wit::Mode> {

@@ -75,3 +75,32 @@ def test_a_registry_permit_is_reported_to_its_name(h: Halfopen) -> None:
     permit = h("[method]registry.try-acquire", r, "a", 3).decision
     assert h("[method]registry.record", r, permit, "failure", 4) is None
     assert h("[method]registry.metrics", r, "a", 5).failures == 1
+
+
+def test_a_registry_too_large_for_the_memory_is_refused_not_a_trap(h: Halfopen) -> None:
+    config = h("default-config")
+    refused = h("[static]registry.create", config, 2**20 + 1)
+    assert refused.tag == "capacity", refused
+    assert isinstance(h("[static]registry.create", config, 2**20), ResourceAny)
+
+
+def test_permits_of_one_name_share_one_copy_of_it(h: Halfopen) -> None:
+    # 1,100 permits of a 4 MiB name: 4.4 GiB if each kept its own copy,
+    # more than a 32-bit memory holds (a review trapped the component so).
+    r = h("[static]registry.create", h("default-config"), 4)
+    name = "n" * (4 << 20)
+    permits = [h("[method]registry.try-acquire", r, name, i).decision for i in range(1_100)]
+    assert all(isinstance(p, ResourceAny) for p in permits)
+    for i, p in enumerate(permits):
+        h("[method]registry.record", r, p, "success", 2_000 + i)
+    m = h("[method]registry.metrics", r, name, 5_000)
+    assert (m.admitted, m.successes) == (1_100, 1_100)
+
+
+def test_retry_after_for_a_name_without_a_breaker_says_whether_there_is_room(h: Halfopen) -> None:
+    r = h("[static]registry.create", h("default-config"), 1)
+    assert h("[method]registry.retry-after", r, "new", 0) == 0
+    held = h("[method]registry.try-acquire", r, "busy", 0).decision
+    assert h("[method]registry.retry-after", r, "new", 1) is None, "full: no time is known"
+    h("[method]registry.record", r, held, "success", 2)
+    assert h("[method]registry.retry-after", r, "new", 3) == 0
