@@ -51,6 +51,9 @@
 //!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
 //! - `Registry` (feature `alloc`): one breaker per key, bounded.
 //! - [`prometheus`]: the text exposition format.
+//! - [`retention`] (feature `alloc`): a [`Dispatcher`](retention::Dispatcher)
+//!   that holds what a breaker refuses and releases it in order, paced
+//!   (seed 001).
 //! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,
 //!   JSON or compact.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -74,6 +77,8 @@ mod policy;
 pub mod prometheus;
 #[cfg(feature = "alloc")]
 mod registry;
+#[cfg(feature = "alloc")]
+pub mod retention;
 #[cfg(feature = "std")]
 mod shared;
 #[cfg(feature = "snapshot")]

@@ -1,0 +1,418 @@
+//! Retention (seed 001): a [`Dispatcher`] bound to a breaker holds what
+//! could not be sent while the breaker refuses, and releases it in order,
+//! paced, once it admits again. Sans-IO like the breaker: the caller sends
+//! the messages the dispatcher hands out and reports how each went.
+//!
+//! **The protocol.** [`submit`](Dispatcher::submit) a message: it is handed
+//! out at once ([`Submitted::Send`]) when nothing is retained and the
+//! breaker admits it, else retained (FIFO; a newer message never overtakes
+//! a retained one, so order is kept). [`next`](Dispatcher::next) hands out
+//! the oldest retained message when the breaker admits a call (its
+//! concurrency limit and the optional [`Rate`] pace the release: never the
+//! whole backlog at once). Send what was handed out (read it with
+//! [`message`](Dispatcher::message)) and [`report`](Dispatcher::report) the
+//! outcome: a success is delivered (the message comes back to the caller);
+//! a failure goes back to its place in the queue, or to the dead letters
+//! after `max_attempts` or `max_age`; an ignored outcome (the upstream
+//! refused the message itself) is dead-lettered at once; a cancelled one
+//! goes back without counting an attempt. Call `next` until it hands out
+//! nothing, after every `submit` and `report`, and again at
+//! [`poll_timeout`](Dispatcher::poll_timeout) (when an open time ends, a
+//! rate token comes, or a retained message ages out).
+//!
+//! **Half-open.** With [`Probe::Oldest`] (the default) the oldest retained
+//! message is the probe as soon as the breaker admits one: no new traffic
+//! is needed. [`Probe::NewMessage`] is seed 001's rule: retained messages
+//! wait, and a new message probes (ahead of them).
+//!
+//! **Order.** Messages are first sent in submission order. With more than
+//! one send in flight, a message that fails goes back before every
+//! retained message submitted after it, but those already in flight are
+//! not called back: one in flight at a time (a concurrency limit of 1)
+//! keeps delivery in submission order too.
+//!
+//! **Nothing is lost silently.** A bound reached refuses the new message
+//! (handed back) or, with [`Overflow::DropOldest`], drops the oldest
+//! retained ones as [`Event::Dropped`]; a message given up is an
+//! [`Event::Dead`]. Every message submitted is, at any time, exactly one
+//! of: refused, retained, in flight, delivered, dropped, dead (counted in
+//! [`RetentionCounters`]).
+
+mod config;
+mod rate;
+
+use alloc::collections::{BTreeMap, VecDeque};
+use core::borrow::Borrow;
+
+pub use config::{Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
+
+use crate::breaker::Breaker;
+use crate::config::Config;
+use crate::meter::Meter;
+use crate::permit::{Outcome, Permit};
+use crate::state::{State, Transition};
+use crate::time::Instant;
+use rate::Bucket;
+
+/// A message the dispatcher holds: retained or in flight.
+#[derive(Debug)]
+struct Held<M> {
+    seq: u64,
+    message: M,
+    bytes: u64,
+    attempts: u32,
+    submitted: Instant,
+}
+
+/// What [`submit`](Dispatcher::submit) did with a message (its sequence
+/// number, which names it from then on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// Send it now, then [`report`](Dispatcher::report) it.
+    Send(u64),
+    /// Held until the breaker admits it.
+    Retained(u64),
+}
+
+/// A message refused because a bound was reached (handed back).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Overflowed<M> {
+    /// The message.
+    pub message: M,
+}
+
+/// Why a message was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadReason {
+    /// It failed `max_attempts` times.
+    Attempts,
+    /// It was older than `max_age`.
+    Age,
+    /// The upstream refused it (an ignored outcome): retrying cannot help.
+    Refused,
+}
+
+/// Something the caller must hear of, in order (read with
+/// [`poll_event`](Dispatcher::poll_event)).
+#[derive(Debug, PartialEq)]
+pub enum Event<M> {
+    /// The breaker changed state.
+    Transition(Transition),
+    /// A message was given up: the dead letter.
+    Dead {
+        /// Its sequence number.
+        seq: u64,
+        /// The message.
+        message: M,
+        /// Why.
+        reason: DeadReason,
+        /// How many times it was sent.
+        attempts: u32,
+    },
+    /// A retained message was dropped to make room ([`Overflow::DropOldest`]).
+    Dropped {
+        /// Its sequence number.
+        seq: u64,
+        /// The message.
+        message: M,
+    },
+}
+
+/// How a report ended for its message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reported<M> {
+    /// Delivered: the message is the caller's again.
+    Delivered(M),
+    /// Back in the queue, at its place.
+    Retained,
+    /// Given up (an [`Event::Dead`] holds it).
+    Dead,
+}
+
+/// Monotonic counts of what became of the messages submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetentionCounters {
+    /// Messages submitted.
+    pub submitted: u64,
+    /// Refused at submission (a bound reached).
+    pub refused: u64,
+    /// Sends handed out (first ones and retries).
+    pub sent: u64,
+    /// Delivered.
+    pub delivered: u64,
+    /// Sends that failed.
+    pub failed: u64,
+    /// Given up.
+    pub dead: u64,
+    /// Dropped to make room.
+    pub dropped: u64,
+}
+
+/// A breaker with a queue of what it could not send (see the module).
+pub struct Dispatcher<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics> {
+    breaker: Breaker<C, Mt>,
+    config: RetentionConfig,
+    /// Waiting to be sent, in submission order.
+    retained: VecDeque<Held<M>>,
+    /// Handed out and not yet reported, by sequence number.
+    sending: BTreeMap<u64, (Held<M>, Permit)>,
+    events: VecDeque<Event<M>>,
+    bucket: Option<Bucket>,
+    /// Bytes held, retained and in flight.
+    bytes: u64,
+    next_seq: u64,
+    /// The latest time seen (time never goes backwards here either).
+    latest: Instant,
+    /// With [`Probe::NewMessage`]: a new message came while half-open but
+    /// could not be held, so the oldest retained one may probe instead.
+    probe_owed: bool,
+    counters: RetentionCounters,
+}
+
+impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
+    /// A dispatcher in front of `breaker`. It needs a release rate or a
+    /// breaker with a concurrency limit: something must pace the release.
+    pub fn new(breaker: Breaker<C, Mt>, config: RetentionConfig) -> Result<Self, RetentionError> {
+        config.validate(breaker.config().concurrency_limit.is_some())?;
+        Ok(Dispatcher {
+            bucket: config.release_rate.map(|rate| Bucket::new(rate, Instant::ZERO)),
+            breaker,
+            config,
+            retained: VecDeque::new(),
+            sending: BTreeMap::new(),
+            events: VecDeque::new(),
+            bytes: 0,
+            next_seq: 0,
+            latest: Instant::ZERO,
+            probe_owed: false,
+            counters: RetentionCounters::default(),
+        })
+    }
+
+    /// The breaker (to read it).
+    pub fn breaker(&self) -> &Breaker<C, Mt> {
+        &self.breaker
+    }
+
+    /// The breaker, to operate it by hand (force it open from a throttle
+    /// webhook, say): the transitions come back from those calls.
+    pub fn breaker_mut(&mut self) -> &mut Breaker<C, Mt> {
+        &mut self.breaker
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RetentionConfig {
+        &self.config
+    }
+
+    /// What became of the messages so far.
+    pub fn counters(&self) -> RetentionCounters {
+        self.counters
+    }
+
+    /// Messages retained (not in flight).
+    pub fn retained(&self) -> usize {
+        self.retained.len()
+    }
+
+    /// Messages handed out and not yet reported.
+    pub fn in_flight(&self) -> usize {
+        self.sending.len()
+    }
+
+    /// Bytes held, retained and in flight.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The message in flight as `seq`.
+    pub fn message(&self, seq: u64) -> Option<&M> {
+        self.sending.get(&seq).map(|(held, _)| &held.message)
+    }
+
+    /// The next thing the caller must hear of, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event<M>> {
+        self.events.pop_front()
+    }
+
+    /// Submits `message` (`bytes` long, as the caller counts) at `now`.
+    pub fn submit(&mut self, message: M, bytes: u64, now: Instant) -> Result<Submitted, Overflowed<M>> {
+        let now = self.advance(now);
+        self.counters.submitted += 1;
+        if !self.make_room(bytes) {
+            self.counters.refused += 1;
+            self.probe_owed |= self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
+            return Err(Overflowed { message });
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.bytes += bytes;
+        let held = Held { seq, message, bytes, attempts: 0, submitted: now };
+        let probes = self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
+        if (self.retained.is_empty() || probes)
+            && let Some(permit) = self.admit(now)
+        {
+            self.counters.sent += 1;
+            self.sending.insert(seq, (held, permit));
+            return Ok(Submitted::Send(seq));
+        }
+        self.retained.push_back(held);
+        Ok(Submitted::Retained(seq))
+    }
+
+    /// Hands out the oldest retained message if it may be sent at `now`.
+    pub fn next(&mut self, now: Instant) -> Option<u64> {
+        let now = self.advance(now);
+        self.expire(now);
+        self.retained.front()?;
+        let state = self.breaker.state(now);
+        if self.config.probe == Probe::NewMessage && state != State::Closed {
+            // Seed 001's rule: the retained wait for a new message to probe,
+            // unless one came that could not be held.
+            if state != State::HalfOpen || !self.probe_owed {
+                self.probe_owed &= state == State::HalfOpen;
+                return None;
+            }
+        }
+        // Asked first without counting a rejection: the dispatcher asks
+        // again and again while it waits.
+        self.breaker.check(now).ok()?;
+        let permit = self.admit(now)?;
+        let held = self.retained.pop_front()?;
+        self.probe_owed = false;
+        self.counters.sent += 1;
+        let seq = held.seq;
+        self.sending.insert(seq, (held, permit));
+        Some(seq)
+    }
+
+    /// Reports how the send of `seq` went; `None` if `seq` is not in flight
+    /// (reported already, or never handed out).
+    pub fn report(&mut self, seq: u64, outcome: Outcome, now: Instant) -> Option<Reported<M>> {
+        let now = self.advance(now);
+        let (mut held, permit) = self.sending.remove(&seq)?;
+        if let Some(t) = self.breaker.record(permit, outcome, now) {
+            self.events.push_back(Event::Transition(t));
+        }
+        match outcome {
+            Outcome::Success => {
+                self.bytes -= held.bytes;
+                self.counters.delivered += 1;
+                return Some(Reported::Delivered(held.message));
+            }
+            Outcome::Cancelled => {}
+            Outcome::Ignored => {
+                held.attempts += 1;
+                self.bury(held, DeadReason::Refused);
+                return Some(Reported::Dead);
+            }
+            Outcome::Failure => {
+                held.attempts += 1;
+                self.counters.failed += 1;
+                if self.config.max_attempts.is_some_and(|max| held.attempts >= max) {
+                    self.bury(held, DeadReason::Attempts);
+                    return Some(Reported::Dead);
+                }
+                if self.expired(&held, now) {
+                    self.bury(held, DeadReason::Age);
+                    return Some(Reported::Dead);
+                }
+            }
+        }
+        // Back to its place: before every message submitted after it.
+        let at = self.retained.partition_point(|h| h.seq < held.seq);
+        self.retained.insert(at, held);
+        Some(Reported::Retained)
+    }
+
+    /// When [`next`](Self::next) may hand out something it cannot now, or a
+    /// retained message ages out (`None`: not by time).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let head = self.retained.front()?;
+        let mut at = self.breaker.poll_timeout();
+        let mut earliest = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
+        if let Some(bucket) = &self.bucket {
+            earliest(bucket.next_token(self.latest));
+        }
+        if let Some(age) = self.config.max_age {
+            earliest(head.submitted + age);
+        }
+        at
+    }
+
+    /// Applies what is due at `now`: the breaker's timed change, and
+    /// retained messages aged out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.advance(now);
+        if let Some(t) = self.breaker.handle_timeout(now) {
+            self.events.push_back(Event::Transition(t));
+        }
+        self.expire(now);
+    }
+
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.latest = self.latest.max(now);
+        self.latest
+    }
+
+    /// A permit at `now`, within the rate (the breaker's transition, if it
+    /// observed one, is queued).
+    fn admit(&mut self, now: Instant) -> Option<Permit> {
+        if self.bucket.as_mut().is_some_and(|bucket| !bucket.ready(now)) {
+            return None;
+        }
+        let admission = self.breaker.try_acquire(now);
+        if let Some(t) = admission.transition {
+            self.events.push_back(Event::Transition(t));
+        }
+        let permit = admission.decision.ok()?;
+        if let Some(bucket) = &mut self.bucket {
+            bucket.spend();
+        }
+        Some(permit)
+    }
+
+    /// Whether a message of `bytes` fits, after dropping the oldest retained
+    /// messages if the configuration says so.
+    fn make_room(&mut self, bytes: u64) -> bool {
+        let held = |d: &Self| d.retained.len() + d.sending.len();
+        let fits = |d: &Self| {
+            d.config.max_messages.is_none_or(|max| held(d) < max as usize)
+                && d.config.max_bytes.is_none_or(|max| d.bytes.saturating_add(bytes) <= max)
+        };
+        if self.config.max_bytes.is_some_and(|max| bytes > max) {
+            return false;
+        }
+        while !fits(self) {
+            if self.config.overflow == Overflow::Reject {
+                return false;
+            }
+            let Some(oldest) = self.retained.pop_front() else { return false };
+            self.bytes -= oldest.bytes;
+            self.counters.dropped += 1;
+            self.events.push_back(Event::Dropped { seq: oldest.seq, message: oldest.message });
+        }
+        true
+    }
+
+    fn expired(&self, held: &Held<M>, now: Instant) -> bool {
+        self.config.max_age.is_some_and(|age| now - held.submitted >= age)
+    }
+
+    /// Dead-letters the retained messages aged out at `now` (the oldest
+    /// first: the queue is in submission order).
+    fn expire(&mut self, now: Instant) {
+        while self.retained.front().is_some_and(|h| self.expired(h, now)) {
+            if let Some(held) = self.retained.pop_front() {
+                self.bury(held, DeadReason::Age);
+            }
+        }
+    }
+
+    fn bury(&mut self, held: Held<M>, reason: DeadReason) {
+        self.bytes -= held.bytes;
+        self.counters.dead += 1;
+        let Held { seq, message, attempts, .. } = held;
+        self.events.push_back(Event::Dead { seq, message, reason, attempts });
+    }
+}

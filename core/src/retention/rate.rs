@@ -1,0 +1,51 @@
+//! The release rate: a token bucket on the caller's clock.
+
+use super::config::Rate;
+use crate::time::{Duration, Instant};
+
+/// Millionths of a token, so that a microsecond's refill is whole.
+const SCALE: u64 = 1_000_000;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
+    rate: Rate,
+    /// Tokens held, in millionths.
+    held: u64,
+    /// When `held` was last brought up to date.
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub(crate) fn new(rate: Rate, now: Instant) -> Self {
+        Bucket { rate, held: u64::from(rate.burst) * SCALE, at: now }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if now > self.at {
+            let gained = (now - self.at).as_micros().saturating_mul(u64::from(self.rate.per_second));
+            self.held = self.held.saturating_add(gained).min(u64::from(self.rate.burst) * SCALE);
+            self.at = now;
+        }
+    }
+
+    /// Whether a token is there at `now`.
+    pub(crate) fn ready(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.held >= SCALE
+    }
+
+    /// Spends a token ([`ready`](Self::ready) said there is one).
+    pub(crate) fn spend(&mut self) {
+        self.held = self.held.saturating_sub(SCALE);
+    }
+
+    /// When the next token is there (`now` if it is).
+    pub(crate) fn next_token(&self, now: Instant) -> Instant {
+        let mut bucket = self.clone();
+        bucket.refill(now);
+        let missing = SCALE.saturating_sub(bucket.held);
+        let per_second = u64::from(self.rate.per_second);
+        now + Duration::from_micros(missing.div_ceil(per_second))
+    }
+}
