@@ -37,6 +37,7 @@ test-msrv:
 test-long:
 	HALFOPEN_MODEL_SEQUENCES=1000000 $(CARGO) test --release -p halfopen --test model -- --nocapture
 	HALFOPEN_LIMIT_SEQUENCES=300000 HALFOPEN_LICENCE_SEQUENCES=300000 $(CARGO) test --release -p halfopen --test limit --test licence -- --nocapture
+	HALFOPEN_RETENTION_SEQUENCES=100000 $(CARGO) test --release -p halfopen --test retention -- --nocapture
 
 # The core must build for a bare-metal target without std; building it with
 # std for that target must fail, which proves the check checks something.

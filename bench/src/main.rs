@@ -28,6 +28,7 @@ use halfopen::{
 
 mod alloc_count;
 mod registry;
+mod retention;
 
 use alloc_count::{ALLOCATED_BYTES, ALLOCATIONS};
 
@@ -311,5 +312,6 @@ fn main() {
     measure("Closed state: acquire + record a success", closed_contenders());
     measure("Open state: reject a call", open_contenders());
     registry::report();
+    retention::report();
     sizes();
 }
