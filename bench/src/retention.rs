@@ -78,5 +78,7 @@ pub(crate) fn report() {
     }
     println!("| open: submit, retained | {:.0} |", retain_rate[ROUNDS / 2]);
     println!("| recovered: released 100 at a time, delivered | {:.0} |", release_rate[ROUNDS / 2]);
-    println!("\nMemory per retained message: {bytes_per_message} bytes (a `u64` message; the dispatcher's queue entry)");
+    println!(
+        "\nMemory per retained message: {bytes_per_message} bytes (a `u64` message; the dispatcher's queue entry)"
+    );
 }

@@ -3,11 +3,13 @@
 //! against the invariants (every message in exactly one place, exactly once,
 //! in order with one send at a time, never past the limit).
 
+use std::collections::HashMap;
+
 use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Overflowed, Probe, Rate, Reported, RetentionConfig, RetentionError,
-    RetentionField, Submitted,
+    RetentionField, RetentionSnapshot, Submitted,
 };
-use halfopen::{ConcurrencyLimit, Config, Duration, Instant, Metrics, Outcome, Problem, State};
+use halfopen::{ConcurrencyLimit, Config, Duration, Instant, Metrics, Outcome, Problem, SnapshotError, State};
 
 fn ms(v: u64) -> Instant {
     Instant::from_millis(v)
@@ -128,7 +130,7 @@ fn tripped(config: RetentionConfig) -> Dispatcher<u32> {
 fn in_half_open_the_oldest_retained_message_probes_without_new_traffic() {
     let mut d = tripped(RetentionConfig::default());
     assert_eq!(d.poll_timeout(), Some(ms(4 + 10_000)), "when the open time ends");
-    assert_eq!(drain(&mut d, ms(9_000)), vec![], "nothing while open");
+    assert_eq!(drain(&mut d, ms(9_000)), Vec::<u64>::new(), "nothing while open");
     assert_eq!(d.submit(5, 1, ms(9_001)), Ok(Submitted::Retained(5)));
     assert_eq!(drain(&mut d, ms(10_004)), vec![0], "the oldest probes (one probe), no new message needed");
     assert_eq!(d.report(0, Outcome::Success, ms(10_005)), Some(Reported::Delivered(0)));
@@ -140,7 +142,7 @@ fn in_half_open_the_oldest_retained_message_probes_without_new_traffic() {
 fn seed_001s_rule_a_new_message_probes_and_the_retained_wait() {
     let mut d = tripped(RetentionConfig { probe: Probe::NewMessage, ..RetentionConfig::default() });
     assert_eq!(d.breaker().state(ms(10_004)), State::HalfOpen);
-    assert_eq!(drain(&mut d, ms(10_004)), vec![], "retained messages do not probe");
+    assert_eq!(drain(&mut d, ms(10_004)), Vec::<u64>::new(), "retained messages do not probe");
     let Ok(Submitted::Send(probe)) = d.submit(99, 1, ms(10_005)) else { panic!("the new message probes") };
     assert_eq!(d.message(probe), Some(&99));
     assert_eq!(d.report(probe, Outcome::Success, ms(10_006)), Some(Reported::Delivered(99)));
@@ -151,7 +153,7 @@ fn seed_001s_rule_a_new_message_probes_and_the_retained_wait() {
 fn under_seed_001s_rule_a_full_queue_lets_the_oldest_probe() {
     let config = RetentionConfig { probe: Probe::NewMessage, max_messages: Some(5), ..RetentionConfig::default() };
     let mut d = tripped(config);
-    assert_eq!(drain(&mut d, ms(10_004)), vec![]);
+    assert_eq!(drain(&mut d, ms(10_004)), Vec::<u64>::new());
     assert_eq!(d.submit(99, 1, ms(10_005)), Err(Overflowed { message: 99 }), "full");
     assert_eq!(drain(&mut d, ms(10_005)), vec![0], "the refused message's turn goes to the oldest");
 }
@@ -230,7 +232,7 @@ fn a_rate_paces_the_release() {
     let sent: Vec<bool> = (0..5).map(|i| matches!(d.submit(i, 1, ms(0)), Ok(Submitted::Send(_)))).collect();
     assert_eq!(sent, [true, true, false, false, false], "a burst of two");
     assert_eq!(d.poll_timeout(), Some(ms(100)), "a token every 100 ms");
-    assert_eq!(drain(&mut d, ms(99)), vec![]);
+    assert_eq!(drain(&mut d, ms(99)), Vec::<u64>::new());
     assert_eq!(drain(&mut d, ms(100)), vec![2]);
     assert_eq!(drain(&mut d, ms(350)), vec![3, 4]);
 }
@@ -278,6 +280,11 @@ const TIMEOUT_MS: u64 = 10_000;
 struct Run {
     d: Dispatcher<u32>,
     limit: u32,
+    config: RetentionConfig,
+    /// Every message the dispatcher holds, by sequence number (what a
+    /// binding keeps, to hand back on restore).
+    held: HashMap<u64, u32>,
+    restores: u32,
     rng: Random,
     failing: u64,
     in_flight: Vec<(u64, u64)>,
@@ -290,8 +297,28 @@ struct Run {
 impl Run {
     fn report(&mut self, seq: u64, outcome: Outcome, now: Instant) {
         if let Some(Reported::Delivered(m)) = self.d.report(seq, outcome, now) {
+            assert_eq!(self.held.remove(&seq), Some(m));
             self.delivered.push(m);
         }
+    }
+
+    /// A restart: the state through a snapshot (JSON or compact, at
+    /// random), restored on a clock that starts again at `now`; the sends
+    /// in flight are forgotten (their outcome is lost with the process), so
+    /// the restored dispatcher sends them again.
+    fn restart(&mut self, now: Instant) {
+        let saved = self.d.snapshot(now);
+        let decoded = if self.rng.below(2) == 0 {
+            RetentionSnapshot::from_json(&saved.to_json())
+        } else {
+            RetentionSnapshot::from_bytes(&saved.to_bytes())
+        };
+        let config = *self.d.breaker().config();
+        let held = &self.held;
+        self.d = Dispatcher::restore(config, self.config, &decoded.unwrap(), now, |seq| held.get(&seq).copied())
+            .expect("a dispatcher restores its own snapshot");
+        self.in_flight.clear();
+        self.restores += 1;
     }
 
     /// One step at `t`: maybe a submission, what `next` hands out, maybe a
@@ -309,8 +336,13 @@ impl Run {
             let message = self.submitted;
             self.submitted += 1;
             match self.d.submit(message, 1 + self.rng.below(20), now) {
-                Ok(Submitted::Send(seq)) => self.in_flight.push((seq, t)),
-                Ok(Submitted::Retained(_)) => {}
+                Ok(Submitted::Send(seq)) => {
+                    self.held.insert(seq, message);
+                    self.in_flight.push((seq, t));
+                }
+                Ok(Submitted::Retained(seq)) => {
+                    self.held.insert(seq, message);
+                }
                 Err(Overflowed { message }) => self.refused.push(message),
             }
         }
@@ -327,9 +359,13 @@ impl Run {
             self.report(seq, outcome, now);
         }
         while let Some(e) = self.d.poll_event() {
-            if let Event::Dead { message, .. } | Event::Dropped { message, .. } = e {
+            if let Event::Dead { seq, message, .. } | Event::Dropped { seq, message } = e {
+                assert_eq!(self.held.remove(&seq), Some(message));
                 self.gone.push(message);
             }
+        }
+        if self.rng.below(40) == 0 {
+            self.restart(now);
         }
         let c = self.d.counters();
         let placed = c.refused + c.delivered + c.dead + c.dropped + (self.d.retained() + self.d.in_flight()) as u64;
@@ -348,6 +384,7 @@ impl Run {
 fn random_sequences_keep_every_message_exactly_once() {
     let sequences: u64 = std::env::var("HALFOPEN_RETENTION_SEQUENCES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
     let mut rng = Random(0x2545_f491_4f6c_dd1d);
+    let mut restores = 0;
     for run in 0..sequences {
         let limit = 1 + rng.below(4) as u32;
         let config = RetentionConfig {
@@ -364,6 +401,9 @@ fn random_sequences_keep_every_message_exactly_once() {
         let mut r = Run {
             d: dispatcher(limit, config),
             limit,
+            config,
+            held: HashMap::new(),
+            restores: 0,
             rng: Random(rng.below(u64::MAX) | 1),
             failing,
             in_flight: Vec::new(),
@@ -392,8 +432,66 @@ fn random_sequences_keep_every_message_exactly_once() {
         let mut all: Vec<u32> = r.delivered.iter().chain(&r.gone).chain(&r.refused).copied().collect();
         all.sort_unstable();
         assert_eq!(all, (0..r.submitted).collect::<Vec<_>>(), "run {run}: each message exactly once");
+        restores += r.restores;
         if limit == 1 && config.probe == Probe::Oldest {
             assert!(r.delivered.windows(2).all(|w| w[0] < w[1]), "run {run}: in order: {:?} {config:?}", r.delivered);
         }
+    }
+    assert!(restores > sequences as u32, "restarts happened: {restores}");
+}
+
+#[test]
+fn a_snapshot_mid_outage_restores_on_another_clock_and_sends_what_was_in_flight_again() {
+    let config = RetentionConfig { max_age: Some(Duration::from_secs(3_600)), ..RetentionConfig::default() };
+    let mut d = tripped(config);
+    let messages: HashMap<u64, u32> = (0..5).map(|i| (i, i as u32)).collect();
+    // The open time ends; the oldest probes and is in flight at the snapshot.
+    assert_eq!(drain(&mut d, ms(10_004)), vec![0]);
+    let saved = d.snapshot(ms(10_005));
+    for decoded in [RetentionSnapshot::from_json(&saved.to_json()), RetentionSnapshot::from_bytes(&saved.to_bytes())] {
+        // A fresh process whose clock starts at zero.
+        let mut r: Dispatcher<u32> =
+            Dispatcher::restore(*d.breaker().config(), config, &decoded.unwrap(), ms(0), |seq| {
+                messages.get(&seq).copied()
+            })
+            .unwrap();
+        assert_eq!((r.retained(), r.in_flight()), (5, 0), "the probe in flight is retained again");
+        assert_eq!(r.breaker().state(ms(0)), State::HalfOpen);
+        assert_eq!(drain(&mut r, ms(0)), vec![0], "and sent again first");
+        r.report(0, Outcome::Success, ms(1));
+        assert_eq!(drain(&mut r, ms(2)), vec![1, 2, 3, 4]);
+        assert_eq!(r.poll_timeout(), None);
+        assert_eq!(r.counters().submitted, 5);
+    }
+}
+
+#[test]
+fn a_snapshot_that_cannot_be_restored_is_refused_with_why() {
+    let config = RetentionConfig::default();
+    let d = tripped(config);
+    let breaker_config = *d.breaker().config();
+    let saved = d.snapshot(ms(100));
+    let all = |seq: u64| Some(seq as u32);
+    let restore = |s: &RetentionSnapshot, c: RetentionConfig, m: &dyn Fn(u64) -> Option<u32>| {
+        Dispatcher::<u32>::restore(breaker_config, c, s, ms(0), m).map(|_| ())
+    };
+    assert_eq!(restore(&saved, config, &all), Ok(()));
+    assert_eq!(
+        restore(&saved, config, &|seq| (seq != 3).then_some(seq as u32)),
+        Err(SnapshotError::Corrupt("a retained message is missing"))
+    );
+    let aged = RetentionConfig { max_age: Some(Duration::from_secs(1)), ..config };
+    assert_eq!(restore(&saved, aged, &all), Err(SnapshotError::Corrupt("retained message age")));
+    let small = RetentionConfig { max_messages: Some(2), ..config };
+    assert_eq!(restore(&saved, small, &all), Err(SnapshotError::Corrupt("more retained messages than max_messages")));
+    let mut text: serde_json::Value = serde_json::from_str(&saved.to_json()).unwrap();
+    text["counters"][0] = serde_json::Value::from(99);
+    let forged = RetentionSnapshot::from_json(&text.to_string()).unwrap();
+    assert_eq!(restore(&forged, config, &all), Err(SnapshotError::Corrupt("retention counters")));
+    text["version"] = serde_json::Value::from(9);
+    assert!(matches!(RetentionSnapshot::from_json(&text.to_string()), Err(SnapshotError::NewerVersion { .. })));
+    let bytes = saved.to_bytes();
+    for len in 0..bytes.len() {
+        assert!(RetentionSnapshot::from_bytes(&bytes[..len]).is_err(), "{len} bytes");
     }
 }

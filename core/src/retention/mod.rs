@@ -40,11 +40,15 @@
 
 mod config;
 mod rate;
+#[cfg(feature = "snapshot")]
+mod saved;
 
 use alloc::collections::{BTreeMap, VecDeque};
 use core::borrow::Borrow;
 
 pub use config::{Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
+#[cfg(feature = "snapshot")]
+pub use saved::RetentionSnapshot;
 
 use crate::breaker::Breaker;
 use crate::config::Config;
@@ -61,7 +65,14 @@ struct Held<M> {
     message: M,
     bytes: u64,
     attempts: u32,
-    submitted: Instant,
+    /// When it ages out (`max_age` after its submission).
+    expires: Option<Instant>,
+}
+
+impl<M> Held<M> {
+    fn expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|at| now >= at)
+    }
 }
 
 /// What [`submit`](Dispatcher::submit) did with a message (its sequence
@@ -247,7 +258,8 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.bytes += bytes;
-        let held = Held { seq, message, bytes, attempts: 0, submitted: now };
+        let expires = self.config.max_age.map(|age| now + age);
+        let held = Held { seq, message, bytes, attempts: 0, expires };
         let probes = self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
         if (self.retained.is_empty() || probes)
             && let Some(permit) = self.admit(now)
@@ -313,7 +325,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
                     self.bury(held, DeadReason::Attempts);
                     return Some(Reported::Dead);
                 }
-                if self.expired(&held, now) {
+                if held.expired(now) {
                     self.bury(held, DeadReason::Age);
                     return Some(Reported::Dead);
                 }
@@ -334,8 +346,8 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         if let Some(bucket) = &self.bucket {
             earliest(bucket.next_token(self.latest));
         }
-        if let Some(age) = self.config.max_age {
-            earliest(head.submitted + age);
+        if let Some(expires) = head.expires {
+            earliest(expires);
         }
         at
     }
@@ -395,14 +407,10 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         true
     }
 
-    fn expired(&self, held: &Held<M>, now: Instant) -> bool {
-        self.config.max_age.is_some_and(|age| now - held.submitted >= age)
-    }
-
     /// Dead-letters the retained messages aged out at `now` (the oldest
     /// first: the queue is in submission order).
     fn expire(&mut self, now: Instant) {
-        while self.retained.front().is_some_and(|h| self.expired(h, now)) {
+        while self.retained.front().is_some_and(|h| h.expired(now)) {
             if let Some(held) = self.retained.pop_front() {
                 self.bury(held, DeadReason::Age);
             }

@@ -18,13 +18,32 @@ pub(crate) struct Bucket {
 impl Bucket {
     /// A full bucket.
     pub(crate) fn new(rate: Rate, now: Instant) -> Self {
-        Bucket { rate, held: u64::from(rate.burst) * SCALE, at: now }
+        Bucket { rate, held: Self::full(rate), at: now }
+    }
+
+    /// The most millionths of a token a bucket of `rate` holds.
+    pub(crate) fn full(rate: Rate) -> u64 {
+        u64::from(rate.burst) * SCALE
+    }
+
+    /// The millionths of a token held at `now`, for a snapshot.
+    #[cfg(feature = "snapshot")]
+    pub(crate) fn held(&self, now: Instant) -> u64 {
+        let mut bucket = self.clone();
+        bucket.refill(now);
+        bucket.held
+    }
+
+    /// A bucket holding `held` millionths at `now` (at most full).
+    #[cfg(feature = "snapshot")]
+    pub(crate) fn with(rate: Rate, held: u64, now: Instant) -> Self {
+        Bucket { rate, held: held.min(Self::full(rate)), at: now }
     }
 
     fn refill(&mut self, now: Instant) {
         if now > self.at {
             let gained = (now - self.at).as_micros().saturating_mul(u64::from(self.rate.per_second));
-            self.held = self.held.saturating_add(gained).min(u64::from(self.rate.burst) * SCALE);
+            self.held = self.held.saturating_add(gained).min(Self::full(self.rate));
             self.at = now;
         }
     }
