@@ -347,6 +347,9 @@ impl Run {
             }
         }
         self.in_flight.extend(drain(&mut self.d, now).into_iter().map(|seq| (seq, t)));
+        // Once `next` hands out nothing, the time to call it again is to come.
+        let again = self.d.poll_timeout();
+        assert!(again.is_none_or(|at| at > now), "poll_timeout {again:?} at {now:?}, after next");
         if !self.in_flight.is_empty() && self.rng.below(2) == 0 {
             let (seq, _) = self.in_flight.swap_remove(self.rng.below(self.in_flight.len() as u64) as usize);
             let outcome = match self.rng.below(100) {

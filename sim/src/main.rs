@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use halfopen_sim::engine::run;
 use halfopen_sim::guard::Strategy;
-use halfopen_sim::{scenarios, svg, table};
+use halfopen_sim::{scenarios, svg, table, webhook};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -40,4 +40,7 @@ fn main() {
     print!("{}", table::sensitivity(&scenarios::all(), seed));
     println!("\n### Variants of the limit (delivered · wasted calls · time suspended · duration)\n");
     print!("{}", table::variants(&scenarios::all(), seed));
+    println!("\n### Seed 001: a partner's webhook endpoint down for four minutes (12,000 events)\n");
+    let reports: Vec<webhook::Report> = webhook::Strategy::ALL.into_iter().map(webhook::run).collect();
+    print!("{}", webhook::table(&reports));
 }

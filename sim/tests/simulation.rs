@@ -6,7 +6,7 @@
 
 use halfopen_sim::engine::run;
 use halfopen_sim::guard::Strategy;
-use halfopen_sim::{scenarios, svg};
+use halfopen_sim::{scenarios, svg, webhook};
 
 #[test]
 fn a_seed_repeats_a_run_exactly() {
@@ -84,6 +84,24 @@ fn the_readme_tables_are_the_ones_make_demo_prints() {
     assert!(readme.contains(&sensitivity), "README.md's sensitivity table is stale: run make demo\n{sensitivity}");
     let variants = halfopen_sim::table::variants(&scenarios::all(), 1);
     assert!(readme.contains(&variants), "README.md's variants table is stale: run make demo\n{variants}");
+    let reports: Vec<_> = webhook::Strategy::ALL.into_iter().map(webhook::run).collect();
+    let outage = webhook::table(&reports);
+    assert!(readme.contains(&outage), "README.md's seed 001 table is stale: run make demo\n{outage}");
+}
+
+/// Seed 001's outage with halfopen's retention: nothing lost, in order, the
+/// partner spared while down, the backlog drained without reopening; and
+/// the seed's release-at-once reopens on the same partner.
+#[test]
+fn retention_drains_the_backlog_in_order_without_reopening() {
+    let halfopen = webhook::run(webhook::Strategy::Halfopen);
+    assert_eq!((halfopen.delivered, halfopen.lost, halfopen.waiting), (12_000, 0, 0));
+    assert_eq!((halfopen.out_of_order, halfopen.reopened), (0, 0));
+    assert!(halfopen.calls_while_down <= 5 + 24, "one probe per 10 s open period at most");
+    let flood = webhook::run(webhook::Strategy::SeedRetention);
+    assert!(flood.reopened > 0, "releasing everything at once reopens the breaker");
+    let none = webhook::run(webhook::Strategy::NoBreaker);
+    assert!(none.lost > 4_000 && none.calls_while_down > 4_000);
 }
 
 #[test]

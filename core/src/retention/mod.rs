@@ -275,6 +275,11 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// Hands out the oldest retained message if it may be sent at `now`.
     pub fn next(&mut self, now: Instant) -> Option<u64> {
         let now = self.advance(now);
+        // Timed changes first (an open time that ended), so that the
+        // breaker's next timeout is a time to come.
+        if let Some(t) = self.breaker.handle_timeout(now) {
+            self.events.push_back(Event::Transition(t));
+        }
         self.expire(now);
         self.retained.front()?;
         let state = self.breaker.state(now);
@@ -338,13 +343,18 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     }
 
     /// When [`next`](Self::next) may hand out something it cannot now, or a
-    /// retained message ages out (`None`: not by time).
+    /// retained message ages out (`None`: not by time). Call `next` then;
+    /// after it, this is a time to come (unless something is due at once).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let head = self.retained.front()?;
         let mut at = self.breaker.poll_timeout();
         let mut earliest = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
-        if let Some(bucket) = &self.bucket {
-            earliest(bucket.next_token(self.latest));
+        // The rate only says when, if it is what holds the release back.
+        if let Some(bucket) = &self.bucket
+            && let token = bucket.next_token(self.latest)
+            && token > self.latest
+        {
+            earliest(token);
         }
         if let Some(expires) = head.expires {
             earliest(expires);
