@@ -14,6 +14,12 @@ use crate::poison::{keep_panics, open, thrown};
 #[wasm_bindgen]
 pub struct NativeRegistry(RefCell<Inner>);
 
+/// The most breakers a registry holds in the module: about 400 bytes each,
+/// so that a full one fits a 32-bit memory (4 GiB) with room to grow its
+/// table, rather than running out of memory, which would poison it and
+/// leave the module's other objects without memory.
+const MAX_CAPACITY: f64 = 1_048_576.0;
+
 #[wasm_bindgen]
 impl NativeRegistry {
     /// A registry from flattened options (see `options`).
@@ -26,6 +32,13 @@ impl NativeRegistry {
         capacity: f64,
     ) -> Result<NativeRegistry, JsError> {
         keep_panics();
+        if capacity > MAX_CAPACITY {
+            // The translation's structured error, as `capacity` is refused
+            // in the Node package (a RangeError naming it).
+            return Err(JsError::new(&format!(
+                r#"{{"kind":"capacity","message":"registry capacity must be between 1 and {MAX_CAPACITY} in halfopen-wasm (a 32-bit memory)"}}"#
+            )));
+        }
         let options = options_of(preset, values, given, unset)?;
         let inner = Inner::new(options, capacity).map_err(thrown)?;
         Ok(NativeRegistry(RefCell::new(inner)))

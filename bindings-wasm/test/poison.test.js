@@ -107,3 +107,11 @@ test('calls in flight on a breaker poisoned meanwhile settle as fn does; the hos
     process.off('warning', onWarning)
   }
 })
+
+test('a registry is at most 2^20 breakers in the module: a larger one would run out of memory, not answer full', () => {
+  assert.ok(new Registry({ capacity: 2 ** 20 }))
+  assert.throws(
+    () => new Registry({ capacity: 2 ** 20 + 1 }),
+    (err) => err instanceof RangeError && err.option === 'capacity' && /1048576/.test(err.message),
+  )
+})
