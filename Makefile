@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis
+.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
@@ -133,7 +133,7 @@ wasm-build: setup-wasm
 # The Node package's API tests run against the wasm package too (same files,
 # HALFOPEN_PACKAGE), then the wasm package's own: workerd, poisoning, packing.
 SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-client
-test-wasm: wasm-build node-deps
+test-wasm: wasm-build node-deps setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(WASM_DIR) && node --test test/
 
@@ -165,6 +165,11 @@ test-examples: node-build setup-redis wasm-build
 	cd examples/edge-worker && node --test test/
 
 # redis-server comes from Debian.
+# Debian's Chromium, for the wasm package's page in a real browser.
+setup-chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
 setup-redis:
 	@command -v redis-server >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
