@@ -14,8 +14,9 @@ pub enum Overflow {
     #[default]
     Reject,
     /// Drop the oldest retained messages to make room (each is counted and
-    /// reported as an [`Event::Dropped`](super::Event::Dropped)); refuse it
-    /// only if dropping every retained message would not make room.
+    /// reported as an [`Event::Dropped`](super::Event::Dropped)); if
+    /// dropping every retained message would not make room, drop none and
+    /// refuse it.
     DropOldest,
 }
 

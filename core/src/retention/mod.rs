@@ -20,6 +20,13 @@
 //! [`poll_timeout`](Dispatcher::poll_timeout) (when an open time ends, a
 //! rate token comes, or a retained message ages out).
 //!
+//! **Report every send.** The dispatcher never has more sends out than the
+//! breaker allows (its probes while half-open, its concurrency limit),
+//! counting its own sends not yet reported — also those the breaker gave up
+//! on after `probe_timeout` — so order and the limit hold; a send never
+//! reported holds its place. Give sends a timeout shorter than the
+//! breaker's `probe_timeout`, as for any call.
+//!
 //! **Half-open.** With [`Probe::Oldest`] (the default) the oldest retained
 //! message is the probe as soon as the breaker admits one: no new traffic
 //! is needed. [`Probe::NewMessage`] is seed 001's rule: retained messages
@@ -57,6 +64,10 @@ use crate::permit::{Outcome, Permit};
 use crate::state::{State, Transition};
 use crate::time::Instant;
 use rate::Bucket;
+
+/// The most bytes a dispatcher holds (2^53 − 1, what a snapshot holds and a
+/// JavaScript number carries exactly).
+const MAX_SAVED_BYTES: u64 = crate::MAX_SAVED_COUNTER;
 
 /// A message the dispatcher holds: retained or in flight.
 #[derive(Debug)]
@@ -206,7 +217,9 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     }
 
     /// The breaker, to operate it by hand (force it open from a throttle
-    /// webhook, say): the transitions come back from those calls.
+    /// webhook, say): the transitions come back from those calls. Call
+    /// [`next`](Self::next) after (a released breaker may admit at once;
+    /// [`poll_timeout`](Self::poll_timeout) then says so too).
     pub fn breaker_mut(&mut self) -> &mut Breaker<C, Mt> {
         &mut self.breaker
     }
@@ -262,12 +275,16 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         let held = Held { seq, message, bytes, attempts: 0, expires };
         let probes = self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
         if (self.retained.is_empty() || probes)
+            && self.room(now)
             && let Some(permit) = self.admit(now)
         {
             self.counters.sent += 1;
             self.sending.insert(seq, (held, permit));
             return Ok(Submitted::Send(seq));
         }
+        // A new message came while half-open: if it cannot probe now, the
+        // oldest retained one probes when it can (no message waits forever).
+        self.probe_owed |= probes;
         self.retained.push_back(held);
         Ok(Submitted::Retained(seq))
     }
@@ -281,19 +298,10 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             self.events.push_back(Event::Transition(t));
         }
         self.expire(now);
-        self.retained.front()?;
-        let state = self.breaker.state(now);
-        if self.config.probe == Probe::NewMessage && state != State::Closed {
-            // Seed 001's rule: the retained wait for a new message to probe,
-            // unless one came that could not be held.
-            if state != State::HalfOpen || !self.probe_owed {
-                self.probe_owed &= state == State::HalfOpen;
-                return None;
-            }
+        self.probe_owed &= self.breaker.state(now) == State::HalfOpen;
+        if !self.ready(now) {
+            return None;
         }
-        // Asked first without counting a rejection: the dispatcher asks
-        // again and again while it waits.
-        self.breaker.check(now).ok()?;
         let permit = self.admit(now)?;
         let held = self.retained.pop_front()?;
         self.probe_owed = false;
@@ -306,8 +314,8 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// Reports how the send of `seq` went; `None` if `seq` is not in flight
     /// (reported already, or never handed out).
     pub fn report(&mut self, seq: u64, outcome: Outcome, now: Instant) -> Option<Reported<M>> {
-        let now = self.advance(now);
         let (mut held, permit) = self.sending.remove(&seq)?;
+        let now = self.advance(now);
         if let Some(t) = self.breaker.record(permit, outcome, now) {
             self.events.push_back(Event::Transition(t));
         }
@@ -319,12 +327,12 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             }
             Outcome::Cancelled => {}
             Outcome::Ignored => {
-                held.attempts += 1;
+                held.attempts = held.attempts.saturating_add(1);
                 self.bury(held, DeadReason::Refused);
                 return Some(Reported::Dead);
             }
             Outcome::Failure => {
-                held.attempts += 1;
+                held.attempts = held.attempts.saturating_add(1);
                 self.counters.failed += 1;
                 if self.config.max_attempts.is_some_and(|max| held.attempts >= max) {
                     self.bury(held, DeadReason::Attempts);
@@ -347,6 +355,10 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// after it, this is a time to come (unless something is due at once).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let head = self.retained.front()?;
+        // Something can go at once (after the breaker was operated by hand).
+        if self.ready(self.latest) {
+            return Some(self.latest);
+        }
         let mut at = self.breaker.poll_timeout();
         let mut earliest = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
         // The rate only says when, if it is what holds the release back.
@@ -377,6 +389,37 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.latest
     }
 
+    /// Whether the dispatcher's own sends leave room for one more: no more
+    /// than the breaker allows at once (its probes while half-open, its
+    /// concurrency limit otherwise), counting every send not yet reported —
+    /// also those the breaker gave up on, or admitted before a `disable`.
+    fn room(&self, now: Instant) -> bool {
+        let cap = match self.breaker.state(now) {
+            State::HalfOpen => Some(u32::from(self.breaker.config().half_open_max_attempts)),
+            _ => self.breaker.counts(now).concurrency_limit,
+        };
+        cap.is_none_or(|cap| self.sending.len() < cap as usize)
+    }
+
+    /// Whether [`next`](Self::next) would hand out the oldest retained
+    /// message at `now` (asks nothing that counts: the dispatcher asks again
+    /// and again while it waits).
+    fn ready(&self, now: Instant) -> bool {
+        if self.retained.is_empty() || !self.room(now) {
+            return false;
+        }
+        let state = self.breaker.state(now);
+        // Seed 001's rule: the retained wait for a new message to probe,
+        // unless one came that could not (or could not yet) be sent.
+        if self.config.probe == Probe::NewMessage
+            && state != State::Closed
+            && !(state == State::HalfOpen && self.probe_owed)
+        {
+            return false;
+        }
+        self.bucket.as_ref().is_none_or(|b| b.ready_at(now)) && self.breaker.check(now).is_ok()
+    }
+
     /// A permit at `now`, within the rate (the breaker's transition, if it
     /// observed one, is queued).
     fn admit(&mut self, now: Instant) -> Option<Permit> {
@@ -395,20 +438,25 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     }
 
     /// Whether a message of `bytes` fits, after dropping the oldest retained
-    /// messages if the configuration says so.
+    /// messages if the configuration says so — only if dropping them makes
+    /// room. The bytes held never pass 2^53 − 1 (what a snapshot holds).
     fn make_room(&mut self, bytes: u64) -> bool {
-        let held = |d: &Self| d.retained.len() + d.sending.len();
-        let fits = |d: &Self| {
-            d.config.max_messages.is_none_or(|max| held(d) < max as usize)
-                && d.config.max_bytes.is_none_or(|max| d.bytes.saturating_add(bytes) <= max)
+        let (max_messages, max_bytes) = (self.config.max_messages, self.config.max_bytes);
+        let max_bytes = max_bytes.map_or(MAX_SAVED_BYTES, |m| m.min(MAX_SAVED_BYTES));
+        let fits = |count: usize, held: u64| {
+            max_messages.is_none_or(|max| count < max as usize)
+                && held.checked_add(bytes).is_some_and(|b| b <= max_bytes)
         };
-        if self.config.max_bytes.is_some_and(|max| bytes > max) {
+        let count = self.retained.len() + self.sending.len();
+        if fits(count, self.bytes) {
+            return true;
+        }
+        // What is left once every retained message is dropped: the sends.
+        let in_flight: u64 = self.sending.values().map(|(h, _)| h.bytes).sum();
+        if self.config.overflow == Overflow::Reject || !fits(self.sending.len(), in_flight) {
             return false;
         }
-        while !fits(self) {
-            if self.config.overflow == Overflow::Reject {
-                return false;
-            }
+        while !fits(self.retained.len() + self.sending.len(), self.bytes) {
             let Some(oldest) = self.retained.pop_front() else { return false };
             self.bytes -= oldest.bytes;
             self.counters.dropped += 1;

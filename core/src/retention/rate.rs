@@ -54,6 +54,12 @@ impl Bucket {
         self.held >= SCALE
     }
 
+    /// Whether a token is there at `now`, changing nothing.
+    pub(crate) fn ready_at(&self, now: Instant) -> bool {
+        let mut bucket = self.clone();
+        bucket.ready(now)
+    }
+
     /// Spends a token ([`ready`](Self::ready) said there is one).
     pub(crate) fn spend(&mut self) {
         self.held = self.held.saturating_sub(SCALE);
