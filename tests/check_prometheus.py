@@ -1,7 +1,8 @@
 """Parses halfopen's Prometheus exposition (stdin) with prometheus_client's
 text parser and checks what it must hold: every breaker name, hostile ones
 included, comes back exactly as a label value; nothing was injected; the
-states and counters are the ones `core/examples/prometheus_text.rs` set up.
+states and counters are the ones `core/examples/prometheus_text.rs` set up,
+and so are the retention dispatcher's ("partner-a").
 
 Every further argument is a file (a dashboard, alert rules) whose
 `circuit_*` metric names must all be ones the exposition has.
@@ -37,6 +38,20 @@ def main() -> int:
     failures = samples("circuit_failures")
     if failures != {NAMES[0]: 5, NAMES[1]: 5, NAMES[2]: 0, NAMES[3]: 0}:
         problems.append(f"circuit_failures_total {failures!r}")
+    retention = {
+        "circuit_retained_messages": 1,
+        "circuit_retained_bytes": 75,
+        "circuit_retention_in_flight": 1,
+        "circuit_messages_submitted": 3,
+        "circuit_messages_delivered": 0,
+        "circuit_messages_refused": 0,
+        "circuit_messages_dropped": 0,
+        "circuit_dead_letters": 1,
+    }
+    for family, want in retention.items():
+        got = samples(family) if family in families else None
+        if got != {"partner-a": want}:
+            problems.append(f"{family} {got!r} != {{'partner-a': {want}}}")
     if families["circuit_failures"].type != "counter" or families["circuit_opens"].type != "counter":
         problems.append("failures/opens are not counters")
     if samples("circuit_opens") != {NAMES[0]: 1, NAMES[1]: 1, NAMES[2]: 0, NAMES[3]: 0}:
@@ -48,8 +63,8 @@ def main() -> int:
     if len(quantiles) != 4 * len(NAMES):
         problems.append(f"expected 4 quantiles per breaker, got {len(quantiles)}")
     every_name = {s.labels.get("name") for f in families.values() for s in f.samples} - {None}
-    if every_name != set(NAMES):
-        problems.append(f"unexpected names in some sample: {every_name - set(NAMES)!r}")
+    if every_name != set(NAMES) | {"partner-a"}:
+        problems.append(f"unexpected names in some sample: {every_name - set(NAMES) - {'partner-a'}!r}")
     for needed in ["circuit_registry_breakers", "circuit_registry_evictions", "circuit_state_seconds"]:
         if needed not in families:
             problems.append(f"missing family {needed}")

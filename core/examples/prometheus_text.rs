@@ -1,11 +1,14 @@
 //! Prints the Prometheus text exposition of a small registry: four breakers
 //! (one open, one half-open, two closed, one with a hostile name that tries to
-//! inject a sample), each with metrics and a latency histogram.
+//! inject a sample), each with metrics and a latency histogram; then a
+//! retention dispatcher's figures (one message retained, one in flight, one
+//! dead letter).
 //!
 //! `make test` pipes this into `tests/check_prometheus.py`, which parses it
 //! with the `prometheus_client` package's parser.
 
-use halfopen::{Config, Instant, LatencyHistogram, Metrics, Outcome, Registry};
+use halfopen::retention::{Dispatcher, RetentionConfig, exposition};
+use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, LatencyHistogram, Metrics, Outcome, Registry};
 
 /// Names the check expects, in order of first use.
 const NAMES: [&str; 4] =
@@ -30,5 +33,18 @@ fn main() {
     let _probe = probing.try_acquire(ms(40_000)).decision.expect("half-open admits a probe");
     let mut text = String::new();
     registry.render_prometheus(&mut text, ms(40_000)).expect("writing to a String cannot fail");
+    // A partner's dispatcher (one send at a time): the first message is
+    // refused by the partner (a dead letter), the second is out, the third
+    // waits.
+    let breaker = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(1)), ..Config::partner_webhook() };
+    let breaker = Breaker::with_meter(breaker, Metrics::default()).expect("valid");
+    let mut partner: Dispatcher<&str> = Dispatcher::new(breaker, RetentionConfig::default()).expect("paced");
+    for (message, bytes) in [("first", 100), ("second", 50), ("third", 25)] {
+        partner.submit(message, bytes, ms(0)).expect("unbounded");
+    }
+    partner.report(0, Outcome::Ignored, ms(1)).expect("the first was sent");
+    partner.next(ms(2)).expect("the second goes");
+    let reading = partner.reading();
+    exposition::render(&mut text, || std::iter::once(("partner-a", reading))).expect("writing to a String cannot fail");
     print!("{text}");
 }

@@ -28,7 +28,7 @@ struct Family {
 
 /// A sample's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Value {
+pub(crate) enum Value {
     /// A whole number.
     Count(u64),
     /// Millionths, written as a decimal: seconds from microseconds, ratios.
@@ -156,12 +156,18 @@ fn escape_label(out: &mut impl Write, value: &str) -> fmt::Result {
     Ok(())
 }
 
-fn header(out: &mut impl Write, name: &str, kind: &str, help: &str) -> fmt::Result {
+pub(crate) fn header(out: &mut impl Write, name: &str, kind: &str, help: &str) -> fmt::Result {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} {kind}")
 }
 
-fn sample(out: &mut impl Write, name: &str, breaker: &str, extra: Option<(&str, &str)>, value: Value) -> fmt::Result {
+pub(crate) fn sample(
+    out: &mut impl Write,
+    name: &str,
+    breaker: &str,
+    extra: Option<(&str, &str)>,
+    value: Value,
+) -> fmt::Result {
     write!(out, "{name}{{name=\"")?;
     escape_label(out, breaker)?;
     out.write_char('"')?;

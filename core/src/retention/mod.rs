@@ -46,6 +46,7 @@
 //! [`RetentionCounters`]).
 
 mod config;
+pub mod exposition;
 mod rate;
 #[cfg(feature = "snapshot")]
 mod saved;
@@ -54,6 +55,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use core::borrow::Borrow;
 
 pub use config::{Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
+pub use exposition::RetentionReading;
 #[cfg(feature = "snapshot")]
 pub use saved::RetentionSnapshot;
 
@@ -232,6 +234,16 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// What became of the messages so far.
     pub fn counters(&self) -> RetentionCounters {
         self.counters
+    }
+
+    /// What it holds and did, for metrics (see [`exposition`]).
+    pub fn reading(&self) -> RetentionReading {
+        RetentionReading {
+            retained: self.retained.len() as u64,
+            bytes: self.bytes,
+            in_flight: self.sending.len() as u64,
+            counters: self.counters,
+        }
     }
 
     /// Messages retained (not in flight).
