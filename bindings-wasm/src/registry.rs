@@ -18,7 +18,9 @@ pub struct NativeRegistry(RefCell<Inner>);
 /// so that a full one fits a 32-bit memory (4 GiB) with room to grow its
 /// table, rather than running out of memory, which would poison it and
 /// leave the module's other objects without memory.
-const MAX_CAPACITY: f64 = 1_048_576.0;
+/// (An integer: formatting an `f64` into the message would add 16 KB of
+/// float formatting to the module.)
+const MAX_CAPACITY: u32 = 1 << 20;
 
 #[wasm_bindgen]
 impl NativeRegistry {
@@ -32,7 +34,7 @@ impl NativeRegistry {
         capacity: f64,
     ) -> Result<NativeRegistry, JsError> {
         keep_panics();
-        if capacity > MAX_CAPACITY {
+        if capacity > f64::from(MAX_CAPACITY) {
             // The translation's structured error, as `capacity` is refused
             // in the Node package (a RangeError naming it).
             return Err(JsError::new(&format!(

@@ -17,13 +17,13 @@ use core::fmt::{self, Write};
 use crate::metrics::MetricsReading;
 use crate::time::Duration;
 
-/// One metric family: its name, type, help, and how to read its value
-/// (`None`: this breaker has no sample in the family).
-struct Family {
-    name: &'static str,
-    kind: &'static str,
-    help: &'static str,
-    value: fn(&MetricsReading) -> Option<Value>,
+/// One metric family: its name, type, help, and how to read its value from
+/// a reading `R` (`None`: that one has no sample in the family).
+pub(crate) struct Family<R> {
+    pub(crate) name: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) help: &'static str,
+    pub(crate) value: fn(&R) -> Option<Value>,
 }
 
 /// A sample's value.
@@ -59,7 +59,7 @@ impl fmt::Display for Value {
     }
 }
 
-const FAMILIES: &[Family] = &[
+const FAMILIES: &[Family<MetricsReading>] = &[
     Family {
         name: "circuit_state",
         kind: "gauge",
@@ -156,18 +156,12 @@ fn escape_label(out: &mut impl Write, value: &str) -> fmt::Result {
     Ok(())
 }
 
-pub(crate) fn header(out: &mut impl Write, name: &str, kind: &str, help: &str) -> fmt::Result {
+fn header(out: &mut impl Write, name: &str, kind: &str, help: &str) -> fmt::Result {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} {kind}")
 }
 
-pub(crate) fn sample(
-    out: &mut impl Write,
-    name: &str,
-    breaker: &str,
-    extra: Option<(&str, &str)>,
-    value: Value,
-) -> fmt::Result {
+fn sample(out: &mut impl Write, name: &str, breaker: &str, extra: Option<(&str, &str)>, value: Value) -> fmt::Result {
     write!(out, "{name}{{name=\"")?;
     escape_label(out, breaker)?;
     out.write_char('"')?;
@@ -177,6 +171,27 @@ pub(crate) fn sample(
     writeln!(out, "}} {value}")
 }
 
+/// Writes each of `families` for the `(name, reading)` pairs that `items`
+/// yields (called once per family, so each family's samples stay together).
+pub(crate) fn render_families<'a, R, I>(
+    out: &mut impl Write,
+    families: &[Family<R>],
+    items: impl Fn() -> I,
+) -> fmt::Result
+where
+    I: Iterator<Item = (&'a str, R)>,
+{
+    for family in families {
+        header(out, family.name, family.kind, family.help)?;
+        for (name, reading) in items() {
+            if let Some(value) = (family.value)(&reading) {
+                sample(out, family.name, name, None, value)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes every metric family for the `(name, snapshot)` pairs that
 /// `breakers` yields (called once per family, so each family's samples stay
 /// together as the format requires).
@@ -184,14 +199,7 @@ pub fn render<'a, I>(out: &mut impl Write, breakers: impl Fn() -> I) -> fmt::Res
 where
     I: Iterator<Item = (&'a str, MetricsReading)>,
 {
-    for family in FAMILIES {
-        header(out, family.name, family.kind, family.help)?;
-        for (name, m) in breakers() {
-            if let Some(value) = (family.value)(&m) {
-                sample(out, family.name, name, None, value)?;
-            }
-        }
-    }
+    render_families(out, FAMILIES, &breakers)?;
     header(out, "circuit_state_seconds_total", "counter", "Time spent in each state since first use.")?;
     for (name, m) in breakers() {
         for (state, time) in [("closed", m.time_closed), ("half_open", m.time_half_open), ("open", m.time_open)] {

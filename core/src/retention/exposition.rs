@@ -5,7 +5,7 @@
 use core::fmt::{self, Write};
 
 use super::RetentionCounters;
-use crate::prometheus::{Value, header, sample};
+use crate::prometheus::{Family, Value, render_families};
 
 /// What a dispatcher holds and did, at one reading (see
 /// [`Dispatcher::reading`](super::Dispatcher::reading)).
@@ -21,62 +21,54 @@ pub struct RetentionReading {
     pub counters: RetentionCounters,
 }
 
-/// One metric family: its name, type, help, and its value in a reading.
-struct Family {
-    name: &'static str,
-    kind: &'static str,
-    help: &'static str,
-    value: fn(&RetentionReading) -> u64,
-}
-
-const FAMILIES: &[Family] = &[
+const FAMILIES: &[Family<RetentionReading>] = &[
     Family {
         name: "circuit_retained_messages",
         kind: "gauge",
         help: "Messages held while the breaker refuses (not in flight).",
-        value: |r| r.retained,
+        value: |r| Some(Value::Count(r.retained)),
     },
     Family {
         name: "circuit_retained_bytes",
         kind: "gauge",
         help: "Bytes held, retained and in flight.",
-        value: |r| r.bytes,
+        value: |r| Some(Value::Count(r.bytes)),
     },
     Family {
         name: "circuit_retention_in_flight",
         kind: "gauge",
         help: "Sends handed out and not yet reported.",
-        value: |r| r.in_flight,
+        value: |r| Some(Value::Count(r.in_flight)),
     },
     Family {
         name: "circuit_messages_submitted_total",
         kind: "counter",
         help: "Messages submitted.",
-        value: |r| r.counters.submitted,
+        value: |r| Some(Value::Count(r.counters.submitted)),
     },
     Family {
         name: "circuit_messages_delivered_total",
         kind: "counter",
         help: "Messages delivered.",
-        value: |r| r.counters.delivered,
+        value: |r| Some(Value::Count(r.counters.delivered)),
     },
     Family {
         name: "circuit_messages_refused_total",
         kind: "counter",
         help: "Messages refused because a bound was reached.",
-        value: |r| r.counters.refused,
+        value: |r| Some(Value::Count(r.counters.refused)),
     },
     Family {
         name: "circuit_messages_dropped_total",
         kind: "counter",
         help: "Retained messages dropped to make room.",
-        value: |r| r.counters.dropped,
+        value: |r| Some(Value::Count(r.counters.dropped)),
     },
     Family {
         name: "circuit_dead_letters_total",
         kind: "counter",
         help: "Messages given up (attempts, age, or refused by the upstream).",
-        value: |r| r.counters.dead,
+        value: |r| Some(Value::Count(r.counters.dead)),
     },
 ];
 
@@ -86,11 +78,5 @@ pub fn render<'a, I>(out: &mut impl Write, dispatchers: impl Fn() -> I) -> fmt::
 where
     I: Iterator<Item = (&'a str, RetentionReading)>,
 {
-    for family in FAMILIES {
-        header(out, family.name, family.kind, family.help)?;
-        for (name, reading) in dispatchers() {
-            sample(out, family.name, name, None, Value::Count((family.value)(&reading)))?;
-        }
-    }
-    Ok(())
+    render_families(out, FAMILIES, dispatchers)
 }

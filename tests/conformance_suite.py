@@ -1,0 +1,34 @@
+"""The conformance suite's files as pytest cases, for every Python runner
+(the Python package's, the WebAssembly component's through wasmtime): read
+every scenario file in `tests/conformance/` (all but README.md and
+schema.json), refuse a format it does not know, never skip one."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Iterator, List
+
+import pytest
+
+SUITE = pathlib.Path(__file__).resolve().parent / "conformance"
+
+
+def cases() -> Iterator[Any]:
+    """One `pytest.param` per scenario, named `file::description`."""
+    files = sorted(p for p in SUITE.iterdir() if p.name not in ("README.md", "schema.json"))
+    assert files, "no conformance files"
+    for path in files:
+        suite = json.loads(path.read_text())
+        assert suite["format"] == 1, f"{path.name}: unknown format"
+        for case in suite["cases"]:
+            yield pytest.param(case, id=f"{path.stem}::{case['description']}")
+
+
+def every_file_was_read(runner: str) -> None:
+    """Checks the suite was all read (at least 18 files, 200 scenarios), and
+    prints what `runner` ran."""
+    names = {p.stem for p in SUITE.iterdir() if p.suffix == ".json"} - {"schema"}
+    ran: List[Any] = list(cases())
+    assert len(names) >= 18 and len({case.values[0]["description"] for case in ran}) >= 200
+    print(f"conformance ({runner}): {len(names)} files, {len(ran)} scenarios")
