@@ -175,7 +175,10 @@ function snapshotText(snapshot) {
     throw typeError('snapshot', 'an object or a JSON string', snapshot)
   }
   const text = typeof snapshot === 'string' ? snapshot : JSON.stringify(snapshot)
-  if (typeof text !== 'string' || !text.isWellFormed()) {
+  if (typeof text !== 'string') {
+    throw new SnapshotError('malformed', 'malformed snapshot: the object has no JSON form (its toJSON gave none)')
+  }
+  if (!text.isWellFormed()) {
     throw new SnapshotError('malformed', 'malformed snapshot: the text is not valid Unicode (a lone surrogate)')
   }
   return text

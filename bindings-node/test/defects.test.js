@@ -975,8 +975,14 @@ describe('snapshots', () => {
     assert.throws(() => CircuitBreaker.fromJSON({ name: 'b' }, breakerText), malformed)
   })
 
+  test('#21 a snapshot object whose toJSON gives nothing is malformed, and says so', () => {
+    const noForm = (err) => err.name === 'SnapshotError' && err.kind === 'malformed' && /no JSON form/.test(err.message)
+    assert.throws(() => CircuitBreaker.fromJSON({ name: 'b' }, { toJSON: () => undefined }), noForm)
+    assert.throws(() => new Registry({}).restore({ toJSON: () => undefined }), noForm)
+  })
+
   test('#21 a forced open of any length saves and restores; forged times of 2^53 µs and more are corrupt', () => {
-    let now = 0
+    const now = 0
     const options = { name: 'long', clock: () => now }
     const breaker = new CircuitBreaker(options)
     breaker.forceOpen(Number.MAX_SAFE_INTEGER)
