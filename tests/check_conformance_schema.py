@@ -19,6 +19,9 @@ KNOWN_BAD = [
     {"format": 1, "description": "x", "cases": [{"description": "d", "config": {}, "steps": [{"op": "acquire"}]}]},
     {"format": 1, "description": "x", "cases": [{"description": "d", "config": {"typo": 1}, "invalid": "window"}]},
     {"format": 1, "description": "x", "cases": [{"description": "d", "config": {}, "steps": [{"op": "call", "outcome": "maybe"}]}]},
+    {"format": 1, "description": "x", "cases": [{"description": "d", "config": {}, "retention": {}, "steps": [{"op": "acquire", "permit": "p"}]}]},
+    {"format": 1, "description": "x", "cases": [{"description": "d", "config": {}, "retention": {}, "invalid": "window"}]},
+    {"format": 1, "description": "x", "cases": [{"description": "d", "config": {}, "steps": [{"op": "submit", "message": "m", "result": "send"}]}]},
 ]
 
 

@@ -10,11 +10,13 @@
 #![deny(clippy::unwrap_used)]
 
 mod breaker;
+mod dispatcher;
 mod error;
 mod options;
 mod registry;
 mod time;
 
+pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, NativeRetentionStats};
 pub use breaker::{NativeBreaker, NativeLicence, NativeMetrics, NativeTransition};
 #[cfg(not(feature = "node"))]
 pub use error::PlainError;

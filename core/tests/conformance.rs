@@ -15,6 +15,9 @@ use halfopen::{
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
 
+#[path = "support/retention_steps.rs"]
+mod retention_steps;
+
 /// The format version this runner reads.
 const FORMAT: u64 = 1;
 /// Files in the folder that are not scenario files.
@@ -83,8 +86,11 @@ fn object<'a>(value: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Valu
 }
 
 fn run_case(case: &Value) -> Result<(), Failed> {
-    let map = object(case, &["description", "config", "registry", "steps", "invalid"])?;
+    let map = object(case, &["description", "config", "registry", "retention", "steps", "invalid"])?;
     let config = map.get("config").ok_or("case without config")?;
+    if let Some(retention) = map.get("retention") {
+        return run_retention_case(map, config, retention);
+    }
     let latency = config.get("latency_histogram").map_or(Some(false), Value::as_bool).ok_or("latency_histogram")?;
     let meter = (Metrics::default(), latency.then(LatencyHistogram::default));
     let built = build_config(config).and_then(|c| match map.get("registry") {
@@ -102,6 +108,34 @@ fn run_case(case: &Value) -> Result<(), Failed> {
         }
         (None, Some(steps)) => {
             let mut run = Run { breakers: built?, clock: Instant::ZERO, permits: HashMap::new() };
+            for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
+                run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
+                STEPS.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+        _ => Err("a case has either steps or invalid".into()),
+    }
+}
+
+/// A case with `retention`: a dispatcher in front of the case's breaker.
+fn run_retention_case(map: &Map<String, Value>, config: &Value, retention: &Value) -> Result<(), Failed> {
+    if map.contains_key("registry") {
+        return Err("a retention case has no registry".into());
+    }
+    let built = build_config(config)
+        .and_then(|c| retention_steps::build(retention).and_then(|r| retention_steps::Run::new(c, r)));
+    match (map.get("invalid"), map.get("steps")) {
+        (Some(field), None) => {
+            let field = field.as_str().ok_or("invalid must name a field")?;
+            match built {
+                Err(got) if got.starts_with(&format!("{field}:")) => Ok(()),
+                Err(got) => Err(format!("expected an error for {field}, got {got}").into()),
+                Ok(_) => Err(format!("expected an error for {field}, the config was accepted").into()),
+            }
+        }
+        (None, Some(steps)) => {
+            let mut run = built?;
             for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
                 run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
                 STEPS.fetch_add(1, Ordering::Relaxed);

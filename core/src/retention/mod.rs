@@ -64,7 +64,7 @@ use crate::config::Config;
 use crate::meter::Meter;
 use crate::permit::{Outcome, Permit};
 use crate::state::{State, Transition};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use rate::Bucket;
 
 /// The most bytes a dispatcher holds (2^53 − 1, what a snapshot holds and a
@@ -224,6 +224,27 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// [`poll_timeout`](Self::poll_timeout) then says so too).
     pub fn breaker_mut(&mut self) -> &mut Breaker<C, Mt> {
         &mut self.breaker
+    }
+
+    /// Holds the breaker open for `duration`, or until
+    /// [`release`](Self::release) (a throttle webhook, say); its transition
+    /// comes as an [`Event::Transition`].
+    pub fn force_open(&mut self, now: Instant, duration: Option<Duration>) {
+        let now = self.advance(now);
+        self.events.extend(self.breaker.force_open(now, duration).into_iter().map(Event::Transition));
+    }
+
+    /// Ends a [`force_open`](Self::force_open); its transition comes as an
+    /// [`Event::Transition`]. Call [`next`](Self::next) after.
+    pub fn release(&mut self, now: Instant) {
+        let now = self.advance(now);
+        self.events.extend(self.breaker.release(now).into_iter().map(Event::Transition));
+    }
+
+    /// The sequence numbers of the messages held: retained (in queue order),
+    /// then in flight (by sequence number). A store keeps these.
+    pub fn held(&self) -> impl Iterator<Item = u64> + '_ {
+        self.retained.iter().map(|h| h.seq).chain(self.sending.keys().copied())
     }
 
     /// The configuration.

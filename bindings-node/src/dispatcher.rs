@@ -1,0 +1,337 @@
+//! `NativeDispatcher`: the core's retaining dispatcher (seed 001) in front
+//! of a breaker, driven with plain numbers. The messages stay in JavaScript,
+//! named by their sequence numbers; the JavaScript class `Dispatcher`
+//! (lib/dispatcher.js) sends them and reports how each went.
+
+use std::sync::Arc;
+
+use crate::breaker::{Gauges, metrics_of, transition_of};
+use crate::error::{Buffer, Error, Refusal, Result, config as refused};
+use crate::options::NativeOptions;
+use crate::time::{duration, instant, micros, ms_at};
+use crate::{NativeMetrics, NativeTransition};
+use halfopen::retention::{
+    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionSnapshot, Submitted,
+    exposition,
+};
+use halfopen::{Breaker, Config, Duration, LatencyHistogram, Metrics, SnapshotError};
+#[cfg(feature = "node")]
+use napi_derive::napi;
+
+type Native = Dispatcher<(), Arc<Config>, Gauges>;
+
+/// How a dispatcher retains, as numbers (milliseconds for times); absent:
+/// the core's default (no bound, reject, probe with the oldest, never give
+/// up, no rate).
+#[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
+pub struct NativeRetention {
+    pub max_messages: Option<f64>,
+    pub max_bytes: Option<f64>,
+    /// `"reject"` or `"drop_oldest"`.
+    pub overflow: Option<String>,
+    /// `"oldest"` or `"new_message"`.
+    pub probe: Option<String>,
+    pub max_attempts: Option<f64>,
+    pub max_age_ms: Option<f64>,
+    pub release_per_second: Option<f64>,
+    pub release_burst: Option<f64>,
+}
+
+/// Something JavaScript must hear of, in the core's order.
+#[cfg_attr(feature = "node", napi(object))]
+pub struct NativeDispatchEvent {
+    /// `"transition"`, `"dead"` or `"dropped"`.
+    pub kind: String,
+    /// The message's sequence number (dead, dropped).
+    pub seq: Option<f64>,
+    /// Why a message is dead: `"attempts"`, `"age"` or `"refused"`.
+    pub reason: Option<String>,
+    /// How many times a dead message was sent.
+    pub attempts: Option<u32>,
+    pub transition: Option<NativeTransition>,
+}
+
+/// What a dispatcher holds and did.
+#[cfg_attr(feature = "node", napi(object))]
+pub struct NativeRetentionStats {
+    pub retained: f64,
+    pub in_flight: f64,
+    pub bytes: f64,
+    pub submitted: f64,
+    pub refused: f64,
+    pub sent: f64,
+    pub delivered: f64,
+    pub failed: f64,
+    pub dead: f64,
+    pub dropped: f64,
+}
+
+/// A whole number from 0 to `max`, or an error naming `field`.
+fn whole(value: Option<f64>, field: &str, max: f64) -> Result<Option<u64>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.fract() == 0.0 && (0.0..=max).contains(&v) => Ok(Some(v as u64)),
+        Some(_) => Err(refused(field, &format!("must be a whole number from 0 to {max}"))),
+    }
+}
+
+impl NativeRetention {
+    /// The configuration these options describe (the core validates it
+    /// against the breaker).
+    fn config(&self) -> Result<RetentionConfig> {
+        const U32: f64 = u32::MAX as f64;
+        let mut c = RetentionConfig {
+            max_messages: whole(self.max_messages, "max_messages", U32)?.map(|n| n as u32),
+            max_bytes: whole(self.max_bytes, "max_bytes", 9_007_199_254_740_991.0)?,
+            max_attempts: whole(self.max_attempts, "max_attempts", U32)?.map(|n| n as u32),
+            ..RetentionConfig::default()
+        };
+        if let Some(age) = self.max_age_ms {
+            let us = micros(age)
+                .ok_or_else(|| refused("max_age", "must be a finite, non-negative number of milliseconds"))?;
+            c.max_age = Some(Duration::from_micros(us));
+        }
+        c.overflow = match self.overflow.as_deref() {
+            None | Some("reject") => Overflow::Reject,
+            Some("drop_oldest") => Overflow::DropOldest,
+            Some(_) => return Err(refused("overflow", "must be \"reject\" or \"drop_oldest\"")),
+        };
+        c.probe = match self.probe.as_deref() {
+            None | Some("oldest") => Probe::Oldest,
+            Some("new_message") => Probe::NewMessage,
+            Some(_) => return Err(refused("probe", "must be \"oldest\" or \"new_message\"")),
+        };
+        let per_second = whole(self.release_per_second, "release_rate", U32)?;
+        let burst = whole(self.release_burst, "release_rate", U32)?;
+        c.release_rate = match (per_second, burst) {
+            (None, None) => None,
+            (Some(per_second), Some(burst)) => Some(Rate { per_second: per_second as u32, burst: burst as u32 }),
+            _ => return Err(refused("release_rate", "needs both perSecond and burst")),
+        };
+        Ok(c)
+    }
+}
+
+fn retention_error(e: halfopen::retention::RetentionError) -> Error {
+    refused(e.field.name(), &e.to_string())
+}
+
+/// A breaker from `options` (latency measured if asked).
+fn breaker(options: &NativeOptions, latency_histogram: bool) -> Result<Breaker<Arc<Config>, Gauges>> {
+    let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
+    Breaker::with_meter(halfopen::shared_config(options.config()?), meter).map_err(|e| Refusal::from(e).into())
+}
+
+#[cfg_attr(feature = "node", napi)]
+pub struct NativeDispatcher {
+    dispatcher: Native,
+}
+
+/// `report`'s answer: delivered, back in the queue, dead, not in flight.
+const DELIVERED: u32 = 0;
+const RETAINED: u32 = 1;
+const DEAD: u32 = 2;
+const UNKNOWN: u32 = 3;
+
+#[cfg_attr(feature = "node", napi)]
+impl NativeDispatcher {
+    /// A dispatcher in front of a breaker made from `options`; throws a
+    /// structured error naming the field of an invalid option.
+    #[cfg_attr(feature = "node", napi(constructor))]
+    pub fn new(options: NativeOptions, latency_histogram: bool, retention: NativeRetention) -> Result<Self> {
+        let retention = retention.config()?;
+        let dispatcher = Dispatcher::new(breaker(&options, latency_histogram)?, retention).map_err(retention_error)?;
+        Ok(NativeDispatcher { dispatcher })
+    }
+
+    /// A dispatcher restored from a snapshot (JSON text or bytes) taken with
+    /// the same options; `held` lists the sequence numbers whose messages the
+    /// caller still has (a snapshot naming another is corrupt: it would be lost).
+    #[cfg_attr(feature = "node", napi(factory))]
+    pub fn restore(
+        options: NativeOptions,
+        latency_histogram: bool,
+        retention: NativeRetention,
+        json: Option<String>,
+        bytes: Option<Buffer>,
+        held: Vec<f64>,
+        now_ms: f64,
+    ) -> Result<Self> {
+        let retention = retention.config()?;
+        let breaker = breaker(&options, latency_histogram)?;
+        let decoded = match (json, bytes) {
+            (Some(text), _) => RetentionSnapshot::from_json(&text),
+            (None, Some(b)) => RetentionSnapshot::from_bytes(&b),
+            (None, None) => Err(SnapshotError::Malformed("no snapshot given".into())),
+        };
+        let config = halfopen::shared_config(*breaker.config());
+        let dispatcher = decoded
+            .and_then(|s| {
+                Native::restore(config, retention, &s, instant(now_ms), |seq| {
+                    held.iter().any(|&h| h == seq as f64).then_some(())
+                })
+            })
+            .map_err(|e| Error::from(Refusal::from(e)))?;
+        Ok(NativeDispatcher { dispatcher })
+    }
+
+    /// Submits a message of `bytes` (checked: a whole number ≥ 0): its
+    /// sequence number to send now, `-1 - seq` when retained, `null` when
+    /// refused (a bound is full).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn submit(&mut self, bytes: f64, now_ms: f64) -> Option<f64> {
+        match self.dispatcher.submit((), bytes as u64, instant(now_ms)) {
+            Ok(Submitted::Send(seq)) => Some(seq as f64),
+            Ok(Submitted::Retained(seq)) => Some(-1.0 - seq as f64),
+            Err(_) => None,
+        }
+    }
+
+    /// Every retained message to send now, oldest first (by sequence number).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn next(&mut self, now_ms: f64) -> Vec<f64> {
+        let now = instant(now_ms);
+        std::iter::from_fn(|| self.dispatcher.next(now)).map(|seq| seq as f64).collect()
+    }
+
+    /// Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
+    /// 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in flight.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn report(&mut self, seq: f64, outcome_code: u32, now_ms: f64) -> u32 {
+        if !(seq >= 0.0 && seq.fract() == 0.0) {
+            return UNKNOWN;
+        }
+        match self.dispatcher.report(seq as u64, crate::breaker::outcome(outcome_code), instant(now_ms)) {
+            Some(Reported::Delivered(())) => DELIVERED,
+            Some(Reported::Retained) => RETAINED,
+            Some(Reported::Dead) => DEAD,
+            None => UNKNOWN,
+        }
+    }
+
+    /// Applies what is due at `nowMs` (an open time that ended, messages aged out).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.dispatcher.handle_timeout(instant(now_ms));
+    }
+
+    /// When `next` may hand out something it cannot now, or a retained
+    /// message ages out (ms on the caller's clock); `null`: not by time.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn poll_timeout_ms(&self) -> Option<f64> {
+        self.dispatcher.poll_timeout().map(ms_at)
+    }
+
+    /// The events since the last call, oldest first.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn take_events(&mut self) -> Vec<NativeDispatchEvent> {
+        std::iter::from_fn(|| self.dispatcher.poll_event()).map(event_of).collect()
+    }
+
+    /// Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
+    /// `release` without it (its transition comes as an event).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) {
+        self.dispatcher.force_open(instant(now_ms), for_ms.map(duration));
+    }
+
+    /// Ends a forced open (its transition comes as an event).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn release(&mut self, now_ms: f64) {
+        self.dispatcher.release(instant(now_ms));
+    }
+
+    /// The breaker's state at `nowMs`.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn state(&self, now_ms: f64) -> String {
+        self.dispatcher.breaker().state(instant(now_ms)).name().into()
+    }
+
+    /// What it holds and did.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn stats(&self) -> NativeRetentionStats {
+        let r = self.dispatcher.reading();
+        let c = r.counters;
+        let n = |v: u64| v as f64;
+        NativeRetentionStats {
+            retained: n(r.retained),
+            in_flight: n(r.in_flight),
+            bytes: n(r.bytes),
+            submitted: n(c.submitted),
+            refused: n(c.refused),
+            sent: n(c.sent),
+            delivered: n(c.delivered),
+            failed: n(c.failed),
+            dead: n(c.dead),
+            dropped: n(c.dropped),
+        }
+    }
+
+    /// The breaker's metrics and counts at `nowMs`.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn metrics(&self, now_ms: f64) -> NativeMetrics {
+        metrics_of(self.dispatcher.breaker(), instant(now_ms))
+    }
+
+    /// The Prometheus text of the breaker and the retention under `name`.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn prometheus(&self, name: String, now_ms: f64) -> String {
+        let m = self.dispatcher.breaker().metrics(instant(now_ms));
+        let reading = self.dispatcher.reading();
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
+        let _ = exposition::render(&mut out, || std::iter::once((name.as_str(), reading)));
+        out
+    }
+
+    /// The dispatcher's state as JSON (not the messages: the caller keeps them).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn snapshot_json(&self, now_ms: f64) -> String {
+        self.dispatcher.snapshot(instant(now_ms)).to_json()
+    }
+
+    /// The dispatcher's state as compact bytes.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    // Without the `node` feature `Buffer` is the `Vec` itself.
+    #[allow(clippy::useless_conversion)]
+    pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
+        self.dispatcher.snapshot(instant(now_ms)).to_bytes().into()
+    }
+
+    /// The sequence numbers of the messages held, in submission order (the
+    /// retained ones, then those in flight), for a store to check against.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn held(&self) -> Vec<f64> {
+        self.dispatcher.held().map(|seq| seq as f64).collect()
+    }
+}
+
+fn event_of(event: Event<()>) -> NativeDispatchEvent {
+    let none = |kind: &str| NativeDispatchEvent {
+        kind: kind.into(),
+        seq: None,
+        reason: None,
+        attempts: None,
+        transition: None,
+    };
+    match event {
+        Event::Transition(t) => NativeDispatchEvent { transition: Some(transition_of(t)), ..none("transition") },
+        Event::Dead { seq, reason, attempts, .. } => NativeDispatchEvent {
+            seq: Some(seq as f64),
+            reason: Some(dead_reason(reason).into()),
+            attempts: Some(attempts),
+            ..none("dead")
+        },
+        Event::Dropped { seq, .. } => NativeDispatchEvent { seq: Some(seq as f64), ..none("dropped") },
+    }
+}
+
+fn dead_reason(reason: DeadReason) -> &'static str {
+    match reason {
+        DeadReason::Attempts => "attempts",
+        DeadReason::Age => "age",
+        DeadReason::Refused => "refused",
+    }
+}
