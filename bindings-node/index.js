@@ -10,9 +10,12 @@
 //   call.js     the one call path (`execute`), shared by every breaker
 //   breaker.js  CircuitBreaker, with the licensed fast path
 //   registry.js Registry and its keyed breakers
+//   retention.js RetentionQueue: the core's retaining dispatcher, sans-IO
+//   dispatcher.js Dispatcher: a RetentionQueue that sends, with promises
 
 const { CircuitBreaker } = require('./lib/breaker.js')
 const { Registry } = require('./lib/registry.js')
+const { RetentionQueue } = require('./lib/retention.js')
 const {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
@@ -26,5 +29,6 @@ module.exports = {
   CircuitBreakerTimeoutError,
   Registry,
   RegistryFullError,
+  RetentionQueue,
   SnapshotError,
 }

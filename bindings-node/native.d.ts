@@ -74,6 +74,66 @@ export declare class NativeBreaker {
   restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number): void
 }
 
+export declare class NativeDispatcher {
+  /**
+   * A dispatcher in front of a breaker made from `options`; throws a
+   * structured error naming the field of an invalid option.
+   */
+  constructor(options: NativeOptions, latencyHistogram: boolean, retention: NativeRetention)
+  /**
+   * A dispatcher restored from a snapshot (JSON text or bytes) taken with
+   * the same options; `held` lists the sequence numbers whose messages the
+   * caller still has (a snapshot naming another is corrupt: it would be lost).
+   */
+  static restore(options: NativeOptions, latencyHistogram: boolean, retention: NativeRetention, json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number): NativeDispatcher
+  /**
+   * Submits a message of `bytes` (checked: a whole number ≥ 0): its
+   * sequence number to send now, `-1 - seq` when retained, `null` when
+   * refused (a bound is full).
+   */
+  submit(bytes: number, nowMs: number): number | null
+  /** Every retained message to send now, oldest first (by sequence number). */
+  next(nowMs: number): Array<number>
+  /**
+   * Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
+   * 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in flight.
+   */
+  report(seq: number, outcomeCode: number, nowMs: number): number
+  /** Applies what is due at `nowMs` (an open time that ended, messages aged out). */
+  handleTimeout(nowMs: number): void
+  /**
+   * When `next` may hand out something it cannot now, or a retained
+   * message ages out (ms on the caller's clock); `null`: not by time.
+   */
+  pollTimeoutMs(): number | null
+  /** The events since the last call, oldest first. */
+  takeEvents(): Array<NativeDispatchEvent>
+  /**
+   * Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
+   * `release` without it (its transition comes as an event).
+   */
+  forceOpen(nowMs: number, forMs?: number | undefined | null): void
+  /** Ends a forced open (its transition comes as an event). */
+  release(nowMs: number): void
+  /** The breaker's state at `nowMs`. */
+  state(nowMs: number): string
+  /** What it holds and did. */
+  stats(): NativeRetentionStats
+  /** The breaker's metrics and counts at `nowMs`. */
+  metrics(nowMs: number): NativeMetrics
+  /** The Prometheus text of the breaker and the retention under `name`. */
+  prometheus(name: string, nowMs: number): string
+  /** The dispatcher's state as JSON (not the messages: the caller keeps them). */
+  snapshotJson(nowMs: number): string
+  /** The dispatcher's state as compact bytes. */
+  snapshotBytes(nowMs: number): Buffer
+  /**
+   * The sequence numbers of the messages held, in submission order (the
+   * retained ones, then those in flight), for a store to check against.
+   */
+  held(): Array<number>
+}
+
 export declare class NativeRegistry {
   /** A registry of at most `capacity` breakers configured by `options`. */
   constructor(options: NativeOptions, capacity: number)
@@ -132,6 +192,19 @@ export declare class NativeRegistry {
    * error. True if transitions wait (breakers whose state changed).
    */
   restoreJson(json: string, nowMs: number): boolean
+}
+
+/** Something JavaScript must hear of, in the core's order. */
+export interface NativeDispatchEvent {
+  /** `"transition"`, `"dead"` or `"dropped"`. */
+  kind: string
+  /** The message's sequence number (dead, dropped). */
+  seq?: number
+  /** Why a message is dead: `"attempts"`, `"age"` or `"refused"`. */
+  reason?: string
+  /** How many times a dead message was sent. */
+  attempts?: number
+  transition?: NativeTransition
 }
 
 /**
@@ -247,6 +320,38 @@ export interface NativeRefusal {
   gauge: number
   reason: string
   pending: boolean
+}
+
+/**
+ * How a dispatcher retains, as numbers (milliseconds for times); absent:
+ * the core's default (no bound, reject, probe with the oldest, never give
+ * up, no rate).
+ */
+export interface NativeRetention {
+  maxMessages?: number
+  maxBytes?: number
+  /** `"reject"` or `"drop_oldest"`. */
+  overflow?: string
+  /** `"oldest"` or `"new_message"`. */
+  probe?: string
+  maxAttempts?: number
+  maxAgeMs?: number
+  releasePerSecond?: number
+  releaseBurst?: number
+}
+
+/** What a dispatcher holds and did. */
+export interface NativeRetentionStats {
+  retained: number
+  inFlight: number
+  bytes: number
+  submitted: number
+  refused: number
+  sent: number
+  delivered: number
+  failed: number
+  dead: number
+  dropped: number
 }
 
 /** A transition, for events (`name`: the breaker's, from a registry). */

@@ -836,4 +836,5 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeBreaker = nativeBinding.NativeBreaker
+module.exports.NativeDispatcher = nativeBinding.NativeDispatcher
 module.exports.NativeRegistry = nativeBinding.NativeRegistry

@@ -101,6 +101,13 @@ const OPTION_OF_FIELD = {
   adaptive_limit_min: 'adaptiveLimitMin',
   adaptive_limit_max: 'adaptiveLimitMax',
   preset: 'preset',
+  max_messages: 'maxMessages',
+  max_bytes: 'maxBytes',
+  max_attempts: 'maxAttempts',
+  max_age: 'maxAgeMs',
+  release_rate: 'releaseRate',
+  overflow: 'overflow',
+  probe: 'probe',
 }
 
 /**

@@ -28,11 +28,18 @@ const CORE_OPTIONS = {
   adaptiveLimitMin: 'number',
   adaptiveLimitMax: 'number',
 }
+// A retaining queue's own options (their checks: lib/retention.js).
+const RETENTION_OPTIONS = ['maxMessages', 'maxBytes', 'overflow', 'probe', 'maxAttempts', 'maxAgeMs', 'releaseRate', 'size']
+// A dispatcher's, beside those (lib/dispatcher.js).
+const DISPATCHER_OPTIONS = ['send', 'isFailure', 'timeoutMs', 'store']
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {
   breaker: ['name', 'isFailure', 'clock', 'timeoutMs', 'latencyHistogram'],
   registry: ['isFailure', 'clock', 'timeoutMs', 'capacity'],
   configure: [],
+  // RetentionQueue and Dispatcher (lib/retention.js, lib/dispatcher.js).
+  retention: ['name', 'clock', 'latencyHistogram', ...RETENTION_OPTIONS],
+  dispatcher: ['name', 'clock', 'latencyHistogram', ...RETENTION_OPTIONS, ...DISPATCHER_OPTIONS],
 }
 const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook' }
 /** The longest delay `setTimeout` keeps (longer ones fire at once). */
@@ -62,7 +69,7 @@ function translate(given, where) {
       let why = `unknown option ${key}`
       if (where === 'configure' && OWN_OPTIONS.registry.includes(key)) {
         why = `option ${key} cannot be set per name (set it on the Registry)`
-      } else if (where !== 'breaker' && OWN_OPTIONS.breaker.includes(key)) {
+      } else if ((where === 'registry' || where === 'configure') && OWN_OPTIONS.breaker.includes(key)) {
         why = `option ${key} is for a single CircuitBreaker, not a Registry`
       }
       const err = new TypeError(why)
@@ -94,7 +101,7 @@ function translate(given, where) {
     throw err
   }
   const { name, isFailure, clock, timeoutMs, latencyHistogram, capacity } = options
-  if (where === 'breaker') {
+  if (where !== 'registry' && where !== 'configure') {
     checkName(name)
     if (name === '') throw typeError('name', 'a non-empty string', name)
   }
@@ -114,6 +121,8 @@ function translate(given, where) {
   }
   return {
     native,
+    // The options given (own properties only), for the caller's own ones.
+    given: options,
     name,
     isFailure,
     clock: clock || monotonic,

@@ -16,8 +16,8 @@ mod options;
 mod registry;
 mod time;
 
-pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, NativeRetentionStats};
 pub use breaker::{NativeBreaker, NativeLicence, NativeMetrics, NativeTransition};
+pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, NativeRetentionStats};
 #[cfg(not(feature = "node"))]
 pub use error::PlainError;
 pub use options::NativeOptions;

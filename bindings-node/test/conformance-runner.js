@@ -2,10 +2,12 @@
 // The conformance runner, apart from any test framework or file system: the
 // Node test (conformance.test.js) and the workerd test of the wasm package
 // (bindings-wasm/test/workerd) run it. `conformance({ CircuitBreaker,
-// Registry, assert })` gives `runDoc(doc, file)`: the cases of one scenario
-// file, each as `{ name, run }` (`run` rejects on a failure).
+// Registry, RetentionQueue, assert })` gives `runDoc(doc, file)`: the cases
+// of one scenario file, each as `{ name, run }` (`run` rejects on a failure).
+// Retention cases drive a `RetentionQueue` (the sans-IO protocol the
+// `Dispatcher` is built on).
 
-function conformance({ CircuitBreaker, Registry, assert }) {
+function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
   const FORMAT = 1
 
   // Cases this binding cannot pass yet, with the reason, by file. None.
@@ -310,7 +312,162 @@ function conformance({ CircuitBreaker, Registry, assert }) {
     }
   }
 
+  const RETENTION_KEYS = {
+    max_messages: 'maxMessages',
+    max_bytes: 'maxBytes',
+    max_attempts: 'maxAttempts',
+    max_age_ms: 'maxAgeMs',
+  }
+  const RETENTION_FIELDS = {
+    max_messages: 'maxMessages',
+    max_bytes: 'maxBytes',
+    max_attempts: 'maxAttempts',
+    max_age: 'maxAgeMs',
+    release_rate: 'releaseRate',
+  }
+  const RETENTION_STEPS = {
+    submit: ['message', 'bytes', 'result'],
+    next: ['sends'],
+    report: ['message', 'outcome', 'result'],
+    handle_timeout: [],
+    force_open: ['for_ms'],
+    release: [],
+    expect: ['state', 'retention'],
+    snapshot_restore: ['encoding'],
+  }
+  const COUNTERS = ['submitted', 'refused', 'sent', 'delivered', 'failed', 'dead', 'dropped']
+  const number = (value) => (typeof value === 'string' && value in SPECIAL ? SPECIAL[value] : value)
+
+  /** A RetentionQueue's options: the breaker's, the retention's; messages sized by `sizes`. */
+  function retentionOptions(c, clock, sizes) {
+    const { isFailure: _, ...out } = options(c.config, clock)
+    checkKeys(c.retention, ['overflow', 'probe', 'release_per_second', 'release_burst', ...Object.keys(RETENTION_KEYS)], 'retention')
+    for (const [key, option] of Object.entries(RETENTION_KEYS)) {
+      if (key in c.retention) out[option] = number(c.retention[key])
+    }
+    if (c.retention.overflow !== undefined) out.overflow = { reject: 'reject', drop_oldest: 'dropOldest' }[c.retention.overflow]
+    if (c.retention.probe !== undefined) out.probe = { oldest: 'oldest', new_message: 'newMessage' }[c.retention.probe]
+    if ('release_per_second' in c.retention || 'release_burst' in c.retention) {
+      out.releaseRate = { perSecond: number(c.retention.release_per_second), burst: number(c.retention.release_burst) }
+    }
+    out.size = (message) => sizes.get(message) ?? 0
+    return out
+  }
+
+  function checkEvents(seen, step) {
+    const want = step.events || []
+    const got = seen.map((e) => {
+      if (e.dead !== undefined) return { dead: e.dead, reason: e.reason, attempts: e.attempts }
+      if (e.dropped !== undefined) return { dropped: e.dropped }
+      return { transition: { from: e.from, to: e.to, reason: e.reason } }
+    })
+    const expected = want.map((w) => {
+      if (w.transition === undefined) return w
+      checkKeys(w.transition, ['from', 'to', 'reason', 'at'], 'transition')
+      const { from, to, reason } = w.transition
+      return { transition: { from: STATE[from], to: STATE[to], reason } }
+    })
+    assert.deepEqual(got, expected, `events ${JSON.stringify(got)} != ${JSON.stringify(expected)}`)
+  }
+
+  async function runRetention(c) {
+    let clock = 0
+    const sizes = new Map()
+    const opts = retentionOptions(c, () => clock, sizes)
+    let queue = new RetentionQueue(opts)
+    const seqs = new Map()
+    const seen = []
+    const listen = (q) => {
+      q.on('stateChange', (t) => seen.push(t))
+      q.on('dead', (e) => seen.push({ dead: e.message, reason: e.reason, attempts: e.attempts }))
+      q.on('dropped', (e) => seen.push({ dropped: e.message }))
+    }
+    listen(queue)
+    for (const step of c.steps) {
+      const keys = RETENTION_STEPS[step.op]
+      if (keys === undefined) throw new Error(`unknown op ${step.op} in a retention case`)
+      checkKeys(step, ['op', 'at', 'events', ...keys], `step ${step.op}`)
+      if (step.at !== undefined) clock = step.at
+      seen.length = 0
+      switch (step.op) {
+        case 'submit': {
+          sizes.set(step.message, step.bytes ?? 0)
+          const got = queue.submit(step.message)
+          assert.equal(got.status, step.result, `submit ${step.message}`)
+          if (got.seq !== undefined) seqs.set(step.message, got.seq)
+          break
+        }
+        case 'next': {
+          const sends = queue.next()
+          for (const { seq, message } of sends) assert.equal(seqs.get(message), seq, 'the sequence number handed out')
+          assert.deepEqual(
+            sends.map((s) => s.message),
+            step.sends,
+            'sends',
+          )
+          break
+        }
+        case 'report':
+          assert.equal(queue.report(seqs.get(step.message), step.outcome), step.result, `report ${step.message}`)
+          break
+        case 'handle_timeout':
+          queue.handleTimeout()
+          break
+        case 'force_open':
+          queue.forceOpen(step.for_ms)
+          break
+        case 'release':
+          queue.release()
+          break
+        case 'expect': {
+          if (step.state) assert.equal(queue.getState(), STATE[step.state], 'state')
+          const want = step.retention || {}
+          checkKeys(want, ['retained', 'in_flight', 'bytes', 'poll_timeout_ms', 'counters'], 'retention expectation')
+          const stats = queue.stats()
+          if ('retained' in want) assert.equal(stats.retained, want.retained, 'retained')
+          if ('in_flight' in want) assert.equal(stats.inFlight, want.in_flight, 'in flight')
+          if ('bytes' in want) assert.equal(stats.bytes, want.bytes, 'bytes')
+          if ('poll_timeout_ms' in want) assert.equal(queue.pollTimeoutMs(), want.poll_timeout_ms, 'poll timeout')
+          for (const [key, n] of Object.entries(want.counters || {})) {
+            if (!COUNTERS.includes(key)) throw new Error(`unknown counter ${key}`)
+            assert.equal(stats[key], n, `counters.${key}`)
+          }
+          break
+        }
+        case 'snapshot_restore': {
+          const held = queue.held()
+          queue =
+            step.encoding === 'json'
+              ? RetentionQueue.fromJSON(opts, JSON.parse(JSON.stringify(queue)), held)
+              : RetentionQueue.fromBytes(opts, queue.toBytes(), new Map(held))
+          listen(queue)
+          break
+        }
+      }
+      checkEvents(seen, step)
+      steps += 1
+    }
+  }
+
+  function runInvalidRetention(c) {
+    let opts
+    try {
+      opts = retentionOptions(c, () => 0, new Map())
+    } catch (err) {
+      throw new Error(`config: ${err.message}`)
+    }
+    assert.throws(
+      () => new RetentionQueue(opts),
+      (err) => {
+        assert.ok(err instanceof TypeError || err instanceof RangeError, `${err.name}: ${err.message}`)
+        assert.equal(err.option, RETENTION_FIELDS[c.invalid], `the option named: ${err.message}`)
+        return true
+      },
+    )
+  }
+
   function runInvalid(c) {
+    if (c.retention !== undefined) return runInvalidRetention(c)
     let opts
     try {
       opts = options(c.config, () => 0)
@@ -333,11 +490,12 @@ function conformance({ CircuitBreaker, Registry, assert }) {
     checkKeys(doc, ['format', 'description', 'cases'], file)
     assert.equal(doc.format, FORMAT, `${file}: format`)
     return doc.cases.map((c) => {
-      checkKeys(c, ['description', 'config', 'registry', 'steps', 'invalid'], c.description)
+      checkKeys(c, ['description', 'config', 'registry', 'retention', 'steps', 'invalid'], c.description)
       const expected = EXPECTED_FAILURES[file]?.[c.description]
       const name = `${file.replace('.json', '')}::${c.description}`
       const run = async () => {
         if (c.invalid !== undefined) return runInvalid(c)
+        if (c.retention !== undefined) return runRetention(c)
         if (expected === undefined) return runCase(c)
         // An expected failure that passes must be taken off the list; it
         // must fail for its reason (a permit refused), not for another.

@@ -9,12 +9,12 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { CircuitBreaker, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
+const { CircuitBreaker, Registry, RetentionQueue } = require(process.env.HALFOPEN_PACKAGE || '..')
 const { conformance } = require('./conformance-runner.js')
 
 const DIR = path.join(__dirname, '..', '..', 'tests', 'conformance')
 const NOT_SCENARIOS = new Set(['README.md', 'schema.json'])
-const { runDoc, steps } = conformance({ CircuitBreaker, Registry, assert })
+const { runDoc, steps } = conformance({ CircuitBreaker, Registry, RetentionQueue, assert })
 
 const files = fs.readdirSync(DIR).filter((f) => !NOT_SCENARIOS.has(f)).sort()
 let cases = 0

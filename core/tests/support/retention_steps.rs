@@ -16,8 +16,16 @@ use super::{check_transition, equal, number, object, outcome};
 /// The suite's flat retention config, translated as a binding would: values
 /// no [`RetentionConfig`] can hold are errors naming the field.
 pub fn build(value: &Value) -> Result<RetentionConfig, String> {
-    const KEYS: &[&str] =
-        &["max_messages", "max_bytes", "overflow", "probe", "max_attempts", "max_age_ms", "release_per_second", "release_burst"];
+    const KEYS: &[&str] = &[
+        "max_messages",
+        "max_bytes",
+        "overflow",
+        "probe",
+        "max_attempts",
+        "max_age_ms",
+        "release_per_second",
+        "release_burst",
+    ];
     let map = object(value, KEYS)?;
     let invalid = |field: &str| format!("{field}: {}", Problem::OutOfRange.describe());
     // A whole number ≥ 0 within `max`, or the field's error.
@@ -73,7 +81,8 @@ pub struct Run {
 
 impl Run {
     pub fn new(config: Config, retention: RetentionConfig) -> Result<Run, String> {
-        let breaker = Breaker::with_meter(config, halfopen::Metrics::default()).map_err(|e| format!("{}: {}", e.field.name(), e.problem.describe()))?;
+        let breaker = Breaker::with_meter(config, halfopen::Metrics::default())
+            .map_err(|e| format!("{}: {}", e.field.name(), e.problem.describe()))?;
         let dispatcher = Dispatcher::new(breaker, retention).map_err(describe)?;
         Ok(Run { dispatcher, clock: Instant::ZERO, seqs: HashMap::new(), messages: HashMap::new() })
     }
@@ -209,7 +218,8 @@ impl Run {
         let Some(want) = map.get("retention") else { return Ok(()) };
         let want = object(want, &["retained", "in_flight", "bytes", "poll_timeout_ms", "counters"])?;
         let d = &self.dispatcher;
-        for (key, got) in [("retained", d.retained() as u64), ("in_flight", d.in_flight() as u64), ("bytes", d.bytes())] {
+        for (key, got) in [("retained", d.retained() as u64), ("in_flight", d.in_flight() as u64), ("bytes", d.bytes())]
+        {
             if let Some(n) = want.get(key)
                 && n.as_u64() != Some(got)
             {

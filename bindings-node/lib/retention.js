@@ -1,0 +1,279 @@
+'use strict'
+// `RetentionQueue`: the core's retaining dispatcher (seed 001) as a sans-IO
+// object, as `tryAcquire`/`record` are for a breaker: `submit` a message,
+// send what it (or `next()`) hands out, `report` how each send went. The
+// messages stay here, by sequence number; every decision is the core's.
+// `Dispatcher` (lib/dispatcher.js) drives one with a `send` function,
+// promises and timers.
+
+const { NativeDispatcher } = require('../native.js')
+const { read, readToReport } = require('./clock.js')
+const { fromNative, snapshotText, typeError } = require('./errors.js')
+const { drain, enqueue } = require('./events.js')
+const { checkForceOpenMs, translate } = require('./options.js')
+const { EventEmitter, nativeBytes } = require('./platform.js')
+
+const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
+const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
+const OUTCOMES = { success: 0, failure: 1, ignored: 2, cancelled: 3 }
+const REPORTED = ['delivered', 'retained', 'dead', 'unknown']
+const OVERFLOW = { reject: 'reject', dropOldest: 'drop_oldest' }
+const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
+const encoder = new TextEncoder()
+
+/** A message's size in bytes by default: UTF-8 of a string, a binary's length, else its JSON's UTF-8. */
+function defaultSize(message) {
+  if (typeof message === 'string') return utf8Length(message)
+  if (ArrayBuffer.isView(message)) return message.byteLength
+  if (message instanceof ArrayBuffer) return message.byteLength
+  const json = JSON.stringify(message)
+  return json === undefined ? 0 : utf8Length(json)
+}
+
+function utf8Length(text) {
+  return text.length < 64 && /^[\x00-\x7f]*$/.test(text) ? text.length : encoder.encode(text).length
+}
+
+/** The native half's retention options from the given ones (types checked here, ranges by the core). */
+function retentionOptions(given) {
+  const native = Object.create(null)
+  const numbers = { maxMessages: 'maxMessages', maxBytes: 'maxBytes', maxAttempts: 'maxAttempts', maxAgeMs: 'maxAgeMs' }
+  for (const [option, field] of Object.entries(numbers)) {
+    const value = given[option]
+    if (value === undefined) continue
+    if (typeof value !== 'number') throw typeError(option, 'a number', value)
+    native[field] = value
+  }
+  if (given.overflow !== undefined) {
+    if (!Object.hasOwn(OVERFLOW, given.overflow)) throw typeError('overflow', '"reject" or "dropOldest"', given.overflow)
+    native.overflow = OVERFLOW[given.overflow]
+  }
+  if (given.probe !== undefined) {
+    if (!Object.hasOwn(PROBE, given.probe)) throw typeError('probe', '"oldest" or "newMessage"', given.probe)
+    native.probe = PROBE[given.probe]
+  }
+  const rate = given.releaseRate
+  if (rate !== undefined) {
+    if (rate === null || typeof rate !== 'object') throw typeError('releaseRate', 'an object { perSecond, burst }', rate)
+    const { perSecond, burst } = Object.assign(Object.create(null), rate)
+    if (typeof perSecond !== 'number') throw typeError('releaseRate.perSecond', 'a number', perSecond)
+    if (typeof burst !== 'number') throw typeError('releaseRate.burst', 'a number', burst)
+    native.releasePerSecond = perSecond
+    native.releaseBurst = burst
+  }
+  if (given.size !== undefined && typeof given.size !== 'function') throw typeError('size', 'a function', given.size)
+  return native
+}
+
+/**
+ * A queue in front of a circuit breaker that holds what the breaker does not
+ * admit and hands it out again in order, paced (see index.d.ts).
+ */
+class RetentionQueue extends EventEmitter {
+  constructor(options, where = 'retention') {
+    super()
+    const t = translate(options, where)
+    this.name = t.name
+    this._clock = t.clock
+    this._last = 0
+    this._size = t.given.size || defaultSize
+    this._queue = null // events (lib/events.js)
+    /** Messages held (retained or in flight), by sequence number. */
+    this._messages = new Map()
+    const retention = retentionOptions(t.given)
+    this._args = [t.native, t.latencyHistogram, retention]
+    try {
+      this._native = new NativeDispatcher(t.native, t.latencyHistogram, retention)
+    } catch (err) {
+      throw fromNative(err, { options })
+    }
+  }
+
+  /** The size of `message` as `size` says: a whole number of bytes, or a TypeError. */
+  _bytes(message) {
+    const bytes = this._size(message)
+    if (typeof bytes !== 'number' || !Number.isInteger(bytes) || bytes < 0 || bytes > Number.MAX_SAFE_INTEGER) {
+      throw typeError('size', 'a function returning a whole number of bytes from 0 to 2^53 - 1', bytes)
+    }
+    return bytes
+  }
+
+  /**
+   * Submits `message`: `{ status: 'send', seq }` (send it now, then
+   * `report`), `{ status: 'retained', seq }` (`next()` hands it out later)
+   * or `{ status: 'refused' }` (a bound is reached: it is not held).
+   */
+  submit(message) {
+    const bytes = this._bytes(message)
+    const now = read(this)
+    const code = this._native.submit(bytes, now)
+    let result
+    if (code === null || code === undefined) {
+      result = { status: 'refused' }
+    } else {
+      const seq = code >= 0 ? code : -1 - code
+      this._messages.set(seq, message)
+      result = { status: code >= 0 ? 'send' : 'retained', seq }
+    }
+    this._takeEvents()
+    return result
+  }
+
+  /** Every retained message that may be sent now, oldest first: `[{ seq, message }]`. */
+  next() {
+    const seqs = this._native.next(read(this))
+    const out = seqs.map((seq) => ({ seq, message: this._messages.get(seq) }))
+    this._takeEvents()
+    return out
+  }
+
+  /**
+   * Reports the send of `seq`: `'delivered'` (no longer held), `'retained'`
+   * (back in the queue), `'dead'` (given up: a `dead` event has it) or
+   * `'unknown'` (not in flight: reported already, or never handed out).
+   */
+  report(seq, outcome) {
+    const code = OUTCOMES[Object.hasOwn(OUTCOMES, outcome) ? outcome : '']
+    if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
+    if (typeof seq !== 'number') throw typeError('seq', 'a number', seq)
+    const result = REPORTED[this._native.report(seq, code, readToReport(this))]
+    if (result === 'delivered') {
+      const message = this._messages.get(seq)
+      this._messages.delete(seq)
+      enqueue(this, 'delivered', { seq, message })
+    }
+    this._takeEvents()
+    return result
+  }
+
+  /** Applies what is due now: the breaker's timed change, messages aged out. */
+  handleTimeout() {
+    this._native.handleTimeout(read(this))
+    this._takeEvents()
+  }
+
+  /** When `next()` may hand out something it cannot now, or a message ages out (ms on the clock); null: not by time. */
+  pollTimeoutMs() {
+    return this._native.pollTimeoutMs() ?? null
+  }
+
+  /** The message held as `seq` (retained or in flight), or undefined. */
+  message(seq) {
+    return this._messages.get(seq)
+  }
+
+  /** Every message held, `[seq, message]` in submission order. */
+  held() {
+    return [...this._messages].sort((a, b) => a[0] - b[0])
+  }
+
+  /** The breaker's state: 'CLOSED', 'OPEN' or 'HALF_OPEN'. */
+  getState() {
+    return STATE_OF[this._native.state(read(this))]
+  }
+
+  /** What it holds (`retained`, `inFlight`, `bytes`) and did (counters). */
+  stats() {
+    return this._native.stats()
+  }
+
+  /** The breaker's metrics (as `CircuitBreaker.metrics()`). */
+  metrics() {
+    const m = this._native.metrics(read(this))
+    m.state = STATE_OF[m.state]
+    for (const key of ['concurrencyLimit', 'meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']) {
+      if (m[key] === undefined) m[key] = null
+    }
+    return m
+  }
+
+  /** The Prometheus text of the breaker and of the retention. */
+  prometheus() {
+    return this._native.prometheus(this.name, read(this))
+  }
+
+  /** Holds the breaker open for `ms`, or until `release()` (a throttle webhook, say). */
+  forceOpen(ms) {
+    checkForceOpenMs(ms)
+    this._native.forceOpen(read(this), ms)
+    this._takeEvents()
+  }
+
+  /** Ends `forceOpen()`; call `next()` after. */
+  release() {
+    this._native.release(read(this))
+    this._takeEvents()
+  }
+
+  /** The queue's state as a plain object (not the messages: keep them with `held()`). */
+  toJSON() {
+    return JSON.parse(this._native.snapshotJson(read(this)))
+  }
+
+  /** The queue's state as compact bytes. */
+  toBytes() {
+    return this._native.snapshotBytes(read(this))
+  }
+
+  /**
+   * A queue from `options` with the state of `snapshot` (from `toJSON`, or
+   * its text) and `messages` (`[seq, message]` pairs, or a Map, as `held()`
+   * gave): a send in flight then is retained again. A snapshot naming a
+   * message not given is a `corrupt` SnapshotError: it would be lost.
+   */
+  static fromJSON(options, snapshot, messages) {
+    return this._restored(options, snapshotText(snapshot), null, messages)
+  }
+
+  /** As `fromJSON`, from `toBytes()`. */
+  static fromBytes(options, bytes, messages) {
+    if (!(bytes instanceof Uint8Array)) throw typeError('bytes', 'a Buffer or Uint8Array', bytes)
+    return this._restored(options, null, nativeBytes(bytes), messages)
+  }
+
+  static _restored(options, json, bytes, messages) {
+    const queue = new this(options)
+    queue._restore(json, bytes, messages)
+    return queue
+  }
+
+  _restore(json, bytes, messages) {
+    const held = new Map()
+    if (messages === null || typeof messages !== 'object' || typeof messages[Symbol.iterator] !== 'function') {
+      throw typeError('messages', 'a Map or an iterable of [seq, message] pairs', messages)
+    }
+    for (const pair of messages) {
+      if (!Array.isArray(pair) || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
+        throw typeError('messages', 'an iterable of [seq, message] pairs (seq: a whole number)', pair)
+      }
+      held.set(pair[0], pair[1])
+    }
+    const now = read(this)
+    try {
+      this._native = NativeDispatcher.restore(...this._args, json, bytes, [...held.keys()], now)
+    } catch (err) {
+      throw fromNative(err)
+    }
+    for (const seq of this._native.held()) this._messages.set(seq, held.get(seq))
+  }
+
+  /** Queues the native half's events in its order, with their messages, and emits them. */
+  _takeEvents() {
+    for (const e of this._native.takeEvents()) {
+      if (e.kind === 'transition') {
+        const t = e.transition
+        const event = { from: STATE_OF[t.from], to: STATE_OF[t.to], reason: t.reason, atMs: t.atMs }
+        enqueue(this, EVENT_OF[t.to], event)
+        enqueue(this, 'stateChange', event)
+        continue
+      }
+      const message = this._messages.get(e.seq)
+      this._messages.delete(e.seq)
+      if (e.kind === 'dead') enqueue(this, 'dead', { seq: e.seq, message, reason: e.reason, attempts: e.attempts })
+      else enqueue(this, 'dropped', { seq: e.seq, message })
+    }
+    drain(this)
+  }
+}
+
+module.exports = { RetentionQueue }
