@@ -15,11 +15,14 @@
 
 const { CircuitBreaker } = require('./lib/breaker.js')
 const { Registry } = require('./lib/registry.js')
+const { Dispatcher } = require('./lib/dispatcher.js')
 const { RetentionQueue } = require('./lib/retention.js')
 const {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
+  DeadLetterError,
   RegistryFullError,
+  RetentionFullError,
   SnapshotError,
 } = require('./lib/errors.js')
 
@@ -27,8 +30,11 @@ module.exports = {
   CircuitBreaker,
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
+  DeadLetterError,
+  Dispatcher,
   Registry,
   RegistryFullError,
+  RetentionFullError,
   RetentionQueue,
   SnapshotError,
 }

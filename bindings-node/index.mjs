@@ -1,6 +1,16 @@
 // ESM entry: the same classes as the CommonJS entry.
 import halfopen from './index.js'
 
-export const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry, RegistryFullError, SnapshotError } =
-  halfopen
+export const {
+  CircuitBreaker,
+  CircuitBreakerOpenError,
+  CircuitBreakerTimeoutError,
+  DeadLetterError,
+  Dispatcher,
+  Registry,
+  RegistryFullError,
+  RetentionFullError,
+  RetentionQueue,
+  SnapshotError,
+} = halfopen
 export default halfopen

@@ -51,6 +51,36 @@ class RegistryFullError extends Error {
   }
 }
 
+/**
+ * A message a `Dispatcher` could not take: a bound (`maxMessages`,
+ * `maxBytes`) is reached. Nothing of it is held.
+ */
+class RetentionFullError extends Error {
+  constructor(dispatcherName) {
+    super(`Dispatcher[${dispatcherName}] is full: the message was not taken`)
+    this.name = 'RetentionFullError'
+    this.dispatcherName = dispatcherName
+  }
+}
+
+/**
+ * A message a `Dispatcher` gave up: `reason` is `'attempts'` (it failed
+ * `maxAttempts` times), `'age'` (older than `maxAgeMs`), `'refused'` (`send`
+ * failed with an error `isFailure` says is not the upstream's health: sending
+ * it again cannot help) or `'dropped'` (`overflow: 'dropOldest'` made room
+ * for newer ones). `payload` is the message, `attempts` its sends.
+ */
+class DeadLetterError extends Error {
+  constructor(dispatcherName, message, reason, attempts) {
+    super(`Dispatcher[${dispatcherName}] gave a message up (${reason}) after ${attempts} send(s)`)
+    this.name = 'DeadLetterError'
+    this.dispatcherName = dispatcherName
+    this.payload = message
+    this.reason = reason
+    this.attempts = attempts
+  }
+}
+
 /** A snapshot that cannot be restored; `kind` says why. */
 class SnapshotError extends Error {
   constructor(kind, message) {
@@ -194,7 +224,9 @@ function snapshotText(snapshot) {
 module.exports = {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
+  DeadLetterError,
   RegistryFullError,
+  RetentionFullError,
   SnapshotError,
   fromNative,
   snapshotText,

@@ -144,4 +144,4 @@ function checkForceOpenMs(ms) {
   }
 }
 
-module.exports = { checkForceOpenMs, checkName, translate }
+module.exports = { MAX_TIMER_MS, checkForceOpenMs, checkName, translate }

@@ -231,8 +231,8 @@ class RetentionQueue extends EventEmitter {
     return this._restored(options, null, nativeBytes(bytes), messages)
   }
 
-  static _restored(options, json, bytes, messages) {
-    const queue = new this(options)
+  static _restored(options, json, bytes, messages, where) {
+    const queue = new RetentionQueue(options, where)
     queue._restore(json, bytes, messages)
     return queue
   }

@@ -166,11 +166,11 @@ impl NativeDispatcher {
             (None, None) => Err(SnapshotError::Malformed("no snapshot given".into())),
         };
         let config = halfopen::shared_config(*breaker.config());
+        let held: std::collections::HashSet<u64> =
+            held.into_iter().filter(|&s| s >= 0.0 && s.fract() == 0.0).map(|s| s as u64).collect();
         let dispatcher = decoded
             .and_then(|s| {
-                Native::restore(config, retention, &s, instant(now_ms), |seq| {
-                    held.iter().any(|&h| h == seq as f64).then_some(())
-                })
+                Native::restore(config, retention, &s, instant(now_ms), |seq| held.contains(&seq).then_some(()))
             })
             .map_err(|e| Error::from(Refusal::from(e)))?;
         Ok(NativeDispatcher { dispatcher })

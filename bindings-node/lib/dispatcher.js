@@ -1,0 +1,348 @@
+'use strict'
+// `Dispatcher`: seed 001's promise to partners. `submit(message)` sends it
+// through the user's `send` when the breaker admits, else holds it and sends
+// it later, in order and paced; the promise it returns settles when the
+// message is delivered (fulfilled) or given up (rejected with a
+// DeadLetterError). A full queue throws at once (RetentionFullError): no
+// message is lost silently. It drives a RetentionQueue (lib/retention.js):
+// every decision is the core's; here are the sends, their timeouts, the
+// timer that wakes the queue, and the store that keeps messages across a
+// restart.
+//
+// Decisions: a submit promise nobody awaits does not crash the process when
+// its message dies (it is marked handled; the 'dead' event and the counters
+// say so). `send` failing with an error `isFailure` says is not the
+// upstream's health dead-letters the message at once (sending it again
+// cannot help). The timer is not unref'd while messages are held: a process
+// does not exit with messages it promised to deliver.
+
+const { FAILURE, IGNORED, SUCCESS } = require('./call.js')
+const { read } = require('./clock.js')
+const {
+  CircuitBreakerTimeoutError,
+  DeadLetterError,
+  RetentionFullError,
+  snapshotText,
+  typeError,
+  warnCallback,
+} = require('./errors.js')
+const { publish } = require('./events.js')
+const { MAX_TIMER_MS } = require('./options.js')
+const { EventEmitter } = require('./platform.js')
+const { RetentionQueue } = require('./retention.js')
+
+const OUTCOME_NAMES = ['success', 'failure', 'ignored', 'cancelled']
+const FORWARDED = ['open', 'close', 'halfOpen', 'stateChange', 'delivered', 'dead', 'dropped']
+const STORE_METHODS = ['add', 'remove', 'save', 'load', 'clear']
+
+/** A message sender in front of a fragile upstream (see index.d.ts). */
+class Dispatcher extends EventEmitter {
+  constructor(options) {
+    super()
+    if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+    const { send, isFailure, timeoutMs, store } = Object.assign(Object.create(null), options)
+    if (typeof send !== 'function') throw typeError('send', 'a function', send)
+    if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
+    if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS))) {
+      throw typeError('timeoutMs', `a number above 0 and at most ${MAX_TIMER_MS}`, timeoutMs)
+    }
+    if (store !== undefined) {
+      const missing = STORE_METHODS.find((m) => store === null || typeof store[m] !== 'function')
+      if (missing !== undefined) throw typeError('store', `an object with ${STORE_METHODS.join(', ')} methods`, store)
+    }
+    this.queue = new RetentionQueue(options, 'dispatcher')
+    this.name = this.queue.name
+    this._queue = null // events (lib/events.js)
+    this._send = send
+    this._isFailure = isFailure
+    this._timeoutMs = timeoutMs
+    this._store = store
+    this._storeOps = 0 // store operations not yet done
+    this._storeIdle = [] // resolvers of `persisted()`
+    /** Promises of messages held, by sequence number. */
+    this._pending = new Map()
+    this._timer = null
+    this._pumping = false
+    this._again = false
+    this._closing = false
+    this._idle = [] // resolvers of `drained()` / `close()`
+    this._listen(this.queue)
+  }
+
+  /**
+   * A dispatcher from `options` that takes back what its `store` kept: the
+   * state saved by `close()` with its messages, or, after a crash (no state
+   * saved), the messages stored, submitted again in their order.
+   */
+  static async open(options) {
+    const dispatcher = new Dispatcher(options)
+    const store = dispatcher._store
+    if (store === undefined) return dispatcher
+    const { snapshot, messages } = await store.load()
+    if (snapshot !== null && snapshot !== undefined) {
+      dispatcher._adopt(RetentionQueue._restored(options, snapshotText(snapshot), null, messages, 'dispatcher'))
+      for (const [seq] of dispatcher.queue.held()) dispatcher._promise(seq)
+    } else if (messages.length > 0) {
+      // A crash: the outcome of what was in flight is unknown, so everything
+      // stored is sent again (at least once), in its order, under new numbers.
+      await store.clear()
+      for (const [, message] of messages) dispatcher.submit(message)
+    }
+    dispatcher._pump()
+    return dispatcher
+  }
+
+  _adopt(queue) {
+    this.queue.removeAllListeners()
+    this.queue = queue
+    this._listen(queue)
+  }
+
+  _listen(queue) {
+    for (const event of FORWARDED) queue.on(event, (payload) => this._on(event, payload))
+  }
+
+  /** A queue event: settles the message's promise, frees it in the store, re-emits it. */
+  _on(event, payload) {
+    if (event === 'delivered' || event === 'dead' || event === 'dropped') {
+      const pending = this._pending.get(payload.seq)
+      this._pending.delete(payload.seq)
+      this._stored((s) => s.remove(payload.seq))
+      if (pending !== undefined) {
+        if (event === 'delivered') pending.resolve()
+        else {
+          const reason = event === 'dropped' ? 'dropped' : payload.reason
+          pending.reject(new DeadLetterError(this.name, payload.message, reason, payload.attempts ?? 0))
+        }
+      }
+    }
+    publish(this, event, payload)
+  }
+
+  /**
+   * Submits `message`: the promise fulfils when it is delivered and rejects
+   * with a DeadLetterError when it is given up. Throws a RetentionFullError
+   * when a bound is reached (nothing is held), a TypeError for a bad size.
+   */
+  submit(message) {
+    if (this._closing) throw new Error(`Dispatcher[${this.name}] is closed`)
+    const result = this.queue.submit(message)
+    if (result.status === 'refused') throw new RetentionFullError(this.name)
+    const promise = this._promise(result.seq)
+    this._stored((s) => s.add(result.seq, message))
+    if (result.status === 'send') this._start(result.seq, message)
+    this._pump()
+    return promise
+  }
+
+  _promise(seq) {
+    let pending
+    const promise = new Promise((resolve, reject) => {
+      pending = { resolve, reject }
+    })
+    // Handled: a message given up is an event and a count, not a crash.
+    promise.catch(() => {})
+    this._pending.set(seq, pending)
+    return promise
+  }
+
+  /** Runs `send` for `seq`; its outcome is reported exactly once (timeout, throw, garbage included). */
+  _start(seq, message) {
+    const controller = new AbortController()
+    let done = false
+    let timer
+    const finish = (outcome) => {
+      if (done) return
+      done = true
+      if (timer !== undefined) clearTimeout(timer)
+      try {
+        this.queue.report(seq, OUTCOME_NAMES[outcome])
+      } catch (err) {
+        warnCallback(err, `the dispatcher '${this.name}', reporting a send`)
+      }
+      this._pump()
+    }
+    if (this._timeoutMs !== undefined) {
+      timer = setTimeout(() => {
+        controller.abort(new CircuitBreakerTimeoutError(this.name, this._timeoutMs))
+        finish(FAILURE)
+      }, this._timeoutMs)
+    }
+    let sent
+    try {
+      sent = this._send(message, { signal: controller.signal, seq })
+    } catch (err) {
+      finish(this._classify(err))
+      return
+    }
+    Promise.resolve(sent).then(
+      () => finish(SUCCESS),
+      (err) => finish(this._classify(err)),
+    )
+  }
+
+  _classify(err) {
+    if (this._isFailure === undefined) return FAILURE
+    try {
+      return this._isFailure(err) ? FAILURE : IGNORED
+    } catch (thrown) {
+      warnCallback(thrown, 'isFailure')
+      return FAILURE
+    }
+  }
+
+  /** Sends whatever may go now, then sets the timer for what may go later. Not re-entered. */
+  _pump() {
+    if (this._pumping) {
+      this._again = true
+      return
+    }
+    this._pumping = true
+    try {
+      do {
+        this._again = false
+        if (this._closing) break
+        for (const { seq, message } of this.queue.next()) this._start(seq, message)
+      } while (this._again)
+    } catch (err) {
+      warnCallback(err, `the dispatcher '${this.name}', sending`)
+    } finally {
+      this._pumping = false
+    }
+    this._schedule()
+    this._settleIdle()
+  }
+
+  _schedule() {
+    if (this._timer !== null) clearTimeout(this._timer)
+    this._timer = null
+    const at = this.queue.pollTimeoutMs()
+    if (at === null || this._closing) return
+    let delay
+    try {
+      delay = Math.min(Math.max(0, at - read(this.queue)), MAX_TIMER_MS)
+    } catch (err) {
+      warnCallback(err, 'the clock')
+      delay = 1000
+    }
+    this._timer = setTimeout(() => {
+      this._timer = null
+      try {
+        this.queue.handleTimeout()
+      } catch (err) {
+        warnCallback(err, `the dispatcher '${this.name}', on its timer`)
+      }
+      this._pump()
+    }, delay)
+  }
+
+  /**
+   * Runs `op(store)` now (a store applies its operations in the order they
+   * are called); a failure is a warning. `persisted()` waits for them.
+   */
+  _stored(op) {
+    const store = this._store
+    if (store === undefined) return
+    let done
+    try {
+      done = Promise.resolve(op(store))
+    } catch (err) {
+      done = Promise.reject(err)
+    }
+    this._storeOps += 1
+    done
+      .catch((err) => warnCallback(err, `the store of dispatcher '${this.name}'`))
+      .then(() => {
+        this._storeOps -= 1
+        if (this._storeOps === 0) for (const resolve of this._storeIdle.splice(0)) resolve()
+      })
+  }
+
+  _settleIdle() {
+    if (this._idle.length === 0) return
+    const { retained, inFlight } = this.queue.stats()
+    const idle = this._closing ? inFlight === 0 : retained + inFlight === 0
+    if (!idle) return
+    for (const resolve of this._idle.splice(0)) resolve()
+  }
+
+  /** Resolves once nothing is held (every message delivered or given up). */
+  drained() {
+    return new Promise((resolve) => {
+      this._idle.push(resolve)
+      this._settleIdle()
+    })
+  }
+
+  /** Resolves once every store operation so far is done: the messages submitted until now are stored. */
+  persisted() {
+    return new Promise((resolve) => {
+      if (this._storeOps === 0) resolve()
+      else this._storeIdle.push(resolve)
+    })
+  }
+
+  /**
+   * Applies what is due at the clock's reading now (an open time that
+   * ended, messages aged out) and sends what may go. The dispatcher's timer
+   * does this by itself; call it after moving an injected clock.
+   */
+  poll() {
+    this.queue.handleTimeout()
+    this._pump()
+  }
+
+  /**
+   * Stops sending and submitting, waits for the sends in flight to end, and
+   * saves the state with the store (if any): `Dispatcher.open` takes it back,
+   * delivering nothing twice. Messages still retained stay held (in the store).
+   */
+  async close() {
+    this._closing = true
+    if (this._timer !== null) clearTimeout(this._timer)
+    this._timer = null
+    await new Promise((resolve) => {
+      this._idle.push(resolve)
+      this._settleIdle()
+    })
+    if (this._store !== undefined) {
+      const snapshot = this.queue.toJSON()
+      this._stored((s) => s.save(snapshot))
+      await this.persisted()
+    }
+  }
+
+  /** The breaker's state: 'CLOSED', 'OPEN' or 'HALF_OPEN'. */
+  getState() {
+    return this.queue.getState()
+  }
+
+  /** What it holds and did (see RetentionQueue.stats). */
+  stats() {
+    return this.queue.stats()
+  }
+
+  /** The breaker's metrics. */
+  metrics() {
+    return this.queue.metrics()
+  }
+
+  /** The Prometheus text of the breaker and of the retention. */
+  prometheus() {
+    return this.queue.prometheus()
+  }
+
+  /** Holds the breaker open for `ms`, or until `release()` (a throttle webhook). */
+  forceOpen(ms) {
+    this.queue.forceOpen(ms)
+    this._pump()
+  }
+
+  /** Ends `forceOpen()`. */
+  release() {
+    this.queue.release()
+    this._pump()
+  }
+}
+
+module.exports = { Dispatcher }

@@ -1,0 +1,367 @@
+'use strict'
+// The Dispatcher: seed 001's promise (nothing lost, in order, paced), its
+// promises and events, its bad inputs and hostile callbacks, and a store's
+// restart paths. Time is an injected clock; sends are promises the test
+// settles.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { DeadLetterError, Dispatcher, RetentionFullError } = require('..')
+
+/** A partner the test controls: every send waits until the test settles it. */
+function partner() {
+  const calls = []
+  const send = (message, { signal }) =>
+    new Promise((resolve, reject) => {
+      calls.push({ message, signal, resolve, reject })
+    })
+  return { calls, send }
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+
+function dispatcher(extra = {}) {
+  const clock = { now: 0 }
+  const p = partner()
+  const d = new Dispatcher({
+    name: 'partner-a',
+    preset: 'partnerWebhook',
+    concurrencyLimit: 1,
+    clock: () => clock.now,
+    send: p.send,
+    ...extra,
+  })
+  return { clock, p, d }
+}
+
+test('an outage: nothing lost, delivered once and in order, only probes reach the partner while open', async () => {
+  const { clock, p, d } = dispatcher({ concurrencyLimit: 4 })
+  const transitions = []
+  d.on('stateChange', (t) => transitions.push(`${t.from}>${t.to}`))
+  const delivered = []
+  const promises = []
+  for (let i = 0; i < 200; i++) promises.push(d.submit(i).then(() => delivered.push(i)))
+  // Down: every call fails until the breaker opens (five in a row).
+  let failures = 0
+  while (d.getState() === 'CLOSED') {
+    p.calls.shift().reject(new Error('503'))
+    failures += 1
+    await tick()
+  }
+  assert.equal(failures, 5)
+  for (const call of p.calls.splice(0)) call.reject(new Error('503'))
+  await tick()
+  assert.equal(d.stats().inFlight, 0)
+  // Two open periods of 10 s pass with the partner still down: one probe each.
+  for (let round = 1; round <= 2; round++) {
+    clock.now += 10_000
+    d.poll()
+    assert.equal(p.calls.length, 1, 'one probe while half-open')
+    p.calls.shift().reject(new Error('503'))
+    await tick()
+    assert.equal(d.getState(), 'OPEN')
+  }
+  // Back: the probe succeeds, then the backlog goes four at a time.
+  clock.now += 10_000
+  d.poll()
+  let most = 0
+  while (delivered.length < 200) {
+    most = Math.max(most, p.calls.length)
+    const call = p.calls.shift()
+    assert.ok(call, 'a send is in flight until everything is delivered')
+    call.resolve()
+    await tick()
+  }
+  await Promise.all(promises)
+  assert.deepEqual(delivered, [...Array(200).keys()])
+  assert.ok(most <= 4, `at most the limit in flight, got ${most}`)
+  assert.deepEqual(transitions.slice(0, 2), ['CLOSED>OPEN', 'OPEN>HALF_OPEN'])
+  assert.equal(transitions.at(-1), 'HALF_OPEN>CLOSED')
+  const s = d.stats()
+  assert.equal(s.delivered, 200)
+  assert.equal(s.retained + s.inFlight + s.dead + s.dropped, 0)
+  await d.drained()
+})
+
+test('a full queue throws RetentionFullError at once and holds nothing of the message', () => {
+  const { d } = dispatcher({ maxMessages: 2 })
+  d.submit('a')
+  d.submit('b')
+  assert.throws(() => d.submit('c'), RetentionFullError)
+  assert.equal(d.stats().refused, 1)
+  assert.equal(d.stats().retained + d.stats().inFlight, 2)
+})
+
+test('maxBytes counts UTF-8 bytes of strings by default, or what size says', () => {
+  const { d } = dispatcher({ maxBytes: 6 })
+  d.submit('éé') // 4 bytes
+  assert.throws(() => d.submit('abc'), RetentionFullError)
+  d.submit('ab')
+  assert.equal(d.stats().bytes, 6)
+  const sized = dispatcher({ maxBytes: 3, size: () => 1 }).d
+  for (const m of [{}, [], 'x']) sized.submit(m)
+  assert.throws(() => sized.submit('y'), RetentionFullError)
+})
+
+test('a message that fails maxAttempts times rejects with a DeadLetterError and is a dead event', async () => {
+  const { p, d } = dispatcher({ maxAttempts: 2, consecutiveFailures: 10 })
+  const dead = []
+  d.on('dead', (e) => dead.push(e))
+  const promise = d.submit('m')
+  p.calls.shift().reject(new Error('500'))
+  await tick()
+  p.calls.shift().reject(new Error('500'))
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof DeadLetterError)
+    assert.equal(err.reason, 'attempts')
+    assert.equal(err.attempts, 2)
+    assert.equal(err.payload, 'm')
+    return true
+  })
+  assert.deepEqual(dead, [{ seq: 0, message: 'm', reason: 'attempts', attempts: 2 }])
+  assert.equal(d.stats().dead, 1)
+})
+
+test('an error isFailure says is not the partner\'s health dead-letters the message at once', async () => {
+  const { p, d } = dispatcher({ isFailure: (err) => err.status >= 500 })
+  const promise = d.submit('bad payload')
+  p.calls.shift().reject(Object.assign(new Error('422'), { status: 422 }))
+  await assert.rejects(promise, (err) => err.reason === 'refused' && err.attempts === 1)
+  assert.equal(d.getState(), 'CLOSED')
+})
+
+test('a dead letter nobody awaits does not crash the process', async () => {
+  const { p, d } = dispatcher({ maxAttempts: 1 })
+  let unhandled = 0
+  const onUnhandled = () => {
+    unhandled += 1
+  }
+  process.on('unhandledRejection', onUnhandled)
+  d.submit('ignored')
+  p.calls.shift().reject(new Error('500'))
+  await tick()
+  await tick()
+  process.off('unhandledRejection', onUnhandled)
+  assert.equal(unhandled, 0)
+  assert.equal(d.stats().dead, 1)
+})
+
+test('overflow dropOldest rejects the dropped message with reason dropped', async () => {
+  const { d } = dispatcher({ maxMessages: 2, overflow: 'dropOldest' })
+  d.submit('a') // in flight
+  const b = d.submit('b')
+  d.submit('c')
+  await assert.rejects(b, (err) => err instanceof DeadLetterError && err.reason === 'dropped' && err.payload === 'b')
+  assert.equal(d.stats().dropped, 1)
+})
+
+test('a send that throws, returns garbage or a hostile thenable is reported once, and the next goes', async () => {
+  const behaviours = [
+    () => {
+      throw new Error('sync throw')
+    },
+    () => 42,
+    () => ({
+      // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is the point
+      then() {
+        throw new Error('then throws')
+      },
+    }),
+    () => undefined,
+  ]
+  let i = 0
+  const d = new Dispatcher({ name: 'h', consecutiveFailures: 100, failureThreshold: null, concurrencyLimit: 1, send: () => (behaviours[i++] ?? (() => {}))() })
+  const results = await Promise.allSettled(behaviours.map((_, k) => d.submit(k)))
+  // A throw (sync or from a thenable) is a failure and the message is sent
+  // again: 0 throws then gets 42, 1 gets the thenable then undefined, 2 and
+  // 3 find the behaviours used up (undefined: a success).
+  assert.equal(results.filter((r) => r.status === 'fulfilled').length, 4)
+  const s = d.stats()
+  assert.equal(s.inFlight, 0)
+  assert.equal(s.delivered, 4)
+  assert.equal(s.failed, 2)
+})
+
+test('timeoutMs fails a send that hangs, aborts its signal, and a late answer changes nothing', async () => {
+  const { p, d } = dispatcher({ timeoutMs: 20, consecutiveFailures: 10 })
+  d.submit('slow')
+  const first = p.calls[0]
+  await new Promise((resolve) => setTimeout(resolve, 40))
+  assert.ok(first.signal.aborted)
+  assert.equal(first.signal.reason.name, 'CircuitBreakerTimeoutError')
+  assert.equal(d.stats().failed, 1)
+  first.resolve() // late: ignored
+  await tick()
+  assert.equal(d.stats().delivered, 0)
+  assert.equal(p.calls.length, 2, 'sent again')
+  p.calls[1].resolve()
+  await d.drained()
+  assert.equal(d.stats().delivered, 1)
+})
+
+test('a throwing listener or a send that submits again changes nothing else', async () => {
+  const { p, d } = dispatcher({ concurrencyLimit: 2 })
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  d.on('delivered', () => {
+    throw new Error('listener')
+  })
+  const inner = []
+  const outer = new Dispatcher({
+    name: 're',
+    concurrencyLimit: 1,
+    send: (m) => {
+      if (m === 'first') inner.push(outer.submit('second'))
+    },
+  })
+  await outer.submit('first')
+  await Promise.all(inner)
+  assert.equal(outer.stats().delivered, 2)
+  d.submit('x')
+  p.calls.shift().resolve()
+  await d.drained()
+  await tick()
+  process.off('warning', onWarning)
+  assert.equal(d.stats().delivered, 1)
+  assert.ok(warnings.some((w) => w.code === 'HALFOPEN_CALLBACK_ERROR'))
+})
+
+test('forceOpen holds every message; release lets them go', async () => {
+  const { p, d } = dispatcher()
+  d.forceOpen()
+  d.submit('a')
+  d.submit('b')
+  assert.equal(p.calls.length, 0)
+  d.release()
+  p.calls.shift().resolve()
+  await tick()
+  p.calls.shift().resolve()
+  await d.drained()
+  assert.equal(d.stats().delivered, 2)
+})
+
+test('close() waits for the sends in flight, then refuses submissions', async () => {
+  const { p, d } = dispatcher()
+  d.submit('a')
+  d.submit('b')
+  let closed = false
+  const closing = d.close().then(() => {
+    closed = true
+  })
+  await tick()
+  assert.equal(closed, false)
+  assert.throws(() => d.submit('c'), /closed/)
+  p.calls.shift().resolve()
+  await closing
+  assert.equal(p.calls.length, 0, 'nothing more is sent once closing')
+  assert.equal(d.stats().retained, 1)
+})
+
+test('bad options are TypeErrors or RangeErrors naming the option', () => {
+  const send = () => {}
+  const bad = [
+    [{ name: 'x', concurrencyLimit: 1 }, 'send'],
+    [{ name: 'x', send, concurrencyLimit: 1, timeoutMs: Number.NaN }, 'timeoutMs'],
+    [{ name: 'x', send, concurrencyLimit: 1, maxMessages: -1 }, 'maxMessages'],
+    [{ name: 'x', send, concurrencyLimit: 1, maxMessages: '5' }, 'maxMessages'],
+    [{ name: 'x', send, concurrencyLimit: 1, maxBytes: Number.POSITIVE_INFINITY }, 'maxBytes'],
+    [{ name: 'x', send, concurrencyLimit: 1, maxAgeMs: 0 }, 'maxAgeMs'],
+    [{ name: 'x', send, concurrencyLimit: 1, maxAttempts: 1.5 }, 'maxAttempts'],
+    [{ name: 'x', send, concurrencyLimit: 1, overflow: 'dropNewest' }, 'overflow'],
+    [{ name: 'x', send, concurrencyLimit: 1, probe: 'random' }, 'probe'],
+    [{ name: 'x', send, releaseRate: { perSecond: Number.NaN, burst: 1 } }, 'releaseRate'],
+    [{ name: 'x', send, releaseRate: 5 }, 'releaseRate'],
+    [{ name: 'x', send }, 'releaseRate'],
+    [{ name: 'x', send, concurrencyLimit: 1, store: {} }, 'store'],
+    [{ name: 'x', send, concurrencyLimit: 1, size: 3 }, 'size'],
+    [{ name: 'x', send, concurrencyLimit: 1, bogus: 1 }, 'bogus'],
+    [{ name: '\ud800', send, concurrencyLimit: 1 }, 'name'],
+  ]
+  for (const [options, option] of bad) {
+    assert.throws(
+      () => new Dispatcher(options),
+      (err) => {
+        assert.ok(err instanceof TypeError || err instanceof RangeError, `${option}: ${err}`)
+        assert.equal(err.option, option, `${option}: ${err.message}`)
+        return true
+      },
+    )
+  }
+  const { d } = dispatcher({ size: () => -1 })
+  assert.throws(() => d.submit('m'), (err) => err instanceof TypeError && err.option === 'size')
+  assert.equal(d.stats().submitted, 0, 'a message with a bad size is not taken')
+})
+
+/** A store in memory, as a Redis one keeps it (see redis-store.test.js for the real one). */
+function memoryStore() {
+  const data = { state: null, messages: new Map() }
+  return {
+    data,
+    add: (seq, m) => void data.messages.set(seq, m),
+    remove: (seq) => void data.messages.delete(seq),
+    clear: () => data.messages.clear(),
+    save: (s) => {
+      data.state = JSON.stringify(s)
+    },
+    load: () => {
+      const snapshot = data.state && JSON.parse(data.state)
+      data.state = null
+      return { snapshot, messages: [...data.messages].sort((a, b) => a[0] - b[0]) }
+    },
+  }
+}
+
+test('a graceful restart through a store loses nothing and sends nothing twice, the breaker still open', async () => {
+  const store = memoryStore()
+  const clock = { now: 0 }
+  const sent = []
+  let up = false
+  const options = {
+    name: 'p',
+    preset: 'partnerWebhook',
+    concurrencyLimit: 2,
+    clock: () => clock.now,
+    store,
+    send: async (m) => {
+      sent.push(m)
+      if (!up) throw new Error('down')
+    },
+  }
+  const first = await Dispatcher.open(options)
+  for (let i = 0; i < 20; i++) first.submit(i)
+  await first.persisted()
+  while (first.stats().inFlight > 0) await tick()
+  assert.equal(first.getState(), 'OPEN')
+  await first.close()
+  assert.equal(store.data.messages.size, 20)
+  const before = sent.length
+  // The new process: the state comes back (still open: no send before the open time ends).
+  const second = await Dispatcher.open(options)
+  assert.equal(second.getState(), 'OPEN')
+  assert.equal(sent.length, before)
+  up = true
+  clock.now += 10_000
+  second.poll()
+  await second.drained()
+  await second.persisted()
+  const delivered = sent.slice(before)
+  assert.deepEqual(delivered, [...Array(20).keys()], 'each once, in order')
+  assert.equal(store.data.messages.size, 0)
+})
+
+test('after a crash (no state saved) the stored messages are sent again, in order', async () => {
+  const store = memoryStore()
+  const sent = []
+  const options = { name: 'p', concurrencyLimit: 1, store, send: (m) => sent.push(m) && new Promise(() => {}) }
+  const first = await Dispatcher.open(options)
+  for (const m of ['a', 'b', 'c']) first.submit(m)
+  await first.persisted()
+  assert.deepEqual(sent, ['a'])
+  // Crash: `first` is abandoned with 'a' in flight.
+  const second = await Dispatcher.open({ ...options, send: (m) => void sent.push(m) })
+  await second.drained()
+  assert.deepEqual(sent, ['a', 'a', 'b', 'c'], 'what was in flight is sent again (at least once), then the rest in order')
+  await second.persisted()
+  assert.equal(store.data.messages.size, 0)
+})
