@@ -156,12 +156,15 @@ test-component: component-build
 	$(PY) -m pytest -q -p no:cacheprovider $(COMPONENT_DIR)/tests examples/component-host
 	cd $(COMPONENT_DIR) && node --test test/
 
-# Seed 000's sender for real: redis-server + BullMQ + a local gateway; the
-# edge worker in workerd against local upstreams.
+# Seed 000's sender for real: redis-server + BullMQ + a local gateway; seed
+# 001's: redis-server + two local partners + Dispatchers (100,000 events, a
+# restart); the edge worker in workerd against local upstreams.
 BULLMQ_DIR := examples/whatsapp-bullmq
 test-examples: node-build setup-redis wasm-build
 	cd $(BULLMQ_DIR) && npm ci --no-audit --no-fund
 	cd $(BULLMQ_DIR) && node --test test/
+	cd examples/webhook-dispatcher && npm ci --no-audit --no-fund
+	cd examples/webhook-dispatcher && node --test test/
 	cd examples/edge-worker && node --test test/
 
 # redis-server comes from Debian.

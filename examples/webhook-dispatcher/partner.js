@@ -1,0 +1,44 @@
+'use strict'
+// Local partner endpoints (seed 001): `POST /hooks/<partner>` with a JSON
+// event `{ id }`. A partner can be taken down (it answers 503) and brought
+// back. Each records the ids it accepted, in arrival order, and how many
+// calls it got while down, so a run can check that every event arrived
+// exactly once and in order, and what a sick partner had to take.
+
+const http = require('node:http')
+
+function startPartners(names) {
+  const partners = Object.fromEntries(names.map((name) => [name, { up: true, received: [], callsWhileDown: 0 }]))
+  const server = http.createServer((req, res) => {
+    const match = /^\/hooks\/([^/]+)$/.exec(req.url)
+    const partner = match && partners[match[1]]
+    if (req.method !== 'POST' || !partner) {
+      res.writeHead(404).end()
+      return
+    }
+    let body = ''
+    req.on('data', (chunk) => (body += chunk))
+    req.on('end', () => {
+      if (!partner.up) {
+        partner.callsWhileDown += 1
+        res.writeHead(503).end('down')
+        return
+      }
+      partner.received.push(JSON.parse(body).id)
+      res.writeHead(204).end()
+    })
+  })
+  server.keepAliveTimeout = 60_000
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const base = `http://127.0.0.1:${server.address().port}/hooks/`
+      resolve({
+        partners,
+        url: (name) => base + name,
+        close: () => new Promise((done) => server.close(done)),
+      })
+    })
+  })
+}
+
+module.exports = { startPartners }

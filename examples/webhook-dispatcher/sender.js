@@ -1,0 +1,81 @@
+'use strict'
+// Seed 001's sender: one halfopen Dispatcher per partner, with the seed's
+// breaker (a call slower than 10 s is a failure, 5 consecutive failures open
+// it for 10 s, then one probe) and one send in flight per partner (so each
+// partner gets its events in order). Events a partner cannot take now are
+// retained, in Redis (halfopen/redis-store), and sent in order when it is
+// back; nothing is lost, even across a restart. `scale` shrinks the seed's
+// times for a test (0.05: 10 s becomes 500 ms).
+//
+// As a program (`node sender.js <redis-port> <partner-url-base> <partners>
+// <first-id> <count>`) it submits `count` events to each partner, runs until
+// SIGTERM, then closes its dispatchers (saving their state) and exits; it
+// prints a JSON line when the events are stored and when it is drained.
+
+const http = require('node:http')
+const Redis = require('ioredis')
+const { Dispatcher } = require('halfopen')
+const { RedisStore } = require('halfopen/redis-store')
+
+const SEED_MS = 10_000
+
+/** POSTs `event` as JSON to `url`; rejects on a status other than 2xx, or when `signal` aborts. */
+function post(agent, url, event, signal) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent, signal, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume()
+      res.on('end', () => (res.statusCode < 300 ? resolve() : reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode }))))
+    })
+    req.on('error', reject)
+    req.end(JSON.stringify(event))
+  })
+}
+
+/** A Dispatcher for each partner (`urls`: name -> endpoint), its messages kept in Redis. */
+async function startSender({ redis, urls, scale = 1, maxMessages = 100_000 }) {
+  const seed = Math.round(SEED_MS * scale)
+  const dispatchers = {}
+  for (const [name, url] of Object.entries(urls)) {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    dispatchers[name] = await Dispatcher.open({
+      name,
+      preset: 'partnerWebhook',
+      slowCallMs: seed,
+      openTimeoutMs: seed,
+      maxOpenTimeoutMs: seed,
+      concurrencyLimit: 1,
+      timeoutMs: seed,
+      maxMessages,
+      // 4xx: the partner refused this event (it is not down): a dead letter.
+      isFailure: (err) => !(err.status >= 400 && err.status < 500),
+      store: new RedisStore(redis, { key: `webhooks:${name}` }),
+      send: (event, { signal }) => post(agent, url, event, signal),
+    })
+    dispatchers[name].agent = agent
+  }
+  return dispatchers
+}
+
+async function main() {
+  const [port, base, names, first, count] = process.argv.slice(2)
+  const redis = new Redis({ host: '127.0.0.1', port: Number(port) })
+  const urls = Object.fromEntries(names.split(',').map((n) => [n, base + n]))
+  const dispatchers = await startSender({ redis, urls, scale: 0.05 })
+  for (const d of Object.values(dispatchers)) {
+    for (let id = Number(first); id < Number(first) + Number(count); id++) d.submit({ id })
+  }
+  await Promise.all(Object.values(dispatchers).map((d) => d.persisted()))
+  console.log(JSON.stringify({ stored: true }))
+  Promise.all(Object.values(dispatchers).map((d) => d.drained())).then(() => console.log(JSON.stringify({ drained: true })))
+  process.on('SIGTERM', async () => {
+    await Promise.all(Object.values(dispatchers).map((d) => d.close()))
+    for (const d of Object.values(dispatchers)) d.agent.destroy()
+    await redis.quit()
+    console.log(JSON.stringify({ closed: true }))
+    process.exit(0)
+  })
+}
+
+if (require.main === module) main()
+
+module.exports = { startSender }
