@@ -265,3 +265,169 @@ export declare class Registry extends EventEmitter {
   on(event: 'success', listener: (value: unknown) => void): this
   on(event: 'failure', listener: (err: unknown) => void): this
 }
+
+/** How a retaining queue holds what its breaker does not admit (seed 001). */
+export interface RetentionOptions extends CoreOptions {
+  /** The queue's name (in metrics and errors). */
+  name: string
+  /** A clock in ms (default: `performance.now`); injected for tests. */
+  clock?: () => number
+  /** Keep a latency histogram (off by default). */
+  latencyHistogram?: boolean
+  /** At most this many messages held (retained and in flight). */
+  maxMessages?: number
+  /** At most this many bytes held, as `size` counts them. */
+  maxBytes?: number
+  /** A message's size in bytes (default: UTF-8 of a string, a binary's length, else its JSON's UTF-8). */
+  size?: (message: unknown) => number
+  /** Beyond a bound: refuse the new message (default) or drop the oldest retained ones. */
+  overflow?: 'reject' | 'dropOldest'
+  /**
+   * Which message probes a half-open breaker: the oldest retained one (the
+   * default: no new traffic needed, order kept) or, seed 001's rule, a new one.
+   */
+  probe?: 'oldest' | 'newMessage'
+  /** A message that failed this many times is a dead letter. */
+  maxAttempts?: number
+  /** A message older than this (since its submission) is a dead letter. */
+  maxAgeMs?: number
+  /**
+   * At most `perSecond` sends a second, in bursts of `burst`. A queue needs
+   * this or a `concurrencyLimit`: a recovered upstream never gets the whole
+   * backlog at once.
+   */
+  releaseRate?: { perSecond: number; burst: number }
+}
+
+/** What a retaining queue holds and did. */
+export interface RetentionStats {
+  retained: number
+  inFlight: number
+  bytes: number
+  submitted: number
+  refused: number
+  sent: number
+  delivered: number
+  failed: number
+  dead: number
+  dropped: number
+}
+
+export interface DeadLetter<M = unknown> {
+  seq: number
+  message: M
+  reason: 'attempts' | 'age' | 'refused'
+  attempts: number
+}
+
+/**
+ * The retention protocol without I/O (as `tryAcquire`/`record` are for a
+ * breaker): `submit` a message, send what it and `next()` hand out, `report`
+ * each send. Every decision is the core's. `Dispatcher` drives one.
+ */
+export declare class RetentionQueue<M = unknown> extends EventEmitter {
+  constructor(options: RetentionOptions)
+  readonly name: string
+  /** Send it now (`'send'`), held for later (`'retained'`), or not taken: a bound is reached (`'refused'`). */
+  submit(message: M): { status: 'send' | 'retained'; seq: number } | { status: 'refused' }
+  /** Every retained message that may be sent now, oldest first. */
+  next(): Array<{ seq: number; message: M }>
+  /** How the send of `seq` went; `'unknown'`: it is not in flight (reported already, or never handed out). */
+  report(seq: number, outcome: Outcome): 'delivered' | 'retained' | 'dead' | 'unknown'
+  /** Applies what is due now: an open time that ended, messages aged out. */
+  handleTimeout(): void
+  /** When `next()` may hand out something it cannot now, or a message ages out; null: not by time. */
+  pollTimeoutMs(): number | null
+  message(seq: number): M | undefined
+  /** Every message held, `[seq, message]` in submission order (what a store keeps). */
+  held(): Array<[number, M]>
+  getState(): CircuitState
+  stats(): RetentionStats
+  metrics(): Metrics
+  /** The breaker's and the retention's Prometheus text. */
+  prometheus(): string
+  forceOpen(ms?: number): void
+  release(): void
+  /** The state, not the messages (keep them with `held()`). */
+  toJSON(): object
+  toBytes(): Buffer
+  /** A queue with the state of `snapshot` and its messages; a send in flight then is retained again. */
+  static fromJSON<M>(options: RetentionOptions, snapshot: object | string, messages: Iterable<[number, M]>): RetentionQueue<M>
+  static fromBytes<M>(options: RetentionOptions, bytes: Uint8Array, messages: Iterable<[number, M]>): RetentionQueue<M>
+  on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
+  on(event: 'delivered' | 'dropped', listener: (e: { seq: number; message: M }) => void): this
+  on(event: 'dead', listener: (e: DeadLetter<M>) => void): this
+}
+
+/** Where a Dispatcher keeps its messages and state across a restart (e.g. `halfopen/redis-store`). */
+export interface DispatcherStore<M = unknown> {
+  /** Keep `message` as `seq`. Operations apply in the order they are called. */
+  add(seq: number, message: M): unknown
+  /** Forget `seq` (delivered or given up). */
+  remove(seq: number): unknown
+  /** Forget every message. */
+  clear(): unknown
+  /** Save the dispatcher's state (from `close()`). */
+  save(snapshot: object): unknown
+  /** The state saved (taken: a second load gives null) and the messages, in order. */
+  load(): Promise<{ snapshot: object | null; messages: Array<[number, M]> }> | { snapshot: object | null; messages: Array<[number, M]> }
+}
+
+export interface DispatcherOptions<M = unknown> extends RetentionOptions {
+  /** Sends one message; resolve when the upstream took it, reject when not. Honour `signal` (aborted at `timeoutMs`). */
+  send: (message: M, context: { signal: AbortSignal; seq: number }) => unknown
+  /** Whether an error from `send` says the upstream is unwell (default: every error). `false`: a dead letter at once. */
+  isFailure?: (err: unknown) => boolean
+  /** A send not settled within this is a failure (its signal aborts). */
+  timeoutMs?: number
+  /** Keeps messages and state across a restart (see `Dispatcher.open`). */
+  store?: DispatcherStore<M>
+}
+
+/** A message given up; `payload` is the message. */
+export declare class DeadLetterError extends Error {
+  readonly dispatcherName: string
+  readonly payload: unknown
+  readonly reason: 'attempts' | 'age' | 'refused' | 'dropped'
+  readonly attempts: number
+}
+
+/** A message a Dispatcher could not take: a bound is reached. */
+export declare class RetentionFullError extends Error {
+  readonly dispatcherName: string
+}
+
+/**
+ * Seed 001's promise: messages go through `send` when the breaker admits,
+ * are held while it does not, and are sent later in order and paced.
+ */
+export declare class Dispatcher<M = unknown> extends EventEmitter {
+  constructor(options: DispatcherOptions<M>)
+  /** A dispatcher that takes back what `options.store` kept (the saved state, or after a crash the stored messages, sent again). */
+  static open<M>(options: DispatcherOptions<M>): Promise<Dispatcher<M>>
+  readonly name: string
+  readonly queue: RetentionQueue<M>
+  /**
+   * Fulfils when `message` is delivered; rejects with a DeadLetterError when
+   * given up (unawaited, that rejection does not crash the process). Throws
+   * a RetentionFullError when a bound is reached.
+   */
+  submit(message: M): Promise<void>
+  /** Resolves when nothing is held. */
+  drained(): Promise<void>
+  /** Resolves when the store has applied every operation so far. */
+  persisted(): Promise<void>
+  /** Applies what is due at the clock's reading and sends what may go (after moving an injected clock). */
+  poll(): void
+  /** Stops sending, waits for the sends in flight, saves the state in the store. */
+  close(): Promise<void>
+  getState(): CircuitState
+  stats(): RetentionStats
+  metrics(): Metrics
+  prometheus(): string
+  forceOpen(ms?: number): void
+  release(): void
+  on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
+  on(event: 'delivered' | 'dropped', listener: (e: { seq: number; message: M }) => void): this
+  on(event: 'dead', listener: (e: DeadLetter<M>) => void): this
+}

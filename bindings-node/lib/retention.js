@@ -19,7 +19,6 @@ const OUTCOMES = { success: 0, failure: 1, ignored: 2, cancelled: 3 }
 const REPORTED = ['delivered', 'retained', 'dead', 'unknown']
 const OVERFLOW = { reject: 'reject', dropOldest: 'drop_oldest' }
 const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
-const encoder = new TextEncoder()
 
 /** A message's size in bytes by default: UTF-8 of a string, a binary's length, else its JSON's UTF-8. */
 function defaultSize(message) {
@@ -30,8 +29,14 @@ function defaultSize(message) {
   return json === undefined ? 0 : utf8Length(json)
 }
 
+/** UTF-8 bytes of `text` (a surrogate pair: 4), without encoding it. */
 function utf8Length(text) {
-  return text.length < 64 && /^[\x00-\x7f]*$/.test(text) ? text.length : encoder.encode(text).length
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c >= 0x80) bytes += c >= 0x800 && (c < 0xd800 || c > 0xdfff) ? 2 : 1
+  }
+  return bytes
 }
 
 /** The native half's retention options from the given ones (types checked here, ranges by the core). */
@@ -222,13 +227,13 @@ class RetentionQueue extends EventEmitter {
    * message not given is a `corrupt` SnapshotError: it would be lost.
    */
   static fromJSON(options, snapshot, messages) {
-    return this._restored(options, snapshotText(snapshot), null, messages)
+    return RetentionQueue._restored(options, snapshotText(snapshot), null, messages)
   }
 
   /** As `fromJSON`, from `toBytes()`. */
   static fromBytes(options, bytes, messages) {
     if (!(bytes instanceof Uint8Array)) throw typeError('bytes', 'a Buffer or Uint8Array', bytes)
-    return this._restored(options, null, nativeBytes(bytes), messages)
+    return RetentionQueue._restored(options, null, nativeBytes(bytes), messages)
   }
 
   static _restored(options, json, bytes, messages, where) {

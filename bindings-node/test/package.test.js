@@ -21,7 +21,7 @@ test('the packed tarball installs, loads from CommonJS and ESM, and type-checks'
     execFileSync('npm', ['init', '-y'], { cwd: dir, stdio: 'ignore' })
     execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: dir, stdio: 'ignore' })
     const listed = fs.readdirSync(path.join(dir, 'node_modules', 'halfopen')).sort()
-    for (const file of ['index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json']) {
+    for (const file of ['index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json', 'redis-store.js', 'redis-store.d.ts']) {
       assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
     }
     assert.ok(listed.some((f) => f.endsWith('.node')), 'the native addon is in the package')
@@ -40,7 +40,8 @@ test('the packed tarball installs, loads from CommonJS and ESM, and type-checks'
 
     fs.writeFileSync(
       path.join(dir, 'use.ts'),
-      `import { CircuitBreaker, CircuitBreakerOpenError, type CircuitState } from 'halfopen'
+      `import { CircuitBreaker, CircuitBreakerOpenError, DeadLetterError, Dispatcher, RetentionFullError, RetentionQueue, type CircuitState } from 'halfopen'
+import type { RedisStore } from 'halfopen/redis-store'
 const breaker = new CircuitBreaker({ name: 'ts', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 })
 const state: CircuitState = breaker.getState()
 breaker.on('open', (t) => console.log(t.reason, t.atMs))
@@ -53,6 +54,20 @@ async function send(): Promise<number> {
   }
 }
 void send().then((n: number) => console.log(n, state, breaker.metrics().admitted))
+const dispatcher = new Dispatcher<{ id: number }>({
+  name: 'partner', preset: 'partnerWebhook', concurrencyLimit: 1, maxMessages: 10_000,
+  send: async (event, { signal }) => { if (signal.aborted) throw new Error(String(event.id)) },
+})
+dispatcher.on('dead', (e) => console.log(e.message.id, e.reason))
+dispatcher.submit({ id: 1 }).catch((err) => {
+  if (err instanceof DeadLetterError) console.log(err.reason)
+  else if (err instanceof RetentionFullError) console.log(err.dispatcherName)
+})
+const queue = new RetentionQueue<string>({ name: 'q', concurrencyLimit: 1 })
+const submitted = queue.submit('m')
+if (submitted.status !== 'refused') console.log(queue.report(submitted.seq, 'success'))
+const store: RedisStore<{ id: number }> | undefined = undefined
+void store
 `,
     )
     const typeRoots = path.join(PACKAGE, 'node_modules', '@types')
