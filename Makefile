@@ -132,7 +132,7 @@ wasm-build: setup-wasm
 
 # The Node package's API tests run against the wasm package too (same files,
 # HALFOPEN_PACKAGE), then the wasm package's own: workerd, poisoning, packing.
-SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-client
+SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-client dispatcher
 test-wasm: wasm-build node-deps setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(WASM_DIR) && node --test test/

@@ -67,14 +67,18 @@ pub struct NativeRetentionStats {
     pub dropped: f64,
 }
 
-/// A whole number from 0 to `max`, or an error naming `field`.
-fn whole(value: Option<f64>, field: &str, max: f64) -> Result<Option<u64>> {
+/// A whole number from 0 to `max` (`range` says so in words), or an error
+/// naming `field`. (No float in the message: formatting one would bring
+/// float formatting into the wasm module.)
+fn whole(value: Option<f64>, field: &str, max: f64, range: &str) -> Result<Option<u64>> {
     match value {
         None => Ok(None),
         Some(v) if v.fract() == 0.0 && (0.0..=max).contains(&v) => Ok(Some(v as u64)),
-        Some(_) => Err(refused(field, &format!("must be a whole number from 0 to {max}"))),
+        Some(_) => Err(refused(field, range)),
     }
 }
+
+const U32_RANGE: &str = "must be a whole number from 0 to 4294967295";
 
 impl NativeRetention {
     /// The configuration these options describe (the core validates it
@@ -82,9 +86,14 @@ impl NativeRetention {
     fn config(&self) -> Result<RetentionConfig> {
         const U32: f64 = u32::MAX as f64;
         let mut c = RetentionConfig {
-            max_messages: whole(self.max_messages, "max_messages", U32)?.map(|n| n as u32),
-            max_bytes: whole(self.max_bytes, "max_bytes", 9_007_199_254_740_991.0)?,
-            max_attempts: whole(self.max_attempts, "max_attempts", U32)?.map(|n| n as u32),
+            max_messages: whole(self.max_messages, "max_messages", U32, U32_RANGE)?.map(|n| n as u32),
+            max_bytes: whole(
+                self.max_bytes,
+                "max_bytes",
+                9_007_199_254_740_991.0,
+                "must be a whole number from 0 to 2^53 - 1",
+            )?,
+            max_attempts: whole(self.max_attempts, "max_attempts", U32, U32_RANGE)?.map(|n| n as u32),
             ..RetentionConfig::default()
         };
         if let Some(age) = self.max_age_ms {
@@ -102,8 +111,8 @@ impl NativeRetention {
             Some("new_message") => Probe::NewMessage,
             Some(_) => return Err(refused("probe", "must be \"oldest\" or \"new_message\"")),
         };
-        let per_second = whole(self.release_per_second, "release_rate", U32)?;
-        let burst = whole(self.release_burst, "release_rate", U32)?;
+        let per_second = whole(self.release_per_second, "release_rate", U32, U32_RANGE)?;
+        let burst = whole(self.release_burst, "release_rate", U32, U32_RANGE)?;
         c.release_rate = match (per_second, burst) {
             (None, None) => None,
             (Some(per_second), Some(burst)) => Some(Rate { per_second: per_second as u32, burst: burst as u32 }),

@@ -2,10 +2,14 @@
 // compiled to WebAssembly. Import the package (its entry for the platform
 // initialises the module), not this file.
 export { CircuitBreaker } from './lib/breaker.js'
+export { Dispatcher } from './lib/dispatcher.js'
 export {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
+  DeadLetterError,
   RegistryFullError,
+  RetentionFullError,
   SnapshotError,
 } from './lib/errors.js'
 export { Registry } from './lib/registry.js'
+export { RetentionQueue } from './lib/retention.js'

@@ -12,7 +12,12 @@
 // workerd.js, browser.js) initialises the module and passes its exports to
 // `attach`.
 
-import { NativeBreaker as WasmBreaker, NativeRegistry as WasmRegistry, optionOrder } from './halfopen_wasm.js'
+import {
+  NativeBreaker as WasmBreaker,
+  NativeDispatcher as WasmDispatcher,
+  NativeRegistry as WasmRegistry,
+  optionOrder,
+} from './halfopen_wasm.js'
 
 let stackPointer = null
 /** Each numeric option's place in the flattened options (options.rs). */
@@ -120,6 +125,47 @@ function transitionsOf(f) {
   return list
 }
 
+/** The retention options (lib/retention.js) as the module's arguments:
+ * the numbers (in dispatcher.rs's order), the bits of those given, overflow, probe. */
+function flatRetention(r) {
+  const numbers = [r.maxMessages, r.maxBytes, r.maxAttempts, r.maxAgeMs, r.releasePerSecond, r.releaseBurst]
+  let given = 0
+  numbers.forEach((v, i) => {
+    if (typeof v === 'number') given |= 1 << i
+  })
+  return [new Float64Array(numbers.map((v) => (typeof v === 'number' ? v : 0))), given, r.overflow, r.probe]
+}
+
+/** Dispatcher events (flat.rs: kind, seq, reason, attempts, then a transition's from, to, reason, atMs). */
+function eventsOf(f) {
+  const list = []
+  for (let i = 0; i < f.length; i += 8) {
+    const kind = f[i]
+    if (kind === 'transition') {
+      list.push({ kind, transition: { from: f[i + 4], to: f[i + 5], reason: f[i + 6], atMs: f[i + 7] } })
+    } else if (kind === 'dead') {
+      list.push({ kind, seq: f[i + 1], reason: f[i + 2], attempts: f[i + 3] })
+    } else {
+      list.push({ kind, seq: f[i + 1] })
+    }
+  }
+  return list
+}
+
+/** Retention stats (flat.rs: `NativeRetentionStats` in order). */
+const statsOf = (f) => ({
+  retained: f[0],
+  inFlight: f[1],
+  bytes: f[2],
+  submitted: f[3],
+  refused: f[4],
+  sent: f[5],
+  delivered: f[6],
+  failed: f[7],
+  dead: f[8],
+  dropped: f[9],
+})
+
 /** A refusal (flat.rs: gauge, reason, pending). */
 const refusalOf = (f) => ({ gauge: f[0], reason: f[1], pending: f[2] })
 
@@ -158,6 +204,26 @@ function guardedClass(Base, names, built, getters = []) {
 class OptionsBreaker extends WasmBreaker {
   constructor(options, latencyHistogram) {
     super(...flatOptions(options), latencyHistogram)
+  }
+}
+
+/** The module's dispatcher, built from options objects as the addon's is. */
+class OptionsDispatcher extends WasmDispatcher {
+  constructor(options, latencyHistogram, retention) {
+    super(...flatOptions(options), latencyHistogram, ...flatRetention(retention))
+  }
+
+  /** The addon's factory: a dispatcher restored from a snapshot. */
+  static restore(options, latencyHistogram, retention, json, bytes, held, nowMs) {
+    const restored = new NativeDispatcher(options, latencyHistogram, retention)
+    const entered = stackPointer?.value
+    try {
+      restored.load(...flatOptions(options), latencyHistogram, ...flatRetention(retention), json, bytes, held, nowMs)
+    } catch (err) {
+      if (entered !== undefined) stackPointer.value = entered
+      throw err
+    }
+    return restored
   }
 }
 
@@ -223,4 +289,10 @@ export const NativeRegistry = guardedClass(
   ],
   { takeTransitions: transitionsOf, licence: licenceOf, refusal: refusalOf, metrics: metricsOf },
   ['size', 'evictions'],
+)
+
+export const NativeDispatcher = guardedClass(
+  OptionsDispatcher,
+  ['submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held'],
+  { next: Array.from, held: Array.from, takeEvents: eventsOf, stats: statsOf, metrics: metricsOf },
 )

@@ -2,7 +2,9 @@
 //! the objects the napi addon returns (same names, same values): numbers in
 //! a fixed order (`NaN`: a field that is absent), strings where a value is one.
 
-use halfopen_node::{NativeLicence, NativeMetrics, NativeRefusal, NativeTransition};
+use halfopen_node::{
+    NativeDispatchEvent, NativeLicence, NativeMetrics, NativeRefusal, NativeRetentionStats, NativeTransition,
+};
 use wasm_bindgen::JsValue;
 
 /// kind, generation, untilMs, gauge, slowAfterMs, room, limited, pending.
@@ -79,4 +81,29 @@ pub(crate) fn transitions(list: Vec<NativeTransition>) -> Vec<JsValue> {
 /// gauge, reason, pending.
 pub(crate) fn refusal(r: NativeRefusal) -> Vec<JsValue> {
     vec![JsValue::from_f64(f64::from(r.gauge)), JsValue::from_str(&r.reason), JsValue::from_bool(r.pending)]
+}
+
+/// Eight values per event: kind, seq (`NaN`: none), reason (`undefined`:
+/// none), attempts (`NaN`: none), then the transition's from, to, reason,
+/// atMs (`undefined`: not a transition).
+pub(crate) fn events(list: Vec<NativeDispatchEvent>) -> Vec<JsValue> {
+    let mut out = Vec::with_capacity(list.len() * 8);
+    let text = |s: Option<&str>| s.map_or(JsValue::UNDEFINED, JsValue::from_str);
+    for e in list {
+        out.push(JsValue::from_str(&e.kind));
+        out.push(JsValue::from_f64(e.seq.unwrap_or(f64::NAN)));
+        out.push(text(e.reason.as_deref()));
+        out.push(JsValue::from_f64(e.attempts.map_or(f64::NAN, f64::from)));
+        let t = e.transition.as_ref();
+        out.push(text(t.map(|t| t.from.as_str())));
+        out.push(text(t.map(|t| t.to.as_str())));
+        out.push(text(t.map(|t| t.reason.as_str())));
+        out.push(t.map_or(JsValue::UNDEFINED, |t| JsValue::from_f64(t.at_ms)));
+    }
+    out
+}
+
+/// Every number of `NativeRetentionStats`, in declaration order.
+pub(crate) fn stats(s: &NativeRetentionStats) -> Vec<f64> {
+    vec![s.retained, s.in_flight, s.bytes, s.submitted, s.refused, s.sent, s.delivered, s.failed, s.dead, s.dropped]
 }

@@ -17,10 +17,12 @@
 #![deny(clippy::unwrap_used)]
 
 mod breaker;
+mod dispatcher;
 mod flat;
 mod options;
 mod poison;
 mod registry;
 
 pub use breaker::NativeBreaker;
+pub use dispatcher::NativeDispatcher;
 pub use registry::NativeRegistry;

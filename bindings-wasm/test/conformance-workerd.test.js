@@ -17,13 +17,13 @@ const RUNNER = join(HERE, '..', '..', 'bindings-node', 'test', 'conformance-runn
 
 const MAIN = `
 import assert from 'node:assert/strict'
-import { CircuitBreaker, Registry } from './halfopen/workerd.js'
+import { CircuitBreaker, Registry, RetentionQueue } from './halfopen/workerd.js'
 import { conformance } from './conformance-runner.js'
 import scenarios from './scenarios.json'
 
 export default {
   async test() {
-    const { runDoc, steps } = conformance({ CircuitBreaker, Registry, assert })
+    const { runDoc, steps } = conformance({ CircuitBreaker, Registry, RetentionQueue, assert })
     let cases = 0
     const failed = []
     for (const [file, doc] of Object.entries(scenarios)) {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { test } from 'node:test'
-import { NativeBreaker, NativeRegistry } from '../dist/native.js'
+import { NativeBreaker, NativeDispatcher, NativeRegistry } from '../dist/native.js'
 import '../dist/node.js'
 
 const require = createRequire(import.meta.url)
@@ -57,6 +57,26 @@ test('a registry says what the addon says', () => {
     return said
   }
   assert.deepEqual(run(NativeRegistry), run(addon.NativeRegistry))
+})
+
+test('a dispatcher says what the addon says: submissions, sends, reports, events, stats, a restore', () => {
+  const run = (Kind) => {
+    const options = { unset: ['failureThreshold'], consecutiveFailures: 2, openTimeoutMs: 100, concurrencyLimit: 2 }
+    const retention = { maxMessages: 5, maxAttempts: 3, overflow: 'drop_oldest', releasePerSecond: 100, releaseBurst: 2 }
+    const d = new Kind(options, false, retention)
+    const said = []
+    for (let i = 0; i < 7; i++) said.push(d.submit(i, i))
+    said.push(d.report(0, 1, 10), d.report(1, 1, 10), d.report(1, 0, 10), d.takeEvents(), d.stats(), d.pollTimeoutMs())
+    said.push(d.next(110), d.takeEvents(), d.report(0, 0, 120), d.next(120), d.takeEvents(), d.state(120), d.metrics(120))
+    d.forceOpen(130, 50)
+    said.push(d.takeEvents(), d.held(), d.snapshotJson(130))
+    const restored = Kind.restore(options, false, retention, d.snapshotJson(130), null, d.held(), 130)
+    said.push(restored.stats(), restored.held(), restored.next(200), restored.takeEvents())
+    return said
+  }
+  const [wasm, napi] = [run(NativeDispatcher), run(addon.NativeDispatcher)]
+  assert.deepEqual(wasm, napi)
+  assert.equal(JSON.stringify(wasm), JSON.stringify(napi), 'the same properties in the same order')
 })
 
 test('a call made while another is active (an options getter) and throwing leaves the outer call intact', () => {

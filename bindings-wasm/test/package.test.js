@@ -75,8 +75,9 @@ void send().then((n: number) => console.log(n, state, again.metrics().admitted))
 })
 
 test('the module stays near its measured size: no float formatting crept back in', () => {
-  // 141 KB measured (BENCHMARKS.md, `python3 bindings-wasm/bench/size.py`).
-  // Formatting one f64 into a message once added 16 KB: this catches that.
+  // 179 KB measured with retention (141 KB before it; BENCHMARKS.md,
+  // `python3 bindings-wasm/bench/size.py`). Formatting one f64 into a
+  // message once added 16 KB: this catches that.
   const size = statSync(join(HERE, '..', 'dist', 'halfopen_wasm_bg.wasm')).size
-  assert.ok(size <= 145_000, `the module is ${size} bytes`)
+  assert.ok(size <= 183_000, `the module is ${size} bytes`)
 })

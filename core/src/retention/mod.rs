@@ -47,11 +47,12 @@
 
 mod config;
 pub mod exposition;
+mod in_flight;
 mod rate;
 #[cfg(feature = "snapshot")]
 mod saved;
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use core::borrow::Borrow;
 
 pub use config::{Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
@@ -65,6 +66,7 @@ use crate::meter::Meter;
 use crate::permit::{Outcome, Permit};
 use crate::state::{State, Transition};
 use crate::time::{Duration, Instant};
+use in_flight::InFlight;
 use rate::Bucket;
 
 /// The most bytes a dispatcher holds (2^53 − 1, what a snapshot holds and a
@@ -179,7 +181,7 @@ pub struct Dispatcher<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics>
     /// Waiting to be sent, in submission order.
     retained: VecDeque<Held<M>>,
     /// Handed out and not yet reported, by sequence number.
-    sending: BTreeMap<u64, (Held<M>, Permit)>,
+    sending: InFlight<M>,
     events: VecDeque<Event<M>>,
     bucket: Option<Bucket>,
     /// Bytes held, retained and in flight.
@@ -203,7 +205,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             breaker,
             config,
             retained: VecDeque::new(),
-            sending: BTreeMap::new(),
+            sending: InFlight::new(),
             events: VecDeque::new(),
             bytes: 0,
             next_seq: 0,
@@ -244,7 +246,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// The sequence numbers of the messages held: retained (in queue order),
     /// then in flight (by sequence number). A store keeps these.
     pub fn held(&self) -> impl Iterator<Item = u64> + '_ {
-        self.retained.iter().map(|h| h.seq).chain(self.sending.keys().copied())
+        self.retained.iter().map(|h| h.seq).chain(self.sending.held().map(|h| h.seq))
     }
 
     /// The configuration.
@@ -284,7 +286,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
 
     /// The message in flight as `seq`.
     pub fn message(&self, seq: u64) -> Option<&M> {
-        self.sending.get(&seq).map(|(held, _)| &held.message)
+        self.sending.get(seq).map(|held| &held.message)
     }
 
     /// The next thing the caller must hear of, oldest first.
@@ -312,7 +314,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             && let Some(permit) = self.admit(now)
         {
             self.counters.sent += 1;
-            self.sending.insert(seq, (held, permit));
+            self.sending.insert(held, permit);
             return Ok(Submitted::Send(seq));
         }
         // A new message came while half-open: if it cannot probe now, the
@@ -340,14 +342,14 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.probe_owed = false;
         self.counters.sent += 1;
         let seq = held.seq;
-        self.sending.insert(seq, (held, permit));
+        self.sending.insert(held, permit);
         Some(seq)
     }
 
     /// Reports how the send of `seq` went; `None` if `seq` is not in flight
     /// (reported already, or never handed out).
     pub fn report(&mut self, seq: u64, outcome: Outcome, now: Instant) -> Option<Reported<M>> {
-        let (mut held, permit) = self.sending.remove(&seq)?;
+        let (mut held, permit) = self.sending.remove(seq)?;
         let now = self.advance(now);
         if let Some(t) = self.breaker.record(permit, outcome, now) {
             self.events.push_back(Event::Transition(t));
@@ -485,7 +487,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             return true;
         }
         // What is left once every retained message is dropped: the sends.
-        let in_flight: u64 = self.sending.values().map(|(h, _)| h.bytes).sum();
+        let in_flight: u64 = self.sending.held().map(|h| h.bytes).sum();
         if self.config.overflow == Overflow::Reject || !fits(self.sending.len(), in_flight) {
             return false;
         }

@@ -96,8 +96,7 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
             attempts: h.attempts,
             expires_in_us: h.expires.map(|at| (at - now).as_micros().min(MAX_SAVED_COUNTER)),
         };
-        let mut messages: Vec<SavedMessage> =
-            self.retained.iter().chain(self.sending.values().map(|(h, _)| h)).map(saved).collect();
+        let mut messages: Vec<SavedMessage> = self.retained.iter().chain(self.sending.held()).map(saved).collect();
         messages.sort_unstable_by_key(|m| m.seq);
         RetentionSnapshot {
             version: SNAPSHOT_VERSION,

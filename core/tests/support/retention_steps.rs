@@ -137,7 +137,7 @@ impl Run {
         self.check_events(map)
     }
 
-    fn name<'a>(map: &'a Map<String, Value>) -> Result<&'a str, String> {
+    fn name(map: &Map<String, Value>) -> Result<&str, String> {
         map.get("message").and_then(Value::as_str).ok_or_else(|| "message must be a name".into())
     }
 
