@@ -8,6 +8,7 @@ mod breaker;
 mod host;
 mod options;
 mod registry;
+mod retention;
 mod time;
 
 use pyo3::prelude::*;
@@ -18,5 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host::Permit>()?;
     m.add_class::<host::StateChange>()?;
     m.add_class::<registry::NativeRegistry>()?;
+    m.add_class::<retention::NativeRetentionQueue>()?;
     Ok(())
 }

@@ -291,9 +291,115 @@ def run_call(breaker: Any, clock: List[float], step: Dict[str, Any], where: str)
         breaker.record(permit, outcome)
 
 
+RETENTION_STEPS = {
+    "submit": {"message", "bytes", "result"},
+    "next": {"sends"},
+    "report": {"message", "outcome", "result"},
+    "handle_timeout": set(),
+    "force_open": {"for_ms"},
+    "release": set(),
+    "expect": {"state", "retention"},
+    "snapshot_restore": {"encoding"},
+}
+RETENTION_COUNTERS = {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}
+
+
+def retention_options(retention: Dict[str, Any]) -> Dict[str, Any]:
+    """The suite's retention keys as the queue's keyword options."""
+    out: Dict[str, Any] = {}
+    for key, v in retention.items():
+        v = value(v)
+        if key in ("max_messages", "max_bytes", "max_attempts", "overflow", "probe"):
+            out[key] = v
+        elif key == "max_age_ms":
+            out["max_age"] = v / 1000 if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        elif key in ("release_per_second", "release_burst"):
+            out["release_rate"] = (value(retention.get("release_per_second")), value(retention.get("release_burst")))
+        else:
+            raise AssertionError(f"unknown retention key {key}")
+    return out
+
+
+def run_retention(case: Dict[str, Any]) -> None:
+    clock = [0]
+    sizes: Dict[str, int] = {}
+    opts = {**options(case["config"]), **retention_options(case["retention"])}
+    build = lambda: halfopen.RetentionQueue("conformance", clock=lambda: Fraction(clock[0]) / 1000, size=sizes.__getitem__, **opts)  # noqa: E731
+    queue = build()
+    seqs: Dict[str, int] = {}
+    for index, step in enumerate(case["steps"]):
+        op = step["op"]
+        assert op in RETENTION_STEPS, f"unknown op {op} in a retention case"
+        assert set(step) <= RETENTION_STEPS[op] | {"op", "at", "events"}, f"unknown key in step {index}: {step}"
+        if "at" in step:
+            clock[0] = step["at"]
+        where = f"step {index} {json.dumps(step)}"
+        if op == "submit":
+            sizes[step["message"]] = step.get("bytes", 0)
+            status, seq = queue.submit(step["message"])
+            assert status == step["result"], f"{where}: {status}"
+            if seq is not None:
+                seqs[step["message"]] = seq
+        elif op == "next":
+            sent = queue.next()
+            assert all(seqs[m] == seq for seq, m in sent), where
+            assert [m for _, m in sent] == step["sends"], f"{where}: sends {sent}"
+        elif op == "report":
+            assert queue.report(seqs[step["message"]], step["outcome"]) == step["result"], where
+        elif op in ("handle_timeout", "release"):
+            getattr(queue, op)()
+        elif op == "force_open":
+            queue.force_open(None if "for_ms" not in step else step["for_ms"] / 1000)
+        elif op == "expect":
+            if "state" in step:
+                assert queue.state_name == step["state"].upper(), where
+            want = step.get("retention", {})
+            assert set(want) <= {"retained", "in_flight", "bytes", "poll_timeout_ms", "counters"}, where
+            stats = queue.stats()
+            for key in ("retained", "in_flight", "bytes"):
+                if key in want:
+                    assert stats[key] == want[key], f"{where}: {key} = {stats[key]}"
+            if "poll_timeout_ms" in want:
+                got = queue.poll_timeout()
+                w = want["poll_timeout_ms"]
+                assert (got is None and w is None) or (got is not None and w is not None and close(got * 1000, w)), f"{where}: poll timeout {got}"
+            for key, n in want.get("counters", {}).items():
+                assert key in RETENTION_COUNTERS, f"unknown counter {key}"
+                assert stats[key] == n, f"{where}: counters.{key} = {stats[key]}"
+        elif op == "snapshot_restore":
+            held = {seqs[m]: m for m in seqs}
+            if step["encoding"] == "json":
+                queue.restore_json(queue.to_json(), held)
+            else:
+                queue.restore_bytes(queue.to_bytes(), held)
+        got = []
+        for e in queue.events():
+            if e.kind == "transition":
+                got.append({"transition": {"from": e.change.from_state.lower(), "to": e.change.to_state.lower(), "reason": e.change.reason}})
+            elif e.kind == "dead":
+                got.append({"dead": e.message, "reason": e.reason, "attempts": e.attempts})
+            else:
+                got.append({"dropped": e.message})
+        want_events = [
+            {"transition": {k: v for k, v in w["transition"].items() if k != "at"}} if "transition" in w else w
+            for w in step.get("events", [])
+        ]
+        assert got == want_events, f"{where}: events {got}"
+
+
 @pytest.mark.parametrize("case", list(cases()))
 def test_conformance(case: Dict[str, Any]) -> None:
-    assert set(case) <= {"description", "config", "registry", "steps", "invalid"}, case
+    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid"}, case
+    if "retention" in case and "invalid" in case:
+        opts = {**options(case["config"]), **retention_options(case["retention"])}
+        with pytest.raises((TypeError, ValueError)) as raised:
+            halfopen.RetentionQueue("conformance", **opts)
+        field = case["invalid"]
+        assert raised.value.option == field, str(raised.value)
+        return
+    if "retention" in case:
+        run_retention(case)
+        return
     if "invalid" in case:
         opts = options(case["config"])
         with pytest.raises((TypeError, ValueError)) as raised:

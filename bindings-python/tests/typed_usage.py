@@ -38,3 +38,22 @@ async def answer_async(question: str) -> str:
 
 
 breaker.on_state_change(lambda change: print(change.name, change.from_state, change.to_state, change.reason))
+
+
+async def webhooks() -> None:
+    async def post(event: dict[str, int]) -> None:
+        await asyncio.sleep(0)
+
+    dispatcher: halfopen.Dispatcher[dict[str, int]] = halfopen.Dispatcher(
+        "partner", post, preset="partner_webhook", concurrency_limit=1, max_messages=10_000, timeout=10.0
+    )
+    try:
+        await dispatcher.submit({"id": 1})
+    except halfopen.DeadLetterError as dead:
+        print(dead.reason, dead.attempts)
+    except halfopen.RetentionFullError:
+        pass
+    queue: halfopen.RetentionQueue[str] = halfopen.RetentionQueue("q", concurrency_limit=1)
+    status, seq = queue.submit("m")
+    if seq is not None:
+        print(status, queue.report(seq, "success"))

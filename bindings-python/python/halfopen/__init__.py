@@ -14,6 +14,7 @@ import inspect
 from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
 
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
+from .retention import DeadLetterError, Dispatcher, RetentionEvent, RetentionFullError, RetentionQueue
 from ._support import (
     CircuitBreakerError,
     CircuitOpenError,
@@ -27,10 +28,15 @@ __all__ = [
     "CircuitBreakerError",
     "CircuitOpenError",
     "ConcurrencyLimitError",
+    "DeadLetterError",
+    "Dispatcher",
     "KeyedBreaker",
     "Permit",
     "Registry",
     "RegistryFullError",
+    "RetentionEvent",
+    "RetentionFullError",
+    "RetentionQueue",
     "SnapshotError",
     "State",
     "StateChange",

@@ -1,0 +1,332 @@
+"""Retention (seed 001): hold what the breaker does not admit, send it later
+in order and paced. ``RetentionQueue`` is the protocol without I/O (submit,
+send what it hands out, report); ``Dispatcher`` drives one with an ``async``
+``send`` function: ``await dispatcher.submit(message)`` returns once the
+message is delivered, or raises ``DeadLetterError`` when it is given up.
+Every decision is the core's.
+
+Decisions: a message's size (for ``max_bytes``) is, by default, its length
+for ``bytes``-like values, its UTF-8 length for ``str``, and the UTF-8 length
+of its JSON otherwise (pass ``size=`` for anything else). An exception from
+``send`` that ``is_failure`` says is not the upstream's health dead-letters the
+message at once (sending it again cannot help). A cancelled ``send``
+(``asyncio.CancelledError``) puts the message back without counting an
+attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
+
+from ._native import NativeRetentionQueue, StateChange
+from ._support import CANCELLATIONS, log_error
+
+M = TypeVar("M")
+
+__all__ = ["DeadLetterError", "Dispatcher", "RetentionEvent", "RetentionFullError", "RetentionQueue"]
+
+
+class RetentionFullError(Exception):
+    """A message not taken: a bound (``max_messages``, ``max_bytes``) is reached. Nothing of it is held."""
+
+    def __init__(self, queue_name: str) -> None:
+        super().__init__(f"Dispatcher[{queue_name}] is full: the message was not taken")
+        self.queue_name = queue_name
+
+
+class DeadLetterError(Exception):
+    """A message given up: ``reason`` is ``"attempts"``, ``"age"``,
+    ``"refused"`` (``is_failure`` said the error is not the upstream's
+    health) or ``"dropped"`` (``overflow="drop_oldest"`` made room);
+    ``payload`` is the message, ``attempts`` its sends."""
+
+    def __init__(self, queue_name: str, payload: Any, reason: str, attempts: int) -> None:
+        super().__init__(f"Dispatcher[{queue_name}] gave a message up ({reason}) after {attempts} send(s)")
+        self.queue_name = queue_name
+        self.payload = payload
+        self.reason = reason
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class RetentionEvent:
+    """Something a queue did, in the core's order: ``kind`` is
+    ``"transition"`` (``change`` says which), ``"dead"`` (``seq``,
+    ``message``, ``reason``, ``attempts``) or ``"dropped"`` (``seq``,
+    ``message``); a ``Dispatcher`` also reports ``"delivered"`` (``seq``,
+    ``message``)."""
+
+    kind: Literal["transition", "dead", "dropped", "delivered"]
+    seq: Optional[int]
+    message: Any
+    reason: Optional[str]
+    attempts: Optional[int]
+    change: Optional[StateChange]
+
+
+def _option_error(kind: type, option: str, message: str) -> Exception:
+    """A ``TypeError``/``ValueError`` whose ``option`` names the option."""
+    err: Exception = kind(message)
+    setattr(err, "option", option)
+    return err
+
+
+def default_size(message: Any) -> int:
+    """Bytes of a message by default (see the module)."""
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        return len(message)
+    if isinstance(message, str):
+        return len(message.encode("utf-8", "surrogatepass"))
+    try:
+        return len(json.dumps(message).encode("utf-8"))
+    except (TypeError, ValueError) as err:
+        raise TypeError("size: the message is not JSON; pass size= to say how big it is") from err
+
+
+class RetentionQueue(NativeRetentionQueue, Generic[M]):
+    """A queue in front of a circuit breaker (the protocol without I/O).
+
+    Takes the breaker's options (``preset``, ``consecutive_failures``,
+    ``concurrency_limit``, ...; seconds for times), ``clock``, and the
+    retention's: ``max_messages``, ``max_bytes``, ``overflow``
+    (``"reject"`` or ``"drop_oldest"``), ``probe`` (``"oldest"`` or, seed
+    001's rule, ``"new_message"``), ``max_attempts``, ``max_age`` (seconds),
+    ``release_rate`` (``(per_second, burst)``), and ``size`` (a function:
+    message -> bytes). It needs a ``release_rate`` or a ``concurrency_limit``.
+    """
+
+    __slots__ = ("_size",)
+
+    def __new__(cls, name: str, /, *, size: Optional[Callable[[Any], int]] = None, **options: Any) -> "RetentionQueue[M]":
+        return super().__new__(cls, name, **options)
+
+    def __init__(self, name: str, /, *, size: Optional[Callable[[Any], int]] = None, **options: Any) -> None:
+        if size is not None and not callable(size):
+            raise _option_error(TypeError, "size", f"size must be a callable, got {type(size).__name__}")
+        self._size = size or default_size
+
+    def submit(self, message: M) -> Tuple[str, Optional[int]]:
+        """``("send", seq)``: send it now, then ``report``; ``("retained", seq)``:
+        ``next()`` hands it out later; ``("refused", None)``: a bound is reached."""
+        size = self._size(message)
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 2**53 - 1:
+            raise _option_error(TypeError, "size", f"size must return a whole number of bytes from 0 to 2**53 - 1, got {size!r}")
+        return self._submit(message, size)
+
+    def events(self) -> List[RetentionEvent]:
+        """The events since the last call, oldest first."""
+        return [RetentionEvent(*e) for e in self.take_events()]
+
+    def held(self, messages: Dict[int, M]) -> List[Tuple[int, M]]:
+        """``[(seq, message)]`` of the messages held, from ``messages`` (what a store keeps)."""
+        return [(seq, messages[seq]) for seq in sorted(self.held_seqs())]
+
+
+class Dispatcher(Generic[M]):
+    """Sends messages through ``send`` (``async def send(message)``) behind a
+    breaker; holds what cannot go now and sends it later, in order, paced.
+
+    ``await submit(message)`` returns once it is delivered, raises
+    ``DeadLetterError`` once it is given up, and ``RetentionFullError`` at
+    once when a bound is reached. ``timeout`` (seconds) fails a send that
+    takes longer; ``is_failure(exc)`` says whether an exception is the
+    upstream's failure (default: every one); ``on_event`` receives every
+    ``RetentionEvent`` (and ``"delivered"`` ones). The queue's options as for
+    ``RetentionQueue``. Use it from one event loop.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        send: Callable[[M], Awaitable[Any]],
+        /,
+        *,
+        timeout: Optional[float] = None,
+        is_failure: Optional[Callable[[BaseException], bool]] = None,
+        on_event: Optional[Callable[[RetentionEvent], Any]] = None,
+        **options: Any,
+    ) -> None:
+        for option, value in (("send", send), ("is_failure", is_failure), ("on_event", on_event)):
+            if value is not None and not callable(value):
+                raise _option_error(TypeError, option, f"{option} must be a callable, got {type(value).__name__}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")):
+            raise _option_error(ValueError, "timeout", f"timeout must be a finite number of seconds above 0, got {timeout!r}")
+        self.queue: RetentionQueue[M] = RetentionQueue(name, **options)
+        self.name = name
+        self._send = send
+        self._timeout = timeout
+        self._is_failure = is_failure
+        self._on_event = on_event
+        self._waiting: Dict[int, "asyncio.Future[None]"] = {}
+        self._messages: Dict[int, M] = {}
+        self._tasks: "set[asyncio.Task[None]]" = set()
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._idle: List["asyncio.Future[None]"] = []
+        self._closing = False
+
+    async def submit(self, message: M) -> None:
+        """Returns once ``message`` is delivered; raises ``DeadLetterError``
+        when it is given up, ``RetentionFullError`` when it is not taken."""
+        if self._closing:
+            raise RuntimeError(f"Dispatcher[{self.name}] is closed")
+        loop = asyncio.get_running_loop()
+        status, seq = self.queue.submit(message)
+        if seq is None:
+            raise RetentionFullError(self.name)
+        done: "asyncio.Future[None]" = loop.create_future()
+        self._waiting[seq] = done
+        self._messages[seq] = message
+        if status == "send":
+            self._start(seq, message)
+        self._pump()
+        await done
+
+    def _start(self, seq: int, message: M) -> None:
+        task = asyncio.ensure_future(self._run(seq, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, seq: int, message: M) -> None:
+        outcome = "success"
+        try:
+            if self._timeout is None:
+                await self._send(message)
+            else:
+                await asyncio.wait_for(self._send(message), self._timeout)
+        except asyncio.TimeoutError:
+            outcome = "failure"
+        except CANCELLATIONS:
+            outcome = "cancelled"
+        except Exception as exc:  # noqa: BLE001 - every outcome is reported
+            outcome = self._classify(exc)
+        self._report(seq, outcome)
+
+    def _classify(self, exc: BaseException) -> str:
+        if self._is_failure is None:
+            return "failure"
+        try:
+            return "failure" if self._is_failure(exc) else "ignored"
+        except Exception as err:  # noqa: BLE001
+            log_error("is_failure raised", err)
+            return "failure"
+
+    def _report(self, seq: int, outcome: str) -> None:
+        try:
+            if self.queue.report(seq, outcome) == "delivered":
+                self._settle(seq, None)
+                self._emit(RetentionEvent("delivered", seq, self._messages.pop(seq, None), None, None, None))
+        except Exception as err:  # noqa: BLE001
+            log_error("reporting a send failed", err)
+        self._pump()
+
+    def _settle(self, seq: int, error: Optional[BaseException]) -> None:
+        done = self._waiting.pop(seq, None)
+        if done is None or done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+            # Handled: a message given up is an event and a count, not a crash.
+            done.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def _emit(self, event: RetentionEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception as err:  # noqa: BLE001
+            log_error("on_event raised", err)
+
+    def _pump(self) -> None:
+        """Sends what may go now, settles what the events say, sets the timer."""
+        try:
+            if not self._closing:
+                for seq, message in self.queue.next():
+                    self._start(seq, message)
+            for event in self.queue.events():
+                if event.kind != "transition" and event.seq is not None:
+                    self._messages.pop(event.seq, None)
+                    reason = "dropped" if event.kind == "dropped" else event.reason or "refused"
+                    self._settle(event.seq, DeadLetterError(self.name, event.message, reason, event.attempts or 0))
+                self._emit(event)
+        except Exception as err:  # noqa: BLE001
+            log_error("the dispatcher failed to send", err)
+        self._schedule()
+        self._check_idle()
+
+    def _schedule(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        at = self.queue.poll_timeout()
+        if at is None or self._closing:
+            return
+        try:
+            delay = max(0.0, at - self.queue.now())
+        except Exception as err:  # noqa: BLE001
+            log_error("the clock failed", err)
+            delay = 1.0
+        self._timer = asyncio.get_running_loop().call_later(delay, self.poll)
+
+    def poll(self) -> None:
+        """Applies what is due at the clock's reading now and sends what may
+        go. The dispatcher's timer does this by itself; call it after moving
+        an injected clock."""
+        self._timer = None
+        self.queue.handle_timeout()
+        self._pump()
+
+    def _check_idle(self) -> None:
+        if not self._idle:
+            return
+        stats = self.queue.stats()
+        if stats["retained"] + stats["in_flight"] == 0:
+            for done in self._idle:
+                if not done.done():
+                    done.set_result(None)
+            self._idle.clear()
+
+    async def drained(self) -> None:
+        """Returns once nothing is held."""
+        done: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._idle.append(done)
+        self._check_idle()
+        await done
+
+    async def aclose(self) -> None:
+        """Stops sending and submitting and waits for the sends in flight
+        to end; messages still retained stay held (``queue.to_json()`` and
+        the messages keep them for a restart)."""
+        self._closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @property
+    def state(self) -> str:
+        """The breaker's state: ``"CLOSED"``, ``"OPEN"`` or ``"HALF_OPEN"``."""
+        return self.queue.state_name
+
+    def stats(self) -> Dict[str, int]:
+        """What it holds and did."""
+        return self.queue.stats()
+
+    def prometheus(self) -> str:
+        """The breaker's and the retention's Prometheus text."""
+        return self.queue.prometheus()
+
+    def force_open(self, seconds: Optional[float] = None) -> None:
+        """Holds the breaker open for ``seconds``, or until ``release()`` (a throttle webhook)."""
+        self.queue.force_open(seconds)
+        self._pump()
+
+    def release(self) -> None:
+        """Ends ``force_open()``."""
+        self.queue.release()
+        self._pump()
