@@ -75,7 +75,7 @@ pub(crate) fn config_out(c: &ho::Config) -> wit::Config {
 }
 
 pub(crate) fn config_error(e: ho::ConfigError) -> wit::ConfigError {
-    use ho::{Field as F, Problem as P};
+    use ho::Field as F;
     let field = match e.field {
         F::FailureThreshold => wit::Field::FailureThreshold,
         F::Window => wit::Field::Window,
@@ -95,7 +95,13 @@ pub(crate) fn config_error(e: ho::ConfigError) -> wit::ConfigError {
         F::AdaptiveLimitMin => wit::Field::AdaptiveLimitMin,
         F::AdaptiveLimitMax => wit::Field::AdaptiveLimitMax,
     };
-    let problem = match e.problem {
+    wit::ConfigError { field, problem: problem(e.problem), message: e.to_string() }
+}
+
+/// The core's problem with a field, in the interface's words.
+pub(crate) fn problem(p: ho::Problem) -> wit::Problem {
+    use ho::Problem as P;
+    match p {
         P::NoTripPolicy => wit::Problem::NoTripPolicy,
         P::Zero => wit::Problem::Zero,
         P::TooSmall => wit::Problem::TooSmall,
@@ -107,8 +113,7 @@ pub(crate) fn config_error(e: ho::ConfigError) -> wit::ConfigError {
         P::BelowOpenTimeout => wit::Problem::BelowOpenTimeout,
         P::ExceedsHalfOpenMaxAttempts => wit::Problem::ExceedsHalfOpenMaxAttempts,
         P::ExceedsMax => wit::Problem::ExceedsMax,
-    };
-    wit::ConfigError { field, problem, message: e.to_string() }
+    }
 }
 
 pub(crate) fn registry_error(e: ho::RegistryError) -> wit::RegistryError {

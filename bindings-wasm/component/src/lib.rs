@@ -18,6 +18,7 @@ extern crate alloc;
 
 mod breaker;
 mod convert;
+mod dispatcher;
 mod permit;
 mod registry;
 
@@ -42,6 +43,7 @@ impl wit::Guest for Component {
     type Permit = permit::Held;
     type Breaker = breaker::One;
     type Registry = registry::Many;
+    type Dispatcher = dispatcher::Queue;
 
     fn default_config() -> wit::Config {
         convert::config_out(&halfopen::Config::default())

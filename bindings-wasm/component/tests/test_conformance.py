@@ -359,9 +359,139 @@ class Run:
             assert snake(result.tag) == step.get("error"), f"got {result}"
 
 
+RETENTION_STEPS = {
+    "submit": {"message", "bytes", "result"},
+    "next": {"sends"},
+    "report": {"message", "outcome", "result"},
+    "handle_timeout": set(),
+    "force_open": {"for_ms"},
+    "release": set(),
+    "expect": {"state", "retention"},
+    "snapshot_restore": {"encoding"},
+}
+
+
+def retention(spec: Dict[str, Any]) -> Record:
+    """The suite's retention keys as the interface's `retention-config`."""
+    assert set(spec) <= {"max_messages", "max_bytes", "overflow", "probe", "max_attempts", "max_age_ms",
+                         "release_per_second", "release_burst"}, spec
+    whole = lambda key, limit, name: None if key not in spec else count(SPECIAL.get(spec[key], spec[key]) if isinstance(spec[key], str) else spec[key], limit, name)  # noqa: E731
+    rate = None
+    if "release_per_second" in spec or "release_burst" in spec:
+        rate = record(per_second=whole("release_per_second", U32, "release_rate"), burst=whole("release_burst", U32, "release_rate"))
+    age = whole("max_age_ms", U64 // 1000, "max_age")
+    return record(
+        max_messages=whole("max_messages", U32, "max_messages"),
+        max_bytes=whole("max_bytes", U64, "max_bytes"),
+        overflow=spec.get("overflow", "reject").replace("_", "-"),
+        probe=spec.get("probe", "oldest").replace("_", "-"),
+        max_attempts=whole("max_attempts", U32, "max_attempts"),
+        max_age=None if age is None else age * 1000,
+        release_rate=rate,
+    )
+
+
+class RetentionRun:
+    """A retention case: a `dispatcher` resource; the messages by name here."""
+
+    def __init__(self, case: Dict[str, Any]) -> None:
+        self.config = config(case["config"])
+        self.retention = retention(case["retention"])
+        made = H("[static]dispatcher.create", self.config, self.retention)
+        assert not is_err(made, ResourceAny), f"dispatcher: {made}"
+        self.d = made
+        self.clock = 0
+        self.seqs: Dict[str, int] = {}
+        self.names: Dict[int, str] = {}
+
+    def step(self, step: Dict[str, Any]) -> None:
+        op = step["op"]
+        assert op in RETENTION_STEPS, f"unknown op {op} in a retention case"
+        assert set(step) <= RETENTION_STEPS[op] | {"op", "at", "events"}, f"unknown key in {step}"
+        if "at" in step:
+            self.clock = step["at"] * 1000
+        m = lambda name, *args: H(f"[method]dispatcher.{name}", self.d, *args)  # noqa: E731
+        if op == "submit":
+            got = m("submit", step.get("bytes", 0), self.clock)
+            status = "refused" if got is None else got.tag
+            assert status == step["result"], f"submit: {status}"
+            if got is not None:
+                self.seqs[step["message"]] = got.payload
+                self.names[got.payload] = step["message"]
+        elif op == "next":
+            sent = [self.names[seq] for seq in m("next", self.clock)]
+            assert sent == step["sends"], f"sends {sent}"
+        elif op == "report":
+            got = m("report", self.seqs[step["message"]], step["outcome"], self.clock)
+            assert got == step["result"], f"report: {got}"
+        elif op == "handle_timeout":
+            m("handle-timeout", self.clock)
+        elif op == "force_open":
+            m("force-open", self.clock, None if "for_ms" not in step else step["for_ms"] * 1000)
+        elif op == "release":
+            m("release", self.clock)
+        elif op == "expect":
+            if "state" in step:
+                assert snake(m("state", self.clock)) == step["state"]
+            want = step.get("retention", {})
+            assert set(want) <= {"retained", "in_flight", "bytes", "poll_timeout_ms", "counters"}
+            stats = m("stats")
+            for k in ("retained", "in_flight", "bytes"):
+                if k in want:
+                    assert field(stats, k) == want[k], f"{k} = {field(stats, k)}"
+            if "poll_timeout_ms" in want:
+                w = want["poll_timeout_ms"]
+                assert m("poll-timeout") == (None if w is None else w * 1000), f"poll timeout {m('poll-timeout')}"
+            for k, n in want.get("counters", {}).items():
+                assert k in {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}, k
+                assert field(stats, k) == n, f"counters.{k} = {field(stats, k)}"
+        elif op == "snapshot_restore":
+            suffix = "-json" if step["encoding"] == "json" else ""
+            saved = m(f"snapshot{suffix}", self.clock)
+            made = H(f"[static]dispatcher.restore{suffix}", self.config, self.retention, saved, list(self.names), self.clock)
+            assert isinstance(made, ResourceAny), f"restore: {made}"
+            self.d = made
+        got = []
+        for e in m("take-events"):
+            if e.tag == "transition":
+                t = e.payload
+                got.append({"transition": {"from": snake(t.__dict__["from"]), "to": snake(t.to), "reason": snake(t.reason)}})
+            elif e.tag == "dead":
+                got.append({"dead": self.names[e.payload.seq], "reason": e.payload.reason, "attempts": e.payload.attempts})
+            else:
+                got.append({"dropped": self.names[e.payload]})
+        want_events = [
+            {"transition": {k: v for k, v in w["transition"].items() if k != "at"}} if "transition" in w else w
+            for w in step.get("events", [])
+        ]
+        assert got == want_events, f"events {got}"
+
+
+def run_retention(case: Dict[str, Any]) -> None:
+    if "invalid" in case:
+        try:
+            made = H("[static]dispatcher.create", config(case["config"]), retention(case["retention"]))
+        except Invalid as refused:
+            got = str(refused)
+        else:
+            assert is_err(made, ResourceAny), "the config was accepted"
+            assert made.tag == "retention", f"{made.tag}: {made.payload}"
+            got = snake(made.payload.field)
+        assert got == case["invalid"], f"expected an error for {case['invalid']}, got one for {got}"
+        return
+    run = RetentionRun(case)
+    for index, step in enumerate(case["steps"]):
+        try:
+            run.step(step)
+        except AssertionError as failed:
+            raise AssertionError(f"step {index} {json.dumps(step)}: {failed}") from None
+
+
 @pytest.mark.parametrize("case", list(cases()))
 def test_conformance(case: Dict[str, Any]) -> None:
-    assert set(case) <= {"description", "config", "registry", "steps", "invalid"}, case
+    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid"}, case
+    if "retention" in case:
+        return run_retention(case)
     if "invalid" in case:
         try:
             made = H("[static]breaker.create", config(case["config"]), False)
