@@ -81,9 +81,10 @@ lint-js: node-deps
 	cd bindings-wasm && ../$(NODE_DIR)/node_modules/.bin/biome lint
 	cd examples/edge-worker && ../../$(NODE_DIR)/node_modules/.bin/biome lint
 
-bench: node-build python-build wasm-build component-build
+bench: node-build python-build wasm-build component-build setup-redis
 	$(CARGO) run -q --release -p halfopen-bench
 	cd bindings-node && node --expose-gc bench/bench.js
+	cd bindings-node && node --expose-gc bench/retention.js
 	$(VENV)/bin/pip install -q --disable-pip-version-check pybreaker==1.4.1 circuitbreaker==2.1.3 purgatory==3.0.1 aiobreaker==1.2.0
 	$(PY) $(PY_DIR)/bench/bench.py
 	cd $(WASM_DIR) && node bench/workerd.mjs

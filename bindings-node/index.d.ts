@@ -374,8 +374,8 @@ export interface DispatcherStore<M = unknown> {
 }
 
 export interface DispatcherOptions<M = unknown> extends RetentionOptions {
-  /** Sends one message; resolve when the upstream took it, reject when not. Honour `signal` (aborted at `timeoutMs`). */
-  send: (message: M, context: { signal: AbortSignal; seq: number }) => unknown
+  /** Sends one message; resolve when the upstream took it, reject when not. Honour `signal` (given with `timeoutMs`, aborted then). */
+  send: (message: M, context: { signal: AbortSignal | undefined; seq: number }) => unknown
   /** Whether an error from `send` says the upstream is unwell (default: every error). `false`: a dead letter at once. */
   isFailure?: (err: unknown) => boolean
   /** A send not settled within this is a failure (its signal aborts). */

@@ -87,20 +87,29 @@ export declare class NativeDispatcher {
    */
   static restore(options: NativeOptions, latencyHistogram: boolean, retention: NativeRetention, json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number): NativeDispatcher
   /**
-   * Submits a message of `bytes` (checked: a whole number ≥ 0): its
-   * sequence number to send now, `-1 - seq` when retained, `null` when
-   * refused (a bound is full).
+   * Submits a message of `bytes` (checked: a whole number ≥ 0): a code
+   * `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,
+   * 0 to send now; `events`: 1 when `takeEvents` has something), or
+   * `-1 - events` when refused (a bound is full). Exact while `seq` is
+   * below 2^51 (a million messages a second for 71 years).
    */
-  submit(bytes: number, nowMs: number): number | null
-  /** Every retained message to send now, oldest first (by sequence number). */
+  submit(bytes: number, nowMs: number): number
+  /**
+   * Every retained message to send now, oldest first (by sequence
+   * number), then `-1` if `takeEvents` has something.
+   */
   next(nowMs: number): Array<number>
   /**
    * Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
-   * 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in flight.
+   * 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in
+   * flight; plus 4 if `takeEvents` has something.
    */
   report(seq: number, outcomeCode: number, nowMs: number): number
-  /** Applies what is due at `nowMs` (an open time that ended, messages aged out). */
-  handleTimeout(nowMs: number): void
+  /**
+   * Applies what is due at `nowMs` (an open time that ended, messages
+   * aged out). True if `takeEvents` has something.
+   */
+  handleTimeout(nowMs: number): boolean
   /**
    * When `next` may hand out something it cannot now, or a retained
    * message ages out (ms on the caller's clock); `null`: not by time.
@@ -110,11 +119,15 @@ export declare class NativeDispatcher {
   takeEvents(): Array<NativeDispatchEvent>
   /**
    * Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
-   * `release` without it (its transition comes as an event).
+   * `release` without it (its transition comes as an event). True if
+   * `takeEvents` has something.
    */
-  forceOpen(nowMs: number, forMs?: number | undefined | null): void
-  /** Ends a forced open (its transition comes as an event). */
-  release(nowMs: number): void
+  forceOpen(nowMs: number, forMs?: number | undefined | null): boolean
+  /**
+   * Ends a forced open (its transition comes as an event). True if
+   * `takeEvents` has something.
+   */
+  release(nowMs: number): boolean
   /** The breaker's state at `nowMs`. */
   state(nowMs: number): string
   /** What it holds and did. */

@@ -62,6 +62,7 @@ class Dispatcher extends EventEmitter {
     /** Promises of messages held, by sequence number. */
     this._pending = new Map()
     this._timer = null
+    this._timerAt = null // the clock reading `_timer` is for
     this._pumping = false
     this._again = false
     this._closing = false
@@ -148,7 +149,9 @@ class Dispatcher extends EventEmitter {
 
   /** Runs `send` for `seq`; its outcome is reported exactly once (timeout, throw, garbage included). */
   _start(seq, message) {
-    const controller = new AbortController()
+    // A signal only where something aborts it (`timeoutMs`): an
+    // AbortController per send costs more than the rest of the send's bookkeeping.
+    const controller = this._timeoutMs === undefined ? undefined : new AbortController()
     let done = false
     let timer
     const finish = (outcome) => {
@@ -170,7 +173,7 @@ class Dispatcher extends EventEmitter {
     }
     let sent
     try {
-      sent = this._send(message, { signal: controller.signal, seq })
+      sent = this._send(message, { signal: controller?.signal, seq })
     } catch (err) {
       finish(this._classify(err))
       return
@@ -214,10 +217,13 @@ class Dispatcher extends EventEmitter {
   }
 
   _schedule() {
+    const at = this._closing ? null : this.queue.pollTimeoutMs()
+    // The timer set for that time already: kept (most submissions while open).
+    if (at !== null && this._timer !== null && at === this._timerAt) return
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null
-    const at = this.queue.pollTimeoutMs()
-    if (at === null || this._closing) return
+    this._timerAt = at
+    if (at === null) return
     let delay
     try {
       delay = Math.min(Math.max(0, at - read(this.queue)), MAX_TIMER_MS)

@@ -111,24 +111,28 @@ class RetentionQueue extends EventEmitter {
   submit(message) {
     const bytes = this._bytes(message)
     const now = read(this)
+    // 4 × seq + 2 × retained + events, or -1 - events (refused): src/dispatcher.rs.
     const code = this._native.submit(bytes, now)
     let result
-    if (code === null || code === undefined) {
+    if (code < 0) {
       result = { status: 'refused' }
     } else {
-      const seq = code >= 0 ? code : -1 - code
+      const seq = Math.floor(code / 4)
       this._messages.set(seq, message)
-      result = { status: code >= 0 ? 'send' : 'retained', seq }
+      result = { status: code % 4 >= 2 ? 'retained' : 'send', seq }
     }
-    this._takeEvents()
+    this._emitEvents(code === -2 || (code >= 0 && code % 2 === 1))
     return result
   }
 
   /** Every retained message that may be sent now, oldest first: `[{ seq, message }]`. */
   next() {
     const seqs = this._native.next(read(this))
+    // A trailing -1: events wait.
+    const pending = seqs.length > 0 && seqs[seqs.length - 1] === -1
+    if (pending) seqs.pop()
     const out = seqs.map((seq) => ({ seq, message: this._messages.get(seq) }))
-    this._takeEvents()
+    this._emitEvents(pending)
     return out
   }
 
@@ -141,20 +145,22 @@ class RetentionQueue extends EventEmitter {
     const code = OUTCOMES[Object.hasOwn(OUTCOMES, outcome) ? outcome : '']
     if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
     if (typeof seq !== 'number') throw typeError('seq', 'a number', seq)
-    const result = REPORTED[this._native.report(seq, code, readToReport(this))]
+    // The result, plus 4 when events wait.
+    const reported = this._native.report(seq, code, readToReport(this))
+    if (reported >= 4) this._collect()
+    const result = REPORTED[reported % 4]
     if (result === 'delivered') {
       const message = this._messages.get(seq)
       this._messages.delete(seq)
       enqueue(this, 'delivered', { seq, message })
     }
-    this._takeEvents()
+    drain(this)
     return result
   }
 
   /** Applies what is due now: the breaker's timed change, messages aged out. */
   handleTimeout() {
-    this._native.handleTimeout(read(this))
-    this._takeEvents()
+    this._emitEvents(this._native.handleTimeout(read(this)))
   }
 
   /** When `next()` may hand out something it cannot now, or a message ages out (ms on the clock); null: not by time. */
@@ -200,14 +206,12 @@ class RetentionQueue extends EventEmitter {
   /** Holds the breaker open for `ms`, or until `release()` (a throttle webhook, say). */
   forceOpen(ms) {
     checkForceOpenMs(ms)
-    this._native.forceOpen(read(this), ms)
-    this._takeEvents()
+    this._emitEvents(this._native.forceOpen(read(this), ms))
   }
 
   /** Ends `forceOpen()`; call `next()` after. */
   release() {
-    this._native.release(read(this))
-    this._takeEvents()
+    this._emitEvents(this._native.release(read(this)))
   }
 
   /** The queue's state as a plain object (not the messages: keep them with `held()`). */
@@ -262,8 +266,16 @@ class RetentionQueue extends EventEmitter {
     for (const seq of this._native.held()) this._messages.set(seq, held.get(seq))
   }
 
-  /** Queues the native half's events in its order, with their messages, and emits them. */
-  _takeEvents() {
+  /** Emits the native half's events if `pending` says some wait. */
+  _emitEvents(pending) {
+    if (pending) {
+      this._collect()
+      drain(this)
+    }
+  }
+
+  /** Queues the native half's events in its order, with their messages (emitted by the next `drain`). */
+  _collect() {
     for (const e of this._native.takeEvents()) {
       if (e.kind === 'transition') {
         const t = e.transition
@@ -277,7 +289,6 @@ class RetentionQueue extends EventEmitter {
       if (e.kind === 'dead') enqueue(this, 'dead', { seq: e.seq, message, reason: e.reason, attempts: e.attempts })
       else enqueue(this, 'dropped', { seq: e.seq, message })
     }
-    drain(this)
   }
 }
 

@@ -143,6 +143,13 @@ const RETAINED: u32 = 1;
 const DEAD: u32 = 2;
 const UNKNOWN: u32 = 3;
 
+impl NativeDispatcher {
+    /// 1 when events wait in `takeEvents`, else 0 (a code's last bit).
+    fn events(&self) -> f64 {
+        f64::from(u8::from(self.dispatcher.has_events()))
+    }
+}
+
 #[cfg_attr(feature = "node", napi)]
 impl NativeDispatcher {
     /// A dispatcher in front of a breaker made from `options`; throws a
@@ -185,44 +192,57 @@ impl NativeDispatcher {
         Ok(NativeDispatcher { dispatcher })
     }
 
-    /// Submits a message of `bytes` (checked: a whole number ≥ 0): its
-    /// sequence number to send now, `-1 - seq` when retained, `null` when
-    /// refused (a bound is full).
+    /// Submits a message of `bytes` (checked: a whole number ≥ 0): a code
+    /// `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,
+    /// 0 to send now; `events`: 1 when `takeEvents` has something), or
+    /// `-1 - events` when refused (a bound is full). Exact while `seq` is
+    /// below 2^51 (a million messages a second for 71 years).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn submit(&mut self, bytes: f64, now_ms: f64) -> Option<f64> {
-        match self.dispatcher.submit((), bytes as u64, instant(now_ms)) {
-            Ok(Submitted::Send(seq)) => Some(seq as f64),
-            Ok(Submitted::Retained(seq)) => Some(-1.0 - seq as f64),
-            Err(_) => None,
+    pub fn submit(&mut self, bytes: f64, now_ms: f64) -> f64 {
+        let result = self.dispatcher.submit((), bytes as u64, instant(now_ms));
+        let events = self.events();
+        match result {
+            Ok(Submitted::Send(seq)) => 4.0 * seq as f64 + events,
+            Ok(Submitted::Retained(seq)) => 4.0 * seq as f64 + 2.0 + events,
+            Err(_) => -1.0 - events,
         }
     }
 
-    /// Every retained message to send now, oldest first (by sequence number).
+    /// Every retained message to send now, oldest first (by sequence
+    /// number), then `-1` if `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn next(&mut self, now_ms: f64) -> Vec<f64> {
         let now = instant(now_ms);
-        std::iter::from_fn(|| self.dispatcher.next(now)).map(|seq| seq as f64).collect()
+        let mut out: Vec<f64> = std::iter::from_fn(|| self.dispatcher.next(now)).map(|seq| seq as f64).collect();
+        if self.dispatcher.has_events() {
+            out.push(-1.0);
+        }
+        out
     }
 
     /// Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
-    /// 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in flight.
+    /// 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in
+    /// flight; plus 4 if `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn report(&mut self, seq: f64, outcome_code: u32, now_ms: f64) -> u32 {
         if !(seq >= 0.0 && seq.fract() == 0.0) {
-            return UNKNOWN;
+            return UNKNOWN + 4 * u32::from(self.dispatcher.has_events());
         }
-        match self.dispatcher.report(seq as u64, crate::breaker::outcome(outcome_code), instant(now_ms)) {
+        let code = match self.dispatcher.report(seq as u64, crate::breaker::outcome(outcome_code), instant(now_ms)) {
             Some(Reported::Delivered(())) => DELIVERED,
             Some(Reported::Retained) => RETAINED,
             Some(Reported::Dead) => DEAD,
             None => UNKNOWN,
-        }
+        };
+        code + 4 * u32::from(self.dispatcher.has_events())
     }
 
-    /// Applies what is due at `nowMs` (an open time that ended, messages aged out).
+    /// Applies what is due at `nowMs` (an open time that ended, messages
+    /// aged out). True if `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn handle_timeout(&mut self, now_ms: f64) {
+    pub fn handle_timeout(&mut self, now_ms: f64) -> bool {
         self.dispatcher.handle_timeout(instant(now_ms));
+        self.dispatcher.has_events()
     }
 
     /// When `next` may hand out something it cannot now, or a retained
@@ -239,16 +259,20 @@ impl NativeDispatcher {
     }
 
     /// Holds the breaker open for `forMs` (checked: finite, ≥ 0), or until
-    /// `release` without it (its transition comes as an event).
+    /// `release` without it (its transition comes as an event). True if
+    /// `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) {
+    pub fn force_open(&mut self, now_ms: f64, for_ms: Option<f64>) -> bool {
         self.dispatcher.force_open(instant(now_ms), for_ms.map(duration));
+        self.dispatcher.has_events()
     }
 
-    /// Ends a forced open (its transition comes as an event).
+    /// Ends a forced open (its transition comes as an event). True if
+    /// `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn release(&mut self, now_ms: f64) {
+    pub fn release(&mut self, now_ms: f64) -> bool {
         self.dispatcher.release(instant(now_ms));
+        self.dispatcher.has_events()
     }
 
     /// The breaker's state at `nowMs`.

@@ -56,7 +56,7 @@ async function send(): Promise<number> {
 void send().then((n: number) => console.log(n, state, breaker.metrics().admitted))
 const dispatcher = new Dispatcher<{ id: number }>({
   name: 'partner', preset: 'partnerWebhook', concurrencyLimit: 1, maxMessages: 10_000,
-  send: async (event, { signal }) => { if (signal.aborted) throw new Error(String(event.id)) },
+  send: async (event, { signal }) => { if (signal?.aborted) throw new Error(String(event.id)) },
 })
 dispatcher.on('dead', (e) => console.log(e.message.id, e.reason))
 dispatcher.submit({ id: 1 }).catch((err) => {

@@ -91,9 +91,9 @@ impl NativeDispatcher {
         Ok(())
     }
 
-    /// The sequence number to send now, `-1 - seq` when retained, `null` when refused.
-    pub fn submit(&self, bytes: f64, now_ms: f64) -> Result<JsValue, JsError> {
-        Ok(open(&self.0)?.submit(bytes, now_ms).map_or(JsValue::NULL, JsValue::from))
+    /// The addon's code (see `halfopen_node::NativeDispatcher::submit`).
+    pub fn submit(&self, bytes: f64, now_ms: f64) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.submit(bytes, now_ms))
     }
 
     pub fn next(&self, now_ms: f64) -> Result<Vec<f64>, JsError> {
@@ -105,9 +105,8 @@ impl NativeDispatcher {
     }
 
     #[wasm_bindgen(js_name = handleTimeout)]
-    pub fn handle_timeout(&self, now_ms: f64) -> Result<(), JsError> {
-        open(&self.0)?.handle_timeout(now_ms);
-        Ok(())
+    pub fn handle_timeout(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.handle_timeout(now_ms))
     }
 
     #[wasm_bindgen(js_name = pollTimeoutMs)]
@@ -123,14 +122,12 @@ impl NativeDispatcher {
     }
 
     #[wasm_bindgen(js_name = forceOpen)]
-    pub fn force_open(&self, now_ms: f64, for_ms: Option<f64>) -> Result<(), JsError> {
-        open(&self.0)?.force_open(now_ms, for_ms);
-        Ok(())
+    pub fn force_open(&self, now_ms: f64, for_ms: Option<f64>) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.force_open(now_ms, for_ms))
     }
 
-    pub fn release(&self, now_ms: f64) -> Result<(), JsError> {
-        open(&self.0)?.release(now_ms);
-        Ok(())
+    pub fn release(&self, now_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.release(now_ms))
     }
 
     pub fn state(&self, now_ms: f64) -> Result<String, JsError> {

@@ -289,6 +289,12 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.sending.get(seq).map(|held| &held.message)
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has something (a binding
+    /// asks for events only then).
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next thing the caller must hear of, oldest first.
     pub fn poll_event(&mut self) -> Option<Event<M>> {
         self.events.pop_front()
