@@ -404,8 +404,16 @@ fn random_sequences_keep_every_message_exactly_once() {
                 .then(|| Rate { per_second: 1 + rng.below(50) as u32, burst: 1 + rng.below(5) as u32 }),
         };
         let failing = rng.below(100);
+        // Probes up to 3, and sometimes a probe timeout shorter than the
+        // sends' own (the breaker then gives probes up while they are out).
+        let breaker = Config {
+            concurrency_limit: Some(ConcurrencyLimit::Fixed(limit)),
+            half_open_max_attempts: 1 + rng.below(3) as u16,
+            probe_timeout: Duration::from_millis(if rng.below(3) == 0 { 4_000 } else { 60_000 }),
+            ..Config::partner_webhook()
+        };
         let mut r = Run {
-            d: dispatcher(limit, config),
+            d: Dispatcher::new(halfopen::Breaker::with_meter(breaker, Metrics::default()).unwrap(), config).unwrap(),
             limit,
             config,
             held: HashMap::new(),

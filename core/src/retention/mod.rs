@@ -435,9 +435,16 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// concurrency limit otherwise), counting every send not yet reported —
     /// also those the breaker gave up on, or admitted before a `disable`.
     fn room(&self, now: Instant) -> bool {
+        let limit = self.breaker.counts(now).concurrency_limit;
         let cap = match self.breaker.state(now) {
-            State::HalfOpen => Some(u32::from(self.breaker.config().half_open_max_attempts)),
-            _ => self.breaker.counts(now).concurrency_limit,
+            // The probes, and never more than the concurrency limit: a probe
+            // the breaker gave up on (`probe_timeout`) is still this
+            // dispatcher's send until it is reported.
+            State::HalfOpen => {
+                let probes = u32::from(self.breaker.config().half_open_max_attempts);
+                Some(limit.map_or(probes, |limit| limit.min(probes)))
+            }
+            _ => limit,
         };
         cap.is_none_or(|cap| self.sending.len() < cap as usize)
     }
