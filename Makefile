@@ -102,7 +102,7 @@ node-build: node-deps
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts || \
 		{ echo "native.js / native.d.ts changed: commit the regenerated files"; exit 1; }
 
-test-node: node-build
+test-node: node-build setup-redis
 	cd $(NODE_DIR) && node --test test/
 
 # The Python package (pyo3 + maturin), built into the project's venv.

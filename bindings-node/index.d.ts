@@ -367,9 +367,9 @@ export interface DispatcherStore<M = unknown> {
   remove(seq: number): unknown
   /** Forget every message. */
   clear(): unknown
-  /** Save the dispatcher's state (from `close()`). */
-  save(snapshot: object): unknown
-  /** The state saved (taken: a second load gives null) and the messages, in order. */
+  /** Save the dispatcher's state (from `close()`); `null`: forget it (`Dispatcher.open` took it back). */
+  save(snapshot: object | null): unknown
+  /** The state saved (or null) and the messages, in order; reads only. */
   load(): Promise<{ snapshot: object | null; messages: Array<[number, M]> }> | { snapshot: object | null; messages: Array<[number, M]> }
 }
 

@@ -13,6 +13,6 @@ export declare class RedisStore<M = unknown> implements DispatcherStore<M> {
   add(seq: number, message: M): Promise<void>
   remove(seq: number): Promise<void>
   clear(): Promise<void>
-  save(snapshot: object): Promise<void>
+  save(snapshot: object | null): Promise<void>
   load(): Promise<{ snapshot: object | null; messages: Array<[number, M]> }>
 }

@@ -10,12 +10,15 @@
 //
 // Layout: the messages in a hash `<key>:messages` (field: sequence number,
 // value: the encoded message), the dispatcher's state saved by `close()` in
-// `<key>:state`. `load()` takes the state and deletes it in one transaction,
-// so a later crash cannot bring back a stale one.
+// `<key>:state`. `load()` only reads; once `Dispatcher.open` has taken the
+// state back it forgets it (`save(null)`), so a later crash cannot bring
+// back a stale one.
 //
 // The operations of one event-loop turn go in one MULTI (in call order, on
 // one connection: Redis applies them in that order), so submitting 10,000
 // messages costs a handful of round trips, not 10,000.
+
+const { SnapshotError } = require('./lib/errors.js')
 
 /** A Dispatcher store on Redis (see above). */
 class RedisStore {
@@ -55,21 +58,43 @@ class RedisStore {
     return this._queue(['del', this._messages])
   }
 
-  /** Saves the dispatcher's state (from `close()`). */
+  /** Saves the dispatcher's state (from `close()`); `null` forgets it (once taken back). */
   save(snapshot) {
-    return this._queue(['set', this._state, JSON.stringify(snapshot)])
+    return this._queue(snapshot === null ? ['del', this._state] : ['set', this._state, JSON.stringify(snapshot)])
   }
 
-  /** The saved state (deleted as it is read), or null, and the messages `[seq, message]` in order. */
+  /**
+   * The saved state, or null, and the messages `[seq, message]` in order.
+   * Reads only. A state or message that cannot be decoded is a
+   * SnapshotError naming it (nothing is deleted: fix or remove it by hand).
+   */
   async load() {
     await this._flushed()
-    const results = await this.redis.multi().get(this._state).hgetall(this._messages).del(this._state).exec()
+    const results = await this.redis.multi().get(this._state).hgetall(this._messages).exec()
     for (const [err] of results) if (err) throw err
     const [[, state], [, hash]] = results
-    const messages = Object.entries(hash || {})
-      .map(([seq, text]) => [Number(seq), this._decode(text)])
-      .sort((a, b) => a[0] - b[0])
-    return { snapshot: state === null ? null : JSON.parse(state), messages }
+    const messages = []
+    for (const [field, text] of Object.entries(hash || {})) {
+      const seq = Number(field)
+      if (!Number.isSafeInteger(seq) || seq < 0 || String(seq) !== field) {
+        throw new SnapshotError('corrupt', `${this._messages} holds the field ${JSON.stringify(field)}, not a sequence number`)
+      }
+      try {
+        messages.push([seq, this._decode(text)])
+      } catch (err) {
+        throw new SnapshotError('corrupt', `message ${seq} in ${this._messages} cannot be decoded: ${err.message}`)
+      }
+    }
+    messages.sort((a, b) => a[0] - b[0])
+    let snapshot = null
+    if (state !== null) {
+      try {
+        snapshot = JSON.parse(state)
+      } catch (err) {
+        throw new SnapshotError('malformed', `${this._state} is not JSON: ${err.message}`)
+      }
+    }
+    return { snapshot, messages }
   }
 
   /** Queues `command` into this turn's MULTI; resolves when Redis has applied it. */

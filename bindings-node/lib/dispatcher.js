@@ -26,7 +26,7 @@ const {
   typeError,
   warnCallback,
 } = require('./errors.js')
-const { publish } = require('./events.js')
+const { drain, publish } = require('./events.js')
 const { MAX_TIMER_MS } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
 const { RetentionQueue } = require('./retention.js')
@@ -66,31 +66,62 @@ class Dispatcher extends EventEmitter {
     this._pumping = false
     this._again = false
     this._closing = false
-    this._idle = [] // resolvers of `drained()` / `close()`
+    this._idle = [] // resolvers of `drained()`: nothing held
+    this._quiet = [] // resolvers of `close()`: nothing in flight
     this._listen(this.queue)
   }
 
   /**
    * A dispatcher from `options` that takes back what its `store` kept: the
-   * state saved by `close()` with its messages, or, after a crash (no state
-   * saved), the messages stored, submitted again in their order.
+   * state saved by `close()` with its messages (then forgotten in the store,
+   * so that a later crash cannot reuse it), or, after a crash (no state
+   * saved), the messages stored, submitted again in their order. Nothing is
+   * sent and the store is not changed unless every message is taken back.
    */
   static async open(options) {
     const dispatcher = new Dispatcher(options)
     const store = dispatcher._store
     if (store === undefined) return dispatcher
-    const { snapshot, messages } = await store.load()
+    const { snapshot, messages } = loaded(await store.load())
     if (snapshot !== null && snapshot !== undefined) {
       dispatcher._adopt(RetentionQueue._restored(options, snapshotText(snapshot), null, messages, 'dispatcher'))
       for (const [seq] of dispatcher.queue.held()) dispatcher._promise(seq)
+      dispatcher._stored((s) => s.save(null))
     } else if (messages.length > 0) {
-      // A crash: the outcome of what was in flight is unknown, so everything
-      // stored is sent again (at least once), in its order, under new numbers.
-      await store.clear()
-      for (const [, message] of messages) dispatcher.submit(message)
+      dispatcher._resubmit(messages)
     }
     dispatcher._pump()
     return dispatcher
+  }
+
+  /**
+   * After a crash: the outcome of what was in flight is unknown, so every
+   * stored message is submitted again (at least once), in its order, under
+   * new numbers. All are taken before anything is sent or stored; the new
+   * copies are stored before the old ones are forgotten (in one Redis MULTI).
+   */
+  _resubmit(messages) {
+    const taken = []
+    const queue = this.queue
+    queue._deferred += 1
+    for (const [, message] of messages) {
+      const result = queue.submit(message)
+      if (result.status === 'refused') {
+        const err = new RetentionFullError(this.name)
+        err.message = `Dispatcher[${this.name}] cannot take back the ${messages.length} messages its store holds (a bound is reached); nothing was changed`
+        throw err
+      }
+      taken.push([result, message])
+    }
+    const fresh = new Set(taken.map(([r]) => r.seq))
+    for (const [{ seq }, message] of taken) {
+      this._promise(seq)
+      this._stored((s) => s.add(seq, message))
+    }
+    for (const [seq] of messages) if (!fresh.has(seq)) this._stored((s) => s.remove(seq))
+    for (const [{ seq, status }, message] of taken) if (status === 'send') this._start(seq, message)
+    queue._deferred -= 1
+    drain(queue)
   }
 
   _adopt(queue) {
@@ -127,11 +158,25 @@ class Dispatcher extends EventEmitter {
    */
   submit(message) {
     if (this._closing) throw new Error(`Dispatcher[${this.name}] is closed`)
-    const result = this.queue.submit(message)
-    if (result.status === 'refused') throw new RetentionFullError(this.name)
+    // The queue's events (a message dropped for this one) wait until this
+    // message has its promise and its place in the store: a listener that
+    // submits again finds everything in order.
+    const queue = this.queue
+    queue._deferred += 1
+    let result
+    try {
+      result = queue.submit(message)
+    } finally {
+      queue._deferred -= 1
+    }
+    if (result.status === 'refused') {
+      drain(queue)
+      throw new RetentionFullError(this.name)
+    }
     const promise = this._promise(result.seq)
     this._stored((s) => s.add(result.seq, message))
     if (result.status === 'send') this._start(result.seq, message)
+    drain(queue)
     this._pump()
     return promise
   }
@@ -149,9 +194,6 @@ class Dispatcher extends EventEmitter {
 
   /** Runs `send` for `seq`; its outcome is reported exactly once (timeout, throw, garbage included). */
   _start(seq, message) {
-    // A signal only where something aborts it (`timeoutMs`): an
-    // AbortController per send costs more than the rest of the send's bookkeeping.
-    const controller = this._timeoutMs === undefined ? undefined : new AbortController()
     let done = false
     let timer
     const finish = (outcome) => {
@@ -165,23 +207,26 @@ class Dispatcher extends EventEmitter {
       }
       this._pump()
     }
-    if (this._timeoutMs !== undefined) {
-      timer = setTimeout(() => {
-        controller.abort(new CircuitBreakerTimeoutError(this.name, this._timeoutMs))
-        finish(FAILURE)
-      }, this._timeoutMs)
-    }
-    let sent
     try {
-      sent = this._send(message, { signal: controller?.signal, seq })
+      // A signal only where something aborts it (`timeoutMs`): an
+      // AbortController per send costs more than the rest of the send's bookkeeping.
+      let controller
+      if (this._timeoutMs !== undefined) {
+        controller = new AbortController()
+        timer = setTimeout(() => {
+          finish(FAILURE)
+          controller.abort(new CircuitBreakerTimeoutError(this.name, this._timeoutMs))
+        }, this._timeoutMs)
+      }
+      // Whatever `send` returns or throws, even a value whose `then` or
+      // `constructor` throws when read, ends in one report.
+      Promise.resolve(this._send(message, { signal: controller?.signal, seq })).then(
+        () => finish(SUCCESS),
+        (err) => finish(this._classify(err)),
+      )
     } catch (err) {
       finish(this._classify(err))
-      return
     }
-    Promise.resolve(sent).then(
-      () => finish(SUCCESS),
-      (err) => finish(this._classify(err)),
-    )
   }
 
   _classify(err) {
@@ -265,11 +310,10 @@ class Dispatcher extends EventEmitter {
   }
 
   _settleIdle() {
-    if (this._idle.length === 0) return
+    if (this._idle.length === 0 && this._quiet.length === 0) return
     const { retained, inFlight } = this.queue.stats()
-    const idle = this._closing ? inFlight === 0 : retained + inFlight === 0
-    if (!idle) return
-    for (const resolve of this._idle.splice(0)) resolve()
+    if (inFlight === 0) for (const resolve of this._quiet.splice(0)) resolve()
+    if (retained + inFlight === 0) for (const resolve of this._idle.splice(0)) resolve()
   }
 
   /** Resolves once nothing is held (every message delivered or given up). */
@@ -308,7 +352,7 @@ class Dispatcher extends EventEmitter {
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null
     await new Promise((resolve) => {
-      this._idle.push(resolve)
+      this._quiet.push(resolve)
       this._settleIdle()
     })
     if (this._store !== undefined) {
@@ -349,6 +393,23 @@ class Dispatcher extends EventEmitter {
     this.queue.release()
     this._pump()
   }
+}
+
+/** What `store.load()` gave, checked: a TypeError naming `store` for anything but `{ snapshot, messages }`. */
+function loaded(value) {
+  const bad = (why) => typeError('store', `an object whose load() gives { snapshot, messages } (${why})`, value)
+  if (value === null || typeof value !== 'object') throw bad('not an object')
+  const { snapshot, messages } = value
+  if (!Array.isArray(messages)) throw bad('messages is not an array')
+  const seen = new Set()
+  for (const pair of messages) {
+    if (!Array.isArray(pair) || pair.length !== 2 || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
+      throw bad('messages holds something other than [seq, message] pairs')
+    }
+    if (seen.has(pair[0])) throw bad(`sequence number ${pair[0]} twice`)
+    seen.add(pair[0])
+  }
+  return { snapshot, messages: [...messages].sort((a, b) => a[0] - b[0]) }
 }
 
 module.exports = { Dispatcher }

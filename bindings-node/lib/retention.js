@@ -8,7 +8,7 @@
 
 const { NativeDispatcher } = require('../native.js')
 const { read, readToReport } = require('./clock.js')
-const { fromNative, snapshotText, typeError } = require('./errors.js')
+const { SnapshotError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue } = require('./events.js')
 const { checkForceOpenMs, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
@@ -83,6 +83,7 @@ class RetentionQueue extends EventEmitter {
     this._last = 0
     this._size = t.given.size || defaultSize
     this._queue = null // events (lib/events.js)
+    this._deferred = 0 // > 0: events are queued, not emitted (a Dispatcher's submit)
     /** Messages held (retained or in flight), by sequence number. */
     this._messages = new Map()
     const retention = retentionOptions(t.given)
@@ -252,9 +253,10 @@ class RetentionQueue extends EventEmitter {
       throw typeError('messages', 'a Map or an iterable of [seq, message] pairs', messages)
     }
     for (const pair of messages) {
-      if (!Array.isArray(pair) || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
+      if (!Array.isArray(pair) || pair.length !== 2 || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
         throw typeError('messages', 'an iterable of [seq, message] pairs (seq: a whole number)', pair)
       }
+      if (held.has(pair[0])) throw typeError('messages', 'pairs with distinct sequence numbers', pair[0])
       held.set(pair[0], pair[1])
     }
     const now = read(this)
@@ -264,13 +266,18 @@ class RetentionQueue extends EventEmitter {
       throw fromNative(err)
     }
     for (const seq of this._native.held()) this._messages.set(seq, held.get(seq))
+    if (this._messages.size !== held.size) {
+      const extra = [...held.keys()].filter((seq) => !this._messages.has(seq))
+      throw new SnapshotError('corrupt', `corrupt snapshot: it does not hold the messages given as ${extra.slice(0, 5).join(', ')}: they would be lost`)
+    }
   }
 
   /** Emits the native half's events if `pending` says some wait. */
   _emitEvents(pending) {
     if (pending) {
       this._collect()
-      drain(this)
+      // A Dispatcher defers them until the message just submitted is in place.
+      if (this._deferred === 0) drain(this)
     }
   }
 

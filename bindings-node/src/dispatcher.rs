@@ -98,7 +98,8 @@ impl NativeRetention {
         };
         if let Some(age) = self.max_age_ms {
             let us = micros(age)
-                .ok_or_else(|| refused("max_age", "must be a finite, non-negative number of milliseconds"))?;
+                .filter(|_| age <= 9_007_199_254_740_991.0)
+                .ok_or_else(|| refused("max_age", "must be a number of milliseconds from 0 to 2^53 - 1"))?;
             c.max_age = Some(Duration::from_micros(us));
         }
         c.overflow = match self.overflow.as_deref() {

@@ -302,13 +302,9 @@ function memoryStore() {
     remove: (seq) => void data.messages.delete(seq),
     clear: () => data.messages.clear(),
     save: (s) => {
-      data.state = JSON.stringify(s)
+      data.state = s === null ? null : JSON.stringify(s)
     },
-    load: () => {
-      const snapshot = data.state && JSON.parse(data.state)
-      data.state = null
-      return { snapshot, messages: [...data.messages].sort((a, b) => a[0] - b[0]) }
-    },
+    load: () => ({ snapshot: data.state && JSON.parse(data.state), messages: [...data.messages] }),
   }
 }
 
@@ -364,4 +360,105 @@ test('after a crash (no state saved) the stored messages are sent again, in orde
   assert.deepEqual(sent, ['a', 'a', 'b', 'c'], 'what was in flight is sent again (at least once), then the rest in order')
   await second.persisted()
   assert.equal(store.data.messages.size, 0)
+})
+
+// Regressions from the hostile review (issue 13).
+
+test('open() after a crash takes every stored message back or changes nothing (a bound, garbage from load)', async () => {
+  const store = memoryStore()
+  for (const [seq, m] of [[3, 'a'], [4, 'b'], [5, 'c'], [6, 'd']]) store.data.messages.set(seq, m)
+  const sent = []
+  const options = { name: 'p', concurrencyLimit: 1, store, send: (m) => void sent.push(m) }
+  await assert.rejects(Dispatcher.open({ ...options, maxMessages: 2 }), RetentionFullError)
+  assert.deepEqual([...store.data.messages.keys()], [3, 4, 5, 6], 'the store is untouched')
+  assert.deepEqual(sent, [], 'nothing sent')
+  const garbage = [null, { messages: 'abc' }, { messages: [[0, 'a'], 5] }, { messages: [[0, 'a'], [0, 'b']] }, { messages: { length: 2 } }]
+  for (const value of garbage) {
+    const bad = { ...store, load: () => value }
+    await assert.rejects(Dispatcher.open({ ...options, store: bad }), (err) => err instanceof TypeError && err.option === 'store')
+  }
+  assert.equal(store.data.messages.size, 4)
+  assert.deepEqual(sent, [])
+})
+
+test('after a crash the new copies are stored before the old ones are forgotten', async () => {
+  const store = memoryStore()
+  const ops = []
+  const logged = { ...store, add: (seq, m) => ops.push(`add ${seq}`) && store.add(seq, m), remove: (seq) => ops.push(`remove ${seq}`) && store.remove(seq) }
+  for (const [seq, m] of [[7, 'a'], [8, 'b']]) store.data.messages.set(seq, m)
+  const d = await Dispatcher.open({ name: 'p', concurrencyLimit: 1, store: logged, send: () => new Promise(() => {}) })
+  await d.persisted()
+  assert.deepEqual(ops, ['add 0', 'add 1', 'remove 7', 'remove 8'])
+  assert.deepEqual([...store.data.messages], [[0, 'a'], [1, 'b']])
+})
+
+test('a send whose result throws when read (a hostile constructor getter) is reported once, and the batch goes on', async () => {
+  const hostile = Object.defineProperty(Promise.resolve(), 'constructor', {
+    get() {
+      throw new Error('hostile constructor')
+    },
+  })
+  let calls = 0
+  const d = new Dispatcher({
+    name: 'h',
+    concurrencyLimit: 3,
+    consecutiveFailures: 100,
+    failureThreshold: null,
+    maxAttempts: 1,
+    send: () => (++calls === 1 ? hostile : undefined),
+  })
+  const a = d.submit('A')
+  const rest = [d.submit('B'), d.submit('C')]
+  await assert.rejects(a, (err) => err instanceof DeadLetterError && err.attempts === 1)
+  await Promise.all(rest)
+  assert.equal(d.stats().inFlight, 0)
+  assert.equal(calls, 3)
+})
+
+test("a dropped message's listener that submits again: every promise settles and the store matches what is held", async () => {
+  const store = memoryStore()
+  const d = await Dispatcher.open({ name: 'r', concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest', store, send: () => new Promise(() => {}) })
+  const settled = []
+  d.on('dropped', (e) => {
+    if (e.message === 'B') d.submit('D').catch(() => settled.push('D dropped'))
+  })
+  d.submit('A')
+  d.submit('B').catch(() => settled.push('B dropped'))
+  d.submit('C').catch(() => settled.push('C dropped'))
+  await d.persisted()
+  await tick()
+  assert.deepEqual(settled.sort(), ['B dropped', 'C dropped'])
+  const held = d.queue.held().map(([, m]) => m)
+  assert.deepEqual(held, ['A', 'D'])
+  assert.deepEqual([...store.data.messages.values()].sort(), ['A', 'D'])
+})
+
+test('drained() waits for the retained messages even while closing', async () => {
+  const { p, d } = dispatcher()
+  d.submit('a')
+  d.submit('b')
+  let drained = false
+  d.drained().then(() => {
+    drained = true
+  })
+  const closing = d.close()
+  p.calls.shift().resolve()
+  await closing
+  await tick()
+  assert.equal(d.stats().retained, 1)
+  assert.equal(drained, false, 'b is still held')
+})
+
+test('RetentionQueue.fromJSON refuses messages it would lose or mistake', () => {
+  const { RetentionQueue, SnapshotError } = require(process.env.HALFOPEN_PACKAGE || '..')
+  const q = new RetentionQueue({ name: 'q', concurrencyLimit: 1 })
+  q.submit('a')
+  q.submit('b')
+  const json = q.toJSON()
+  const options = { name: 'q', concurrencyLimit: 1 }
+  assert.throws(() => RetentionQueue.fromJSON(options, json, [[0]]), (err) => err.option === 'messages')
+  assert.throws(() => RetentionQueue.fromJSON(options, json, [[0, 'a'], [0, 'x'], [1, 'b']]), (err) => err.option === 'messages')
+  assert.throws(() => RetentionQueue.fromJSON(options, json, [[0, 'a'], [1, 'b'], [7, 'z']]), (err) => err instanceof SnapshotError && err.kind === 'corrupt')
+  assert.throws(() => RetentionQueue.fromJSON(options, json, [[0, 'a']]), (err) => err instanceof SnapshotError && err.kind === 'corrupt')
+  assert.deepEqual(RetentionQueue.fromJSON(options, json, [[0, 'a'], [1, 'b']]).held(), [[0, 'a'], [1, 'b']])
 })
