@@ -143,8 +143,22 @@ impl NativeRetentionQueue {
         &self,
         py: Python<'_>,
         snapshot: Result<RetentionSnapshot, halfopen::SnapshotError>,
-        messages: &Bound<'_, PyDict>,
+        messages: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let messages = messages.cast::<PyDict>().map_err(|_| {
+            let problem = format!("must be a dict of sequence numbers to messages, got {}", type_name(messages));
+            option_error(py, true, "messages", &problem)
+        })?;
+        // A queue that has held messages would lose them, and its earlier
+        // sequence numbers would name the restored ones.
+        if self.lock().counters().submitted > 0 {
+            return Err(option_error(
+                py,
+                false,
+                "snapshot",
+                "can be restored only into a queue that has taken no message (make a new one)",
+            ));
+        }
         let now = self.host.now(py)?;
         let mut held: HashMap<u64, Py<PyAny>> = HashMap::with_capacity(messages.len());
         for (seq, message) in messages.iter() {
@@ -157,6 +171,10 @@ impl NativeRetentionQueue {
         let restored =
             snapshot.and_then(|s| Core::restore(Arc::clone(&b.config), b.retention, &s, now, |seq| held.remove(&seq)));
         let mut restored = restored.map_err(|e| snapshot_error(py, e))?;
+        if !held.is_empty() {
+            let why = "the snapshot does not hold every message given with it (they would be lost)";
+            return Err(snapshot_error(py, halfopen::SnapshotError::Corrupt(why)));
+        }
         // The histogram is not in snapshots: it starts afresh.
         restored.breaker_mut().meter_mut().1 = b.latency.then(Box::default);
         // The old core (and its messages) is dropped after the lock is released.
@@ -324,8 +342,9 @@ impl NativeRetentionQueue {
         events.into_iter().map(|e| event_tuple(py, &name, e)).collect()
     }
 
-    /// The message in flight as `seq`, or `None`.
-    fn message(&self, py: Python<'_>, seq: u64) -> Option<Py<PyAny>> {
+    /// The message in flight as `seq`, or `None` (also for what is not a sequence number).
+    fn message(&self, py: Python<'_>, seq: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
+        let seq = seq.extract::<u64>().ok().filter(|_| !seq.is_instance_of::<PyBool>())?;
         self.lock().message(seq).map(|m| m.clone_ref(py))
     }
 
@@ -417,15 +436,16 @@ impl NativeRetentionQueue {
         Ok(PyBytes::new(py, &bytes))
     }
 
-    /// Restores the state of `text` (from `to_json`) in place, with the
-    /// messages of `messages` (sequence number -> message).
-    fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>, messages: &Bound<'_, PyDict>) -> PyResult<()> {
+    /// Restores the state of `text` (from `to_json`) with the messages of
+    /// `messages` (sequence number -> message), into this queue if it has
+    /// taken no message yet.
+    fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = snapshot_text(py, text)?;
         self.load(py, RetentionSnapshot::from_json(&text), messages)
     }
 
     /// Restores the state of `data` (from `to_bytes`) in place.
-    fn restore_bytes(&self, py: Python<'_>, data: &[u8], messages: &Bound<'_, PyDict>) -> PyResult<()> {
+    fn restore_bytes(&self, py: Python<'_>, data: &[u8], messages: &Bound<'_, PyAny>) -> PyResult<()> {
         self.load(py, RetentionSnapshot::from_bytes(data), messages)
     }
 }

@@ -367,11 +367,14 @@ def run_retention(case: Dict[str, Any]) -> None:
                 assert key in RETENTION_COUNTERS, f"unknown counter {key}"
                 assert stats[key] == n, f"{where}: counters.{key} = {stats[key]}"
         elif op == "snapshot_restore":
-            held = {seqs[m]: m for m in seqs}
+            names = {seq: m for m, seq in seqs.items()}
+            held = {seq: names[seq] for seq in queue.held_seqs()}
+            restored = build()
             if step["encoding"] == "json":
-                queue.restore_json(queue.to_json(), held)
+                restored.restore_json(queue.to_json(), held)
             else:
-                queue.restore_bytes(queue.to_bytes(), held)
+                restored.restore_bytes(queue.to_bytes(), held)
+            queue = restored
         got = []
         for e in queue.events():
             if e.kind == "transition":

@@ -256,3 +256,83 @@ def test_a_restored_queue_takes_its_messages_back_and_refuses_a_snapshot_missing
     with pytest.raises(halfopen.SnapshotError) as err:
         halfopen.RetentionQueue("q", concurrency_limit=1).restore_json(text, {0: "a"})
     assert err.value.kind == "corrupt"
+
+
+# Regressions from the hostile review (issue 13).
+
+
+def test_on_event_that_changes_the_dispatcher_sees_events_in_the_cores_order() -> None:
+    async def main() -> None:
+        clock = [0.0]
+        seen: List[str] = []
+
+        def on_event(e: halfopen.RetentionEvent) -> None:
+            seen.append(e.kind if e.change is None else f"{e.kind}:{e.change.to_state}")
+            if e.kind == "dead" and e.seq == 0:
+                d.release()
+
+        async def never(message: Any) -> None:
+            await asyncio.sleep(3600)
+
+        d = halfopen.Dispatcher("o", never, concurrency_limit=1, max_age=1.0, clock=lambda: clock[0], on_event=on_event)
+        d.force_open()
+        tasks = [asyncio.ensure_future(d.submit(m)) for m in "abc"]
+        await turns()
+        clock[0] = 2.0
+        d.poll()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert seen == ["transition:OPEN", "dead", "dead", "dead", "transition:HALF_OPEN"]
+        await d.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_send_raising_a_base_exception_is_still_reported() -> None:
+    class Odd(BaseException):
+        pass
+
+    async def main() -> None:
+        calls = 0
+
+        async def send(message: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise Odd()
+
+        d = halfopen.Dispatcher("b", send, concurrency_limit=1, consecutive_failures=10)
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda loop, ctx: None)
+        await d.submit("a")
+        assert d.stats()["failed"] == 1 and d.stats()["in_flight"] == 0
+
+    asyncio.run(main())
+
+
+def test_a_plain_function_as_send_works_too() -> None:
+    async def main() -> None:
+        got: List[str] = []
+        d = halfopen.Dispatcher("s", got.append, concurrency_limit=1)
+        await d.submit("x")
+        assert got == ["x"] and d.stats()["sent"] == 1
+
+    asyncio.run(main())
+
+
+def test_restore_only_into_a_queue_that_has_taken_nothing_and_typed_errors() -> None:
+    q: halfopen.RetentionQueue[str] = halfopen.RetentionQueue("q", concurrency_limit=1)
+    _, seq = q.submit("old")
+    text = q.to_json()
+    with pytest.raises(ValueError) as used:
+        q.restore_json(text, {0: "old"})
+    assert used.value.option == "snapshot"  # type: ignore[attr-defined]
+    assert q.stats()["retained"] + q.stats()["in_flight"] == 1, "nothing lost"
+    fresh: halfopen.RetentionQueue[str] = halfopen.RetentionQueue("q", concurrency_limit=1)
+    with pytest.raises(TypeError) as bad:
+        fresh.restore_json(text, [(0, "old")])  # type: ignore[arg-type]
+    assert bad.value.option == "messages"  # type: ignore[attr-defined]
+    assert q.message(-1) is None and q.message(2**80) is None and q.message(True) is None
+    extra: halfopen.RetentionQueue[str] = halfopen.RetentionQueue("q", concurrency_limit=1)
+    with pytest.raises(halfopen.SnapshotError) as lost:
+        extra.restore_json(text, {0: "old", 9: "never submitted"})
+    assert lost.value.kind == "corrupt"

@@ -17,6 +17,7 @@ attempt.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
@@ -166,6 +167,8 @@ class Dispatcher(Generic[M]):
         self._timer: Optional[asyncio.TimerHandle] = None
         self._idle: List["asyncio.Future[None]"] = []
         self._closing = False
+        self._outbox: List[RetentionEvent] = []  # events not yet handed to on_event
+        self._delivering = False
 
     async def submit(self, message: M) -> None:
         """Returns once ``message`` is delivered; raises ``DeadLetterError``
@@ -190,19 +193,25 @@ class Dispatcher(Generic[M]):
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, seq: int, message: M) -> None:
-        outcome = "success"
+        outcome = "failure"
         try:
-            if self._timeout is None:
-                await self._send(message)
-            else:
-                await asyncio.wait_for(self._send(message), self._timeout)
+            sent = self._send(message)
+            if inspect.isawaitable(sent):
+                if self._timeout is None:
+                    await sent
+                else:
+                    await asyncio.wait_for(sent, self._timeout)
+            outcome = "success"
         except asyncio.TimeoutError:
             outcome = "failure"
         except CANCELLATIONS:
             outcome = "cancelled"
+            raise
         except Exception as exc:  # noqa: BLE001 - every outcome is reported
             outcome = self._classify(exc)
-        self._report(seq, outcome)
+        finally:
+            # Reported whatever ended the send (a BaseException included).
+            self._report(seq, outcome)
 
     def _classify(self, exc: BaseException) -> str:
         if self._is_failure is None:
@@ -217,7 +226,7 @@ class Dispatcher(Generic[M]):
         try:
             if self.queue.report(seq, outcome) == "delivered":
                 self._settle(seq, None)
-                self._emit(RetentionEvent("delivered", seq, self._messages.pop(seq, None), None, None, None))
+                self._outbox.append(RetentionEvent("delivered", seq, self._messages.pop(seq, None), None, None, None))
         except Exception as err:  # noqa: BLE001
             log_error("reporting a send failed", err)
         self._pump()
@@ -252,11 +261,24 @@ class Dispatcher(Generic[M]):
                     self._messages.pop(event.seq, None)
                     reason = "dropped" if event.kind == "dropped" else event.reason or "refused"
                     self._settle(event.seq, DeadLetterError(self.name, event.message, reason, event.attempts or 0))
-                self._emit(event)
+                self._outbox.append(event)
         except Exception as err:  # noqa: BLE001
             log_error("the dispatcher failed to send", err)
         self._schedule()
         self._check_idle()
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """Hands the events to ``on_event`` in the core's order; a listener
+        that changes the dispatcher has its events handed after these."""
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._outbox:
+                self._emit(self._outbox.pop(0))
+        finally:
+            self._delivering = False
 
     def _schedule(self) -> None:
         if self._timer is not None:
