@@ -308,6 +308,11 @@ fn snapshot_sizes(policies: &[(&str, Config)]) {
 }
 
 fn main() {
+    // `-- retention`: that part alone.
+    if std::env::args().any(|a| a == "retention") {
+        retention::report();
+        return;
+    }
     println!("halfopen bench: {OPS} ops per round, {ROUNDS} rounds, contenders interleaved in each round");
     measure("Closed state: acquire + record a success", closed_contenders());
     measure("Open state: reject a call", open_contenders());

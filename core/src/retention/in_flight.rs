@@ -1,19 +1,20 @@
-//! The sends handed out and not yet reported, by sequence number: a vector
+//! The sends handed out and not yet reported, by sequence number: a deque
 //! kept in order (a few sends in flight at a time, bounded by the breaker's
-//! limit or the release rate; smaller code than a tree, which matters in
-//! the wasm module).
+//! limit or the release rate, mostly reported oldest first, which a deque
+//! removes without moving the rest; smaller code than a tree, which matters
+//! in the wasm module).
 
-use alloc::vec::Vec;
+use alloc::collections::VecDeque;
 
 use super::Held;
 use crate::permit::Permit;
 
 #[derive(Debug)]
-pub(super) struct InFlight<M>(Vec<(Held<M>, Permit)>);
+pub(super) struct InFlight<M>(VecDeque<(Held<M>, Permit)>);
 
 impl<M> InFlight<M> {
     pub(super) const fn new() -> Self {
-        InFlight(Vec::new())
+        InFlight(VecDeque::new())
     }
 
     fn find(&self, seq: u64) -> Result<usize, usize> {
@@ -27,7 +28,7 @@ impl<M> InFlight<M> {
     }
 
     pub(super) fn remove(&mut self, seq: u64) -> Option<(Held<M>, Permit)> {
-        self.find(seq).ok().map(|at| self.0.remove(at))
+        self.find(seq).ok().and_then(|at| self.0.remove(at))
     }
 
     pub(super) fn get(&self, seq: u64) -> Option<&Held<M>> {
