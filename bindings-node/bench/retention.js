@@ -136,7 +136,7 @@ async function main() {
     console.log(`| ${names[key]} | ${cols.join(' | ')} |`)
   }
   const m = memory()
-  console.log(`\nA retained message (a 100-character string) costs a Dispatcher ${m.heap} B of V8 heap, the message included (the core's bookkeeping, 41 B, is outside the heap).`)
+  console.log(`\nA retained message (a 100-character string) costs a Dispatcher ${m.heap} B of V8 heap, the message included (the core's bookkeeping, about 42 B, is outside the heap).`)
 
   const port = await freePort()
   const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
