@@ -91,18 +91,18 @@ bench: node-build python-build wasm-build component-build setup-redis
 	cd $(COMPONENT_DIR) && node bench/bench.mjs
 	$(PY) $(COMPONENT_DIR)/bench/bench.py
 
-# The Node addon: build it (writing native.js / native.d.ts, which are
+# The Node addon: build it (writing addon.js / native.d.ts, which are
 # committed and must not change), then its tests with node's runner.
 NODE_DIR := bindings-node
 node-deps:
 	cd $(NODE_DIR) && { [ -d node_modules/@biomejs/biome ] || npm ci --no-audit --no-fund; }
 
 node-build: node-deps
-	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
-	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts || \
-		{ echo "native.js / native.d.ts changed: commit the regenerated files"; exit 1; }
+	cd $(NODE_DIR) && npx napi build --platform --release --js addon.js --dts native.d.ts
+	git diff --exit-code -- $(NODE_DIR)/addon.js $(NODE_DIR)/native.d.ts || \
+		{ echo "addon.js / native.d.ts changed: commit the regenerated files"; exit 1; }
 
-test-node: node-build setup-redis
+test-node: node-build wasm-build setup-redis
 	cd $(NODE_DIR) && node --test test/
 
 # The Python package (pyo3 + maturin), built into the project's venv.
@@ -132,10 +132,13 @@ wasm-build: setup-wasm
 	cd $(WASM_DIR) && node build.mjs
 
 # The Node package's API tests run against the wasm package too (same files,
-# HALFOPEN_PACKAGE), then the wasm package's own: workerd, poisoning, packing.
+# HALFOPEN_PACKAGE) and against the Node package's own WebAssembly fallback
+# (HALFOPEN_BACKEND=wasm), then the wasm package's own: workerd, poisoning,
+# packing.
 SHARED_NODE_TESTS := breaker conformance limit review differential defects prom-client dispatcher
 test-wasm: wasm-build node-deps setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
+	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(WASM_DIR) && node --test test/
 
 # The WebAssembly component (bindings-wasm/component, WIT in its wit/):

@@ -2,6 +2,13 @@
 // half's generated types are in native.d.ts).
 import { EventEmitter } from 'node:events'
 
+/**
+ * Which native half runs the core: `'native'` (this platform's prebuilt
+ * addon) or `'wasm'` (its WebAssembly build: where no prebuilt binary
+ * exists, or with HALFOPEN_BACKEND=wasm).
+ */
+export declare const backend: 'native' | 'wasm'
+
 export type CircuitState = 'CLOSED' | 'OPEN' | 'HALF_OPEN'
 
 /** The options every breaker has (the core's; ms for times). `null` unsets a policy, even one the preset sets. */

@@ -1,6 +1,7 @@
 'use strict'
 // halfopen for Node.js: a drop-in for the seed's TypeScript CircuitBreaker.
-// Every decision is made by the Rust core (native.js loads it); lib/ holds
+// Every decision is made by the Rust core (native.js loads it: the prebuilt
+// addon, or its WebAssembly build where there is none); lib/ holds
 // the translation, by concern:
 //   options.js  option types, names, the translation to the addon's numbers
 //   errors.js   error classes, the one decoder of the addon's errors,
@@ -13,6 +14,7 @@
 //   retention.js RetentionQueue: the core's retaining dispatcher, sans-IO
 //   dispatcher.js Dispatcher: a RetentionQueue that sends, with promises
 
+const { backend } = require('./native.js')
 const { CircuitBreaker } = require('./lib/breaker.js')
 const { Registry } = require('./lib/registry.js')
 const { Dispatcher } = require('./lib/dispatcher.js')
@@ -27,6 +29,7 @@ const {
 } = require('./lib/errors.js')
 
 module.exports = {
+  backend,
   CircuitBreaker,
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,

@@ -2,6 +2,7 @@
 import halfopen from './index.js'
 
 export const {
+  backend,
   CircuitBreaker,
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,

@@ -1,4 +1,5 @@
-// Builds the npm package `halfopen-wasm` into dist/: the core's wasm module
+// Builds the npm package `halfopen-wasm` into dist/ (and the Node package's
+// WebAssembly fallback into bindings-node/wasm/): the core's wasm module
 // (cargo, wasm-bindgen --target web, wasm-opt -Oz), the platform entries of
 // js/, and the Node package's JavaScript half (bindings-node/lib), turned
 // from CommonJS into ES modules: one JavaScript half for both packages.
@@ -62,6 +63,9 @@ function main() {
   const pkg = JSON.parse(readFileSync(join(HERE, 'package.json'), 'utf8'))
   writeFileSync(join(DIST, 'package.json'), `${JSON.stringify(pkg.publish, null, 2)}\n`)
   copyFileSync(join(HERE, 'README.md'), join(DIST, 'README.md'))
+  // The Node package's fallback where it has no prebuilt binary (its native.js).
+  const fallback = join(ROOT, 'bindings-node', 'wasm')
+  for (const file of ['halfopen_wasm.js', 'halfopen_wasm_bg.wasm', 'native.js']) copyFileSync(join(DIST, file), join(fallback, file))
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) main()

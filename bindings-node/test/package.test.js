@@ -5,7 +5,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFileSync } = require('node:child_process')
+const { execFileSync, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -21,7 +21,7 @@ test('the packed tarball installs, loads from CommonJS and ESM, and type-checks'
     execFileSync('npm', ['init', '-y'], { cwd: dir, stdio: 'ignore' })
     execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: dir, stdio: 'ignore' })
     const listed = fs.readdirSync(path.join(dir, 'node_modules', 'halfopen')).sort()
-    for (const file of ['index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json', 'redis-store.js', 'redis-store.d.ts']) {
+    for (const file of ['addon.js', 'index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json', 'redis-store.js', 'redis-store.d.ts', 'wasm']) {
       assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
     }
     assert.ok(listed.some((f) => f.endsWith('.node')), 'the native addon is in the package')
@@ -77,6 +77,18 @@ void store
     } catch (err) {
       assert.fail(`tsc: ${err.stdout}`)
     }
+
+    // Where no prebuilt binary is installed (here: the addon removed), the
+    // package loads its WebAssembly build and says so.
+    const installed = path.join(dir, 'node_modules', 'halfopen')
+    assert.equal(execFileSync('node', ['-p', "require('halfopen').backend"], { cwd: dir, encoding: 'utf8' }).trim(), 'native')
+    for (const f of fs.readdirSync(installed)) if (f.endsWith('.node')) fs.rmSync(path.join(installed, f))
+    const fallback = `const { backend, CircuitBreaker } = require('halfopen')
+      const b = new CircuitBreaker({ name: 'fallback' })
+      b.execute(async () => 7).then((v) => console.log(backend, v, b.getState()))`
+    const ran = spawnSync('node', ['-e', fallback], { cwd: dir, encoding: 'utf8' })
+    assert.equal(ran.stdout.trim(), 'wasm 7 CLOSED', ran.stderr)
+    assert.match(ran.stderr, /HALFOPEN_WASM_FALLBACK/, 'the fallback is announced')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }

@@ -11,7 +11,7 @@ import { NativeBreaker, NativeDispatcher, NativeRegistry } from '../dist/native.
 import '../dist/node.js'
 
 const require = createRequire(import.meta.url)
-const addon = require('../../bindings-node/native.js')
+const addon = require('../../bindings-node/addon.js')
 
 const OPTIONS = [
   {},
