@@ -13,19 +13,43 @@ const path = require('node:path')
 const PACKAGE = path.join(__dirname, '..')
 const TSC = path.join(PACKAGE, 'node_modules', '.bin', 'tsc')
 
-test('the packed tarball installs, loads from CommonJS and ESM, and type-checks', () => {
+/** Packs the package in `from` into `dir`; the tarball's path. */
+function pack(from, dir) {
+  const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: from, encoding: 'utf8' })
+  return path.join(dir, out.trim().split('\n').pop())
+}
+
+test('the platform packages and the optionalDependencies that name them carry the main package\'s version', () => {
+  const main = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8'))
+  const platforms = fs.readdirSync(path.join(PACKAGE, 'npm')).sort()
+  assert.deepEqual(Object.keys(main.optionalDependencies).sort(), platforms.map((p) => `halfopen-${p}`).sort())
+  for (const platform of platforms) {
+    const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'npm', platform, 'package.json'), 'utf8'))
+    assert.equal(manifest.name, `halfopen-${platform}`)
+    assert.equal(manifest.version, main.version, platform)
+    assert.equal(main.optionalDependencies[manifest.name], main.version, platform)
+    assert.deepEqual(manifest.files, [manifest.main])
+  }
+})
+
+test('the packed main and platform packages install offline, pick this machine\'s binary, load from CommonJS and ESM, and type-check', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-pack-'))
   try {
-    const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: PACKAGE, encoding: 'utf8' })
-    const tarball = path.join(dir, out.trim().split('\n').pop())
+    // This machine's platform package, with the binary `make node-build` made.
+    const platform = path.join(dir, 'linux-x64-gnu')
+    fs.mkdirSync(platform)
+    fs.copyFileSync(path.join(PACKAGE, 'npm', 'linux-x64-gnu', 'package.json'), path.join(platform, 'package.json'))
+    fs.copyFileSync(path.join(PACKAGE, 'halfopen.linux-x64-gnu.node'), path.join(platform, 'halfopen.linux-x64-gnu.node'))
+    const tarballs = [pack(PACKAGE, dir), pack(platform, dir)]
     execFileSync('npm', ['init', '-y'], { cwd: dir, stdio: 'ignore' })
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', tarball], { cwd: dir, stdio: 'ignore' })
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', ...tarballs], { cwd: dir, stdio: 'ignore' })
     const listed = fs.readdirSync(path.join(dir, 'node_modules', 'halfopen')).sort()
     for (const file of ['addon.js', 'index.d.ts', 'index.js', 'index.mjs', 'native.d.ts', 'native.js', 'package.json', 'redis-store.js', 'redis-store.d.ts', 'wasm']) {
       assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
     }
-    assert.ok(listed.some((f) => f.endsWith('.node')), 'the native addon is in the package')
+    assert.ok(!listed.some((f) => f.endsWith('.node')), 'the binary is in the platform package, not the main one')
     assert.ok(!listed.includes('src') && !listed.includes('test'), 'sources and tests stay out')
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'node_modules', 'halfopen-linux-x64-gnu')).sort(), ['halfopen.linux-x64-gnu.node', 'package.json'])
 
     const cjs = `const { CircuitBreaker } = require('halfopen')
       const b = new CircuitBreaker({ name: 'cjs' })
@@ -78,11 +102,10 @@ void store
       assert.fail(`tsc: ${err.stdout}`)
     }
 
-    // Where no prebuilt binary is installed (here: the addon removed), the
-    // package loads its WebAssembly build and says so.
-    const installed = path.join(dir, 'node_modules', 'halfopen')
+    // Where no prebuilt binary is installed (here: the platform package
+    // removed), the package loads its WebAssembly build and says so.
     assert.equal(execFileSync('node', ['-p', "require('halfopen').backend"], { cwd: dir, encoding: 'utf8' }).trim(), 'native')
-    for (const f of fs.readdirSync(installed)) if (f.endsWith('.node')) fs.rmSync(path.join(installed, f))
+    fs.rmSync(path.join(dir, 'node_modules', 'halfopen-linux-x64-gnu'), { recursive: true })
     const fallback = `const { backend, CircuitBreaker } = require('halfopen')
       const b = new CircuitBreaker({ name: 'fallback' })
       b.execute(async () => 7).then((v) => console.log(backend, v, b.getState()))`
