@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
+.PHONY: dist dist-test setup-dist setup-arm64 demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
@@ -194,3 +194,42 @@ $(VENV)/.installed:
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check jsonschema==4.26.0 prometheus_client==0.26.0
 	touch $@
+
+# Prebuilt binaries for the platforms users have (issue 14), cross-compiled
+# with Zig (PyPI's ziglang and cargo-zigbuild): the Node addon for Linux
+# x64/arm64 (glibc 2.17 and musl) and macOS x64/arm64, as napi-rs's
+# platform packages (bindings-node/dist.mjs, tarballs in bindings-node/dist/);
+# abi3 wheels for the same Linux platforms (target/wheels), checked with
+# auditwheel. No download outside the package registries.
+WHEEL_TARGETS := x86_64-unknown-linux-gnu:manylinux2014 aarch64-unknown-linux-gnu:manylinux2014 x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
+setup-dist: $(VENV)/.installed-dist
+$(VENV)/.installed-dist: $(VENV)/.installed-dev
+	$(VENV)/bin/pip install -q --disable-pip-version-check ziglang==0.17.0 cargo-zigbuild==0.24.0 auditwheel==6.8.2
+	touch $@
+
+dist: node-build wasm-build setup-dist
+	cd $(NODE_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH node dist.mjs
+	rm -rf target/wheels
+	for t in $(WHEEL_TARGETS); do \
+		rustup target add $${t%%:*} >/dev/null 2>&1; \
+		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH maturin build --release --zig --target $${t%%:*} \
+			--compatibility $${t##*:} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
+	done
+	ls target/wheels
+
+# The builds at work: arm64 ones under qemu-user with Debian's arm64 Node 18
+# and Python 3.11 (their packages unpacked into target/arm64/root, not
+# installed), the x64 ones here; see tests/test_dist.py.
+ARM64_PACKAGES := nodejs libnode108 libuv1 libssl3 libicu72 libc6 libstdc++6 libgcc-s1 zlib1g libbrotli1 \
+	libc-ares2 libnghttp2-14 python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libexpat1
+setup-arm64:
+	@command -v qemu-aarch64-static >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static >/dev/null; }
+	@if [ ! -x target/arm64/root/usr/bin/node ]; then \
+		dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -qq; }; \
+		rm -rf target/arm64 && mkdir -p target/arm64/root && cd target/arm64 && \
+		apt-get download -qq $(ARM64_PACKAGES:%=%:arm64) node-cjs-module-lexer node-acorn node-undici 2>/dev/null && \
+		for d in *.deb; do dpkg -x $$d root; done; fi
+
+dist-test: dist setup-arm64
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_dist.py

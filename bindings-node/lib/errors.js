@@ -90,6 +90,14 @@ class SnapshotError extends Error {
   }
 }
 
+/** A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** Whether `text` is well-formed UTF-16 (`String.prototype.isWellFormed`, which Node 18 lacks). */
+function wellFormed(text) {
+  return !LONE_SURROGATE.test(text)
+}
+
 function describe(value) {
   if (value === null) return 'null'
   if (typeof value === 'number') return String(value)
@@ -215,7 +223,7 @@ function snapshotText(snapshot) {
   if (typeof text !== 'string') {
     throw new SnapshotError('malformed', 'malformed snapshot: the object has no JSON form (its toJSON gave none)')
   }
-  if (!text.isWellFormed()) {
+  if (!wellFormed(text)) {
     throw new SnapshotError('malformed', 'malformed snapshot: the text is not valid Unicode (a lone surrogate)')
   }
   return text
@@ -233,4 +241,5 @@ module.exports = {
   rangeError,
   typeError,
   warnCallback,
+  wellFormed,
 }

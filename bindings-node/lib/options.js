@@ -3,7 +3,7 @@
 // and defaults are the core's: a value of the right type goes through, and
 // the core refuses what no configuration can hold, naming the option.
 
-const { typeError } = require('./errors.js')
+const { typeError, wellFormed } = require('./errors.js')
 const { performance } = require('./platform.js')
 
 // camelCase option -> kind: 'number', or 'nullable' (a policy; null unsets it).
@@ -51,7 +51,7 @@ const monotonic = () => performance.now()
 /** Throws a TypeError unless `name` is a string of well-formed UTF-16 (no lone surrogates). */
 function checkName(name, what = 'name') {
   if (typeof name !== 'string') throw typeError(what, 'a string', name)
-  if (!name.isWellFormed()) throw typeError(what, 'a well-formed string (it has a lone surrogate)', name)
+  if (!wellFormed(name)) throw typeError(what, 'a well-formed string (it has a lone surrogate)', name)
 }
 
 /**

@@ -1,0 +1,146 @@
+"""The prebuilt binaries `make dist` made, at work (`make dist-test`): each
+Node platform package and wheel has the right form and tags; the x64 glibc
+ones load here; the arm64 glibc ones run a seed scenario under qemu-user
+with Debian's arm64 Node 18 and Python 3.11 (`make setup-arm64`); the
+macOS ones are checked for their form only (no macOS here). The musl builds
+are checked for their form and their C library (musl's `libc.so`); no musl
+Node or Python is run here."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from typing import List
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NODE = ROOT / "bindings-node"
+DIST = NODE / "dist"
+WHEELS = ROOT / "target" / "wheels"
+ARM64 = ROOT / "target" / "arm64" / "root"
+QEMU = ["qemu-aarch64-static", "-L", str(ARM64)]
+PLATFORMS = ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64"]
+
+# Seed 000's breaker: two failures within the window open it.
+NODE_SEED = """
+const { backend, CircuitBreaker } = require('./halfopen')
+const b = new CircuitBreaker({ name: 'gw', failureThreshold: 2, windowMs: 60000, openTimeoutMs: 30000 })
+const fail = () => Promise.reject(new Error('down'))
+b.execute(fail).catch(() => b.execute(fail)).catch(() => console.log(process.arch, backend, b.getState()))
+"""
+PYTHON_SEED = """
+import platform, halfopen
+b = halfopen.CircuitBreaker("gw", failure_threshold=2, window=60.0, open_timeout=30.0)
+for _ in range(2):
+    try:
+        b.call(lambda: 1 / 0)
+    except ZeroDivisionError:
+        pass
+print(platform.machine(), b.state.value)
+"""
+
+
+def tarball(platform: str) -> pathlib.Path:
+    found = list(DIST.glob(f"halfopen-{platform}-*.tgz"))
+    assert len(found) == 1, f"no tarball for {platform} in {DIST} (make dist)"
+    return found[0]
+
+
+def installed(tmp: pathlib.Path, platform: str) -> pathlib.Path:
+    """The main package with `platform`'s binary beside it, as the platform
+    package puts it there (the loader looks beside itself first)."""
+    package = tmp / "halfopen"
+    with tarfile.open(next(DIST.glob("halfopen-0*.tgz"))) as t:
+        t.extractall(tmp / "main", filter="data")
+    shutil.copytree(tmp / "main" / "package", package)
+    with tarfile.open(tarball(platform)) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith(".node"))
+        t.extractall(tmp / "platform", members=[member], filter="data")
+        shutil.copy(tmp / "platform" / member.name, package / pathlib.Path(member.name).name)
+    return package
+
+
+def binary(platform: str) -> bytes:
+    with tarfile.open(tarball(platform)) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith(".node"))
+        data = t.extractfile(member)
+        assert data is not None
+        return data.read()
+
+
+def run(args: List[str], cwd: pathlib.Path) -> str:
+    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_each_platform_package_holds_its_binary_only_and_the_main_version(platform: str) -> None:
+    main = json.loads((NODE / "package.json").read_text())
+    with tarfile.open(tarball(platform)) as t:
+        names = sorted(m.name for m in t.getmembers())
+        manifest = json.load(t.extractfile("package/package.json"))  # type: ignore[arg-type]
+    assert names == ["package/halfopen." + platform + ".node", "package/package.json"]
+    assert manifest["version"] == main["version"] == main["optionalDependencies"][manifest["name"]]
+
+
+@pytest.mark.parametrize("platform,magic", [
+    ("linux-x64-gnu", b"\x7fELF"), ("linux-arm64-gnu", b"\x7fELF"), ("linux-x64-musl", b"\x7fELF"),
+    ("linux-arm64-musl", b"\x7fELF"), ("darwin-x64", b"\xcf\xfa\xed\xfe"), ("darwin-arm64", b"\xcf\xfa\xed\xfe"),
+])
+def test_each_binary_is_built_for_its_platform(platform: str, magic: bytes) -> None:
+    data = binary(platform)
+    assert data[:4] == magic
+    if platform.startswith("linux"):
+        machine = int.from_bytes(data[18:20], "little")
+        assert machine == (62 if "x64" in platform else 183), "x86-64 or AArch64"
+        # musl's C library is `libc.so`, glibc's `libc.so.6`.
+        musl = platform.endswith("musl")
+        assert (b"libc.so\x00" in data and b"libc.so.6" not in data) == musl, f"{platform}: its C library"
+        assert (b"libc.so.6" in data) == (not musl)
+    else:
+        cpu = int.from_bytes(data[4:8], "little")
+        assert cpu == (0x01000007 if "x64" in platform else 0x0100000C), "x86-64 or arm64 Mach-O"
+
+
+def test_the_x64_glibc_217_build_loads_here(tmp_path: pathlib.Path) -> None:
+    installed(tmp_path, "linux-x64-gnu")
+    assert run(["node", "-e", NODE_SEED], tmp_path) == "x64 native OPEN"
+
+
+def test_the_arm64_glibc_build_runs_under_qemu_with_an_arm64_node(tmp_path: pathlib.Path) -> None:
+    installed(tmp_path, "linux-arm64-gnu")
+    assert run([*QEMU, str(ARM64 / "usr/bin/node"), "-e", NODE_SEED], tmp_path) == "arm64 native OPEN"
+
+
+def wheel(tag: str) -> pathlib.Path:
+    found = list(WHEELS.glob(f"halfopen-*-cp310-abi3-*{tag}*.whl"))
+    assert len(found) == 1, f"no wheel {tag} in {WHEELS} (make dist)"
+    return found[0]
+
+
+@pytest.mark.parametrize("tag", ["manylinux_2_17_x86_64", "manylinux_2_17_aarch64", "musllinux_1_2_x86_64", "musllinux_1_2_aarch64"])
+def test_the_wheels_have_their_tags(tag: str) -> None:
+    path = wheel(tag)
+    if tag.startswith("manylinux"):
+        shown = run([sys.executable, "-m", "auditwheel", "show", str(path)], ROOT)
+        assert f'"{tag}"' in " ".join(shown.split()), shown
+    with zipfile.ZipFile(path) as z:
+        assert "halfopen/py.typed" in z.namelist()
+
+
+@pytest.mark.parametrize("tag,machine,python", [
+    ("manylinux_2_17_x86_64", "x86_64", [sys.executable]),
+    ("manylinux_2_17_aarch64", "aarch64", [*QEMU, str(ARM64 / "usr/bin/python3.11")]),
+])
+def test_the_glibc_wheels_run_a_seed_scenario(tmp_path: pathlib.Path, tag: str, machine: str, python: List[str]) -> None:
+    with zipfile.ZipFile(wheel(tag)) as z:
+        z.extractall(tmp_path)
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{PYTHON_SEED}"
+    assert run([*python, "-I", "-c", code], tmp_path) == f"{machine} OPEN"
