@@ -22,6 +22,10 @@ export const DIST = join(HERE, 'dist')
  * from outside the package registries, and napi-rs refuses windows-gnu
  * with --cross-compile.
  */
+/** The oldest macOS each binary runs on (Rust's own minimums; Zig would
+ * otherwise stamp the newest it knows). */
+const MACOS = { 'x86_64-apple-darwin': '10.12', 'aarch64-apple-darwin': '11.0' }
+
 export const TARGETS = {
   'x86_64-unknown-linux-gnu.2.17': 'linux-x64-gnu',
   'aarch64-unknown-linux-gnu.2.17': 'linux-arm64-gnu',
@@ -61,8 +65,10 @@ function main() {
     const rustTarget = triple.replace(/\.\d+\.\d+$/, '')
     try {
       run('rustup', ['target', 'add', rustTarget], { stdio: 'ignore' })
+      const env = MACOS[triple] ? { ...process.env, MACOSX_DEPLOYMENT_TARGET: MACOS[triple] } : process.env
       run('npx', ['napi', 'build', '--platform', '--release', '--target', triple, '-x', '--no-js', '--dts', '../target/cross.d.ts', '--output-dir', OUT], {
         stdio: ['ignore', 'ignore', 'pipe'],
+        env,
       })
       const binary = `${pkg.napi.binaryName}.${platform}.node`
       const dir = join(HERE, 'npm', platform)
@@ -76,7 +82,18 @@ function main() {
     }
   }
   report.push('not built win32-x64-msvc       x86_64-pc-windows-msvc: cargo-xwin downloads the MSVC CRT from outside the registries')
-  run('npm', ['pack', '--silent', '--pack-destination', DIST])
+  // The main package names the platform packages built, at its own version
+  // (napi-rs's pre-publish step does the same: the repository's package.json
+  // has none, so that `npm ci` needs no unpublished package).
+  const manifest = readFileSync(join(HERE, 'package.json'), 'utf8')
+  const built = report.filter((line) => line.startsWith('built')).map((line) => line.split(/\s+/)[1])
+  const optionalDependencies = Object.fromEntries(built.map((platform) => [`${pkg.name}-${platform}`, pkg.version]))
+  try {
+    writeFileSync(join(HERE, 'package.json'), `${JSON.stringify({ ...pkg, optionalDependencies }, null, 2)}\n`)
+    run('npm', ['pack', '--silent', '--pack-destination', DIST])
+  } finally {
+    writeFileSync(join(HERE, 'package.json'), manifest)
+  }
   console.log(report.join('\n'))
   if (report.some((line) => line.startsWith('FAILED'))) process.exit(1)
 }

@@ -7,9 +7,34 @@
 // for want of a binary. `backend` says which: 'native' or 'wasm'.
 // HALFOPEN_BACKEND=wasm chooses the WebAssembly build; =native refuses the
 // fallback (the addon's load error is thrown). The fallback is loaded with
-// require() of an ES module: Node 20.19 or 22.12 and later.
+// require() of an ES module: Node 20.19 or 22.12 and later. A binary that
+// is there but does not load (another architecture, a damaged file) is
+// named in the warning, with the loader's error.
 
 const { emitWarning } = require('./lib/platform.js')
+
+/** The load errors in napi-rs's chain (`cause` after `cause`) other than "no such module": a binary that is there but failed. */
+function brokenBinaries(err) {
+  const found = []
+  for (let e = err?.cause; e !== undefined && e !== null && found.length < 8; e = e.cause) {
+    if (e instanceof Error && e.code !== 'MODULE_NOT_FOUND') found.push(e.message.split('\n')[0])
+  }
+  return found
+}
+
+/** Why the WebAssembly build did not load, in words that fit the cause. */
+function wasmFailure(err, wanted) {
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  const old = err?.code === 'ERR_REQUIRE_ESM' || major < 20 || (major === 20 && minor < 19) || (major === 22 && minor < 12)
+  const why = old
+    ? `it needs Node 20.19 / 22.12 or later, which load ES modules with require() (this is ${process.version})`
+    : String(err?.message ?? err).split('\n')[0]
+  const what =
+    wanted === 'wasm'
+      ? 'HALFOPEN_BACKEND=wasm, but the WebAssembly build did not load'
+      : `no native binding for ${process.platform}-${process.arch}, and the WebAssembly build did not load`
+  return `halfopen: ${what}: ${why}`
+}
 
 function load() {
   const wanted = process.env.HALFOPEN_BACKEND || undefined
@@ -30,16 +55,16 @@ function load() {
   try {
     wasm = require('./wasm/entry.js')
   } catch (err) {
-    const failed = new Error(
-      `halfopen: no native binding for ${process.platform}-${process.arch}, and its WebAssembly build did not load ` +
-        '(it needs Node 20.19 / 22.12 or later, which load ES modules with require())',
-    )
+    const failed = new Error(wasmFailure(err, wanted))
     failed.cause = new AggregateError([loadError, err].filter(Boolean))
     throw failed
   }
   if (loadError !== undefined) {
+    const broken = brokenBinaries(loadError)
+    const found = broken.length === 0 ? 'no prebuilt native binding' : `a native binding that did not load (${broken.join('; ')})`
+    // Announced once per thread that loads the package (each worker loads its own copy).
     const warning = new Error(
-      `halfopen: no prebuilt native binding for ${process.platform}-${process.arch}; using its WebAssembly build ` +
+      `halfopen: ${found} for ${process.platform}-${process.arch}; using its WebAssembly build ` +
         '(the same core, the same API; see the README for what it costs). Set HALFOPEN_BACKEND=wasm to choose it quietly.',
     )
     warning.name = 'HalfopenBackendWarning'

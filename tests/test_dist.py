@@ -80,14 +80,45 @@ def run(args: List[str], cwd: pathlib.Path) -> str:
     return out.stdout.strip()
 
 
+def packed_main() -> dict:  # type: ignore[type-arg]
+    with tarfile.open(next(DIST.glob("halfopen-0*.tgz"))) as t:
+        return json.load(t.extractfile("package/package.json"))  # type: ignore[arg-type,no-any-return]
+
+
+def test_the_packed_main_package_names_every_platform_package_at_its_version() -> None:
+    main = packed_main()
+    assert main["optionalDependencies"] == {f"halfopen-{p}": main["version"] for p in PLATFORMS}
+    assert "optionalDependencies" not in json.loads((NODE / "package.json").read_text()), "added when packed only"
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_each_platform_package_holds_its_binary_only_and_the_main_version(platform: str) -> None:
-    main = json.loads((NODE / "package.json").read_text())
+    main = packed_main()
     with tarfile.open(tarball(platform)) as t:
         names = sorted(m.name for m in t.getmembers())
         manifest = json.load(t.extractfile("package/package.json"))  # type: ignore[arg-type]
     assert names == ["package/halfopen." + platform + ".node", "package/package.json"]
     assert manifest["version"] == main["version"] == main["optionalDependencies"][manifest["name"]]
+
+
+def macos_minimum(data: bytes) -> str:
+    """The minimum macOS of a Mach-O: LC_BUILD_VERSION's `minos` (0x32), or
+    LC_VERSION_MIN_MACOSX's `version` (0x24, what targets before 10.14 get)."""
+    count = int.from_bytes(data[16:20], "little")
+    at = 32
+    for _ in range(count):
+        cmd, size = int.from_bytes(data[at:at + 4], "little"), int.from_bytes(data[at + 4:at + 8], "little")
+        if cmd in (0x32, 0x24):
+            offset = 12 if cmd == 0x32 else 8
+            v = int.from_bytes(data[at + offset:at + offset + 4], "little")
+            return f"{v >> 16}.{(v >> 8) & 0xFF}"
+        at += size
+    raise AssertionError("no LC_BUILD_VERSION nor LC_VERSION_MIN_MACOSX")
+
+
+@pytest.mark.parametrize("platform,minimum", [("darwin-x64", "10.12"), ("darwin-arm64", "11.0")])
+def test_the_macos_binaries_run_on_the_oldest_macos_rust_supports(platform: str, minimum: str) -> None:
+    assert macos_minimum(binary(platform)) == minimum
 
 
 @pytest.mark.parametrize("platform,magic", [

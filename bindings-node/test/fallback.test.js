@@ -52,3 +52,22 @@ test('with the binary the addon runs', () => {
   const out = spawnSync('node', ['-p', "require('.').backend"], { cwd: PACKAGE, encoding: 'utf8', env: { ...process.env, HALFOPEN_BACKEND: '' } })
   assert.equal(out.stdout.trim(), 'native', out.stderr)
 })
+
+test('a binary that is there but does not load is named in the warning, with its error', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-broken-'))
+  try {
+    for (const f of ['index.js', 'native.js', 'addon.js', 'package.json', 'lib', 'wasm']) {
+      fs.cpSync(path.join(PACKAGE, f), path.join(dir, f), { recursive: true })
+    }
+    fs.writeFileSync(path.join(dir, 'halfopen.linux-x64-gnu.node'), 'not an ELF file, long enough to be read as one'.repeat(100))
+    const out = spawnSync('node', ['-e', "console.log(require('.').backend)"], { cwd: dir, encoding: 'utf8', env: { ...process.env, HALFOPEN_BACKEND: '' } })
+    assert.equal(out.stdout.trim(), 'wasm')
+    assert.match(out.stderr, /a native binding that did not load \(.*(invalid ELF header|file too short)/, out.stderr)
+    // Without the WebAssembly build either, the error says what failed, not a Node version.
+    fs.rmSync(path.join(dir, 'wasm', 'halfopen_wasm_bg.wasm'))
+    const failed = spawnSync('node', ['-e', "require('.')"], { cwd: dir, encoding: 'utf8', env: { ...process.env, HALFOPEN_BACKEND: 'wasm' } })
+    assert.match(failed.stderr, /HALFOPEN_BACKEND=wasm, but the WebAssembly build did not load: .*ENOENT/, failed.stderr)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
