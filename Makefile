@@ -199,8 +199,10 @@ $(VENV)/.installed:
 # with Zig (PyPI's ziglang and cargo-zigbuild): the Node addon for Linux
 # x64/arm64 (glibc 2.17 and musl) and macOS x64/arm64, as napi-rs's
 # platform packages (bindings-node/dist.mjs, tarballs in bindings-node/dist/);
-# abi3 wheels for the same Linux platforms (target/wheels), checked with
-# auditwheel. No download outside the package registries.
+# abi3 wheels for the same platforms (target/wheels; the manylinux ones
+# checked with auditwheel). No Windows build: the MSVC target needs
+# cargo-xwin, which downloads Microsoft's CRT from outside the package
+# registries. No download outside the package registries.
 WHEEL_TARGETS := x86_64-unknown-linux-gnu:manylinux2014 aarch64-unknown-linux-gnu:manylinux2014 x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
 setup-dist: $(VENV)/.installed-dist
 $(VENV)/.installed-dist: $(VENV)/.installed-dev
@@ -214,6 +216,11 @@ dist: node-build wasm-build setup-dist
 		rustup target add $${t%%:*} >/dev/null 2>&1; \
 		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH maturin build --release --zig --target $${t%%:*} \
 			--compatibility $${t##*:} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
+	done
+	for t in x86_64-apple-darwin:10.12 aarch64-apple-darwin:11.0; do \
+		rustup target add $${t%%:*} >/dev/null 2>&1; \
+		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH MACOSX_DEPLOYMENT_TARGET=$${t##*:} maturin build --release --zig \
+			--target $${t%%:*} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
 	done
 	ls target/wheels
 

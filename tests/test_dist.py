@@ -166,6 +166,15 @@ def test_the_wheels_have_their_tags(tag: str) -> None:
         assert "halfopen/py.typed" in z.namelist()
 
 
+@pytest.mark.parametrize("tag,minimum", [("macosx_10_12_x86_64", "10.12"), ("macosx_11_0_arm64", "11.0")])
+def test_the_macos_wheels_are_mach_o_for_their_macos(tag: str, minimum: str) -> None:
+    with zipfile.ZipFile(wheel(tag)) as z:
+        name = next(n for n in z.namelist() if n.endswith(".so"))
+        data = z.read(name)
+    assert data[:4] == b"\xcf\xfa\xed\xfe"
+    assert macos_minimum(data) == minimum
+
+
 @pytest.mark.parametrize("tag,machine,python", [
     ("manylinux_2_17_x86_64", "x86_64", [sys.executable]),
     ("manylinux_2_17_aarch64", "aarch64", [*QEMU, str(ARM64 / "usr/bin/python3.11")]),
