@@ -9,7 +9,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { CircuitBreaker, Registry, RetentionQueue } = require(process.env.HALFOPEN_PACKAGE || '..')
+const { backend, CircuitBreaker, Registry, RetentionQueue } = require(process.env.HALFOPEN_PACKAGE || '..')
 const { conformance } = require('./conformance-runner.js')
 
 const DIR = path.join(__dirname, '..', '..', 'tests', 'conformance')
@@ -27,6 +27,6 @@ for (const file of files) {
 }
 
 test.after(() => {
-  const runtime = process.env.HALFOPEN_PACKAGE ? 'node, wasm package' : 'node'
+  const runtime = process.env.HALFOPEN_PACKAGE ? 'node, wasm package' : backend === 'wasm' ? 'node, wasm fallback' : 'node'
   console.log(`conformance (${runtime}): ${files.length} files, ${cases} scenarios, ${steps()} steps run`)
 })
