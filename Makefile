@@ -200,9 +200,9 @@ $(VENV)/.installed:
 # x64/arm64 (glibc 2.17 and musl) and macOS x64/arm64, as napi-rs's
 # platform packages (bindings-node/dist.mjs, tarballs in bindings-node/dist/);
 # abi3 wheels for the same platforms (target/wheels; the manylinux ones
-# checked with auditwheel). No Windows build: the MSVC target needs
-# cargo-xwin, which downloads Microsoft's CRT from outside the package
-# registries. No download outside the package registries.
+# checked with auditwheel). Nothing is downloaded from outside the package
+# registries, so no Windows build: its MSVC target needs cargo-xwin, which
+# downloads Microsoft's CRT.
 WHEEL_TARGETS := x86_64-unknown-linux-gnu:manylinux2014 aarch64-unknown-linux-gnu:manylinux2014 x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
 setup-dist: $(VENV)/.installed-dist
 $(VENV)/.installed-dist: $(VENV)/.installed-dev
