@@ -5,13 +5,15 @@
 // - closed: overhead per call over the raw await;
 // - open: cost of a rejected call;
 // - memory per breaker, 100,000 breakers (V8 heap and process RSS: the
-//   addon's breakers live outside the V8 heap).
+//   addon's breakers live outside the V8 heap);
+// - require('halfopen') with the addon and with the WebAssembly fallback.
 // Rounds interleave the contenders; medians of ROUNDS are printed, as a
 // Markdown table. Run with --expose-gc. HALFOPEN_PKG=<dir> measures another
 // build of the package (an earlier commit's, for before/after figures).
 
 const opossum = require('opossum')
 const cockatiel = require('cockatiel')
+const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
@@ -236,6 +238,19 @@ async function main() {
     console.log(`| ${name} | ${m.heap.toFixed(0)} | ${m.rss.toFixed(0)} |`)
   }
   console.log(`\nhalfopen's native struct per breaker: ${NativeBreaker.bytes()} bytes (its configuration is shared).`)
+  // What the WebAssembly fallback (no prebuilt binary) costs at `require`:
+  // a fresh process each time, medians of ROUNDS.
+  console.log(`\n### require('halfopen'): ms, fresh process, median of ${ROUNDS}\n`)
+  console.log('| backend | ms |\n|---|---:|')
+  for (const backend of ['native', 'wasm']) {
+    const code = "const t = performance.now(); require('.'); console.log(performance.now() - t)"
+    const times = []
+    for (let round = 0; round < ROUNDS; round++) {
+      const out = spawnSync(process.execPath, ['-e', code], { cwd: pkg, encoding: 'utf8', env: { ...process.env, HALFOPEN_BACKEND: backend } })
+      times.push(Number(out.stdout))
+    }
+    console.log(`| ${backend} | ${median(times).toFixed(1)} |`)
+  }
 }
 
 main()
