@@ -61,8 +61,9 @@ function retentionOptions(given) {
   if (rate !== undefined) {
     if (rate === null || typeof rate !== 'object') throw typeError('releaseRate', 'an object { perSecond, burst }', rate)
     const { perSecond, burst } = Object.assign(Object.create(null), rate)
-    if (typeof perSecond !== 'number') throw typeError('releaseRate.perSecond', 'a number', perSecond)
-    if (typeof burst !== 'number') throw typeError('releaseRate.burst', 'a number', burst)
+    // Named `releaseRate`, as the core names the rate's range errors.
+    if (typeof perSecond !== 'number') throw typeError('releaseRate', 'an object whose perSecond is a number', perSecond)
+    if (typeof burst !== 'number') throw typeError('releaseRate', 'an object whose burst is a number', burst)
     native.releasePerSecond = perSecond
     native.releaseBurst = burst
   }

@@ -272,6 +272,7 @@ test('bad options are TypeErrors or RangeErrors naming the option', () => {
     [{ name: 'x', send, concurrencyLimit: 1, probe: 'random' }, 'probe'],
     [{ name: 'x', send, releaseRate: { perSecond: Number.NaN, burst: 1 } }, 'releaseRate'],
     [{ name: 'x', send, releaseRate: 5 }, 'releaseRate'],
+    [{ name: 'x', send, releaseRate: { perSecond: '5', burst: 1 } }, 'releaseRate'],
     [{ name: 'x', send }, 'releaseRate'],
     [{ name: 'x', send, concurrencyLimit: 1, store: {} }, 'store'],
     [{ name: 'x', send, concurrencyLimit: 1, size: 3 }, 'size'],
