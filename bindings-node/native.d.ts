@@ -81,11 +81,12 @@ export declare class NativeDispatcher {
    */
   constructor(options: NativeOptions, latencyHistogram: boolean, retention: NativeRetention)
   /**
-   * A dispatcher restored from a snapshot (JSON text or bytes) taken with
-   * the same options; `held` lists the sequence numbers whose messages the
-   * caller still has (a snapshot naming another is corrupt: it would be lost).
+   * Replaces this dispatcher's state with a snapshot's (JSON text or
+   * bytes) taken with the same options; `held` lists the sequence numbers
+   * whose messages the caller still has (a snapshot naming another is
+   * corrupt: it would be lost). On error nothing changes.
    */
-  static restore(options: NativeOptions, latencyHistogram: boolean, retention: NativeRetention, json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number): NativeDispatcher
+  load(json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number): void
   /**
    * Submits a message of `bytes` (checked: a whole number ≥ 0): a code
    * `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,

@@ -25,6 +25,30 @@ def cases() -> Iterator[Any]:
             yield pytest.param(case, id=f"{path.stem}::{case['description']}")
 
 
+#: A retention case's ops and their keys (besides `op`, `at`, `events`).
+RETENTION_STEPS = {
+    "submit": {"message", "bytes", "result"},
+    "next": {"sends"},
+    "report": {"message", "outcome", "result"},
+    "handle_timeout": set(),
+    "force_open": {"for_ms"},
+    "release": set(),
+    "expect": {"state", "retention"},
+    "snapshot_restore": {"encoding"},
+}
+#: The counters a retention `expect` may check.
+RETENTION_COUNTERS = {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}
+
+
+def expected_events(step: Any) -> List[Any]:
+    """A retention step's `events`, transitions without their optional `at`
+    (what the runners compare with)."""
+    return [
+        {"transition": {k: v for k, v in w["transition"].items() if k != "at"}} if "transition" in w else w
+        for w in step.get("events", [])
+    ]
+
+
 def every_file_was_read(runner: str) -> None:
     """Checks the suite was all read (at least 18 files, 200 scenarios), and
     prints what `runner` ran."""

@@ -56,7 +56,7 @@ function execute(host, fn, options) {
   return guarded(host, fn, permit, signal)
 }
 
-/** The outcome of an error from `fn`: `isFailure` decides (a throwing one counts it as a failure). */
+/** The outcome of an error from `fn` (or a Dispatcher's `send`): the host's `isFailure` decides (a throwing one counts it as a failure). */
 function classify(host, err) {
   if (host._isFailure === undefined) return FAILURE
   try {
@@ -216,4 +216,4 @@ function guarded(host, fn, permit, signal) {
   })
 }
 
-module.exports = { execute, SUCCESS, FAILURE, IGNORED, CANCELLED }
+module.exports = { classify, execute, SUCCESS, FAILURE, IGNORED, CANCELLED }

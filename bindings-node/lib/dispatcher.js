@@ -16,7 +16,7 @@
 // cannot help). The timer is not unref'd while messages are held: a process
 // does not exit with messages it promised to deliver.
 
-const { FAILURE, IGNORED, SUCCESS } = require('./call.js')
+const { FAILURE, SUCCESS, classify } = require('./call.js')
 const { read } = require('./clock.js')
 const {
   CircuitBreakerTimeoutError,
@@ -222,20 +222,10 @@ class Dispatcher extends EventEmitter {
       // `constructor` throws when read, ends in one report.
       Promise.resolve(this._send(message, { signal: controller?.signal, seq })).then(
         () => finish(SUCCESS),
-        (err) => finish(this._classify(err)),
+        (err) => finish(classify(this, err)),
       )
     } catch (err) {
-      finish(this._classify(err))
-    }
-  }
-
-  _classify(err) {
-    if (this._isFailure === undefined) return FAILURE
-    try {
-      return this._isFailure(err) ? FAILURE : IGNORED
-    } catch (thrown) {
-      warnCallback(thrown, 'isFailure')
-      return FAILURE
+      finish(classify(this, err))
     }
   }
 

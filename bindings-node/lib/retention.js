@@ -88,7 +88,6 @@ class RetentionQueue extends EventEmitter {
     /** Messages held (retained or in flight), by sequence number. */
     this._messages = new Map()
     const retention = retentionOptions(t.given)
-    this._args = [t.native, t.latencyHistogram, retention]
     try {
       this._native = new NativeDispatcher(t.native, t.latencyHistogram, retention)
     } catch (err) {
@@ -262,7 +261,7 @@ class RetentionQueue extends EventEmitter {
     }
     const now = read(this)
     try {
-      this._native = NativeDispatcher.restore(...this._args, json, bytes, [...held.keys()], now)
+      this._native.load(json, bytes, [...held.keys()], now)
     } catch (err) {
       throw fromNative(err)
     }

@@ -162,35 +162,31 @@ impl NativeDispatcher {
         Ok(NativeDispatcher { dispatcher })
     }
 
-    /// A dispatcher restored from a snapshot (JSON text or bytes) taken with
-    /// the same options; `held` lists the sequence numbers whose messages the
-    /// caller still has (a snapshot naming another is corrupt: it would be lost).
-    #[cfg_attr(feature = "node", napi(factory))]
-    pub fn restore(
-        options: NativeOptions,
-        latency_histogram: bool,
-        retention: NativeRetention,
-        json: Option<String>,
-        bytes: Option<Buffer>,
-        held: Vec<f64>,
-        now_ms: f64,
-    ) -> Result<Self> {
-        let retention = retention.config()?;
-        let breaker = breaker(&options, latency_histogram)?;
+    /// Replaces this dispatcher's state with a snapshot's (JSON text or
+    /// bytes) taken with the same options; `held` lists the sequence numbers
+    /// whose messages the caller still has (a snapshot naming another is
+    /// corrupt: it would be lost). On error nothing changes.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn load(&mut self, json: Option<String>, bytes: Option<Buffer>, held: Vec<f64>, now_ms: f64) -> Result<()> {
         let decoded = match (json, bytes) {
             (Some(text), _) => RetentionSnapshot::from_json(&text),
             (None, Some(b)) => RetentionSnapshot::from_bytes(&b),
             (None, None) => Err(SnapshotError::Malformed("no snapshot given".into())),
         };
-        let config = halfopen::shared_config(*breaker.config());
+        let config = halfopen::shared_config(*self.dispatcher.breaker().config());
+        let retention = *self.dispatcher.config();
+        let latency = self.dispatcher.breaker().meter().1.is_some();
         let held: std::collections::HashSet<u64> =
             held.into_iter().filter(|&s| s >= 0.0 && s.fract() == 0.0).map(|s| s as u64).collect();
-        let dispatcher = decoded
+        let mut dispatcher = decoded
             .and_then(|s| {
                 Native::restore(config, retention, &s, instant(now_ms), |seq| held.contains(&seq).then_some(()))
             })
             .map_err(|e| Error::from(Refusal::from(e)))?;
-        Ok(NativeDispatcher { dispatcher })
+        // The histogram is not in snapshots: it starts afresh.
+        dispatcher.breaker_mut().meter_mut().1 = latency.then(Box::default);
+        self.dispatcher = dispatcher;
+        Ok(())
     }
 
     /// Submits a message of `bytes` (checked: a whole number ≥ 0): a code

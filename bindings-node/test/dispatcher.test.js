@@ -463,3 +463,14 @@ test('RetentionQueue.fromJSON refuses messages it would lose or mistake', () => 
   assert.throws(() => RetentionQueue.fromJSON(options, json, [[0, 'a']]), (err) => err instanceof SnapshotError && err.kind === 'corrupt')
   assert.deepEqual(RetentionQueue.fromJSON(options, json, [[0, 'a'], [1, 'b']]).held(), [[0, 'a'], [1, 'b']])
 })
+
+test('a restored queue keeps its latency histogram (it was dropped)', () => {
+  const { RetentionQueue } = require(process.env.HALFOPEN_PACKAGE || '..')
+  const options = { name: 'q', concurrencyLimit: 1, latencyHistogram: true }
+  const q = new RetentionQueue(options)
+  q.report(q.submit('a').seq, 'success')
+  assert.equal(q.metrics().latencyCount, 1)
+  const restored = RetentionQueue.fromJSON(options, q.toJSON(), q.held())
+  restored.report(restored.submit('b').seq, 'success')
+  assert.equal(restored.metrics().latencyCount, 1, 'a fresh histogram, still measuring')
+})

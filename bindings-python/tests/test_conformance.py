@@ -18,7 +18,7 @@ import pytest
 
 # The suite's loader, shared by the Python runners (tests/conformance_suite.py).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
-from conformance_suite import cases, every_file_was_read  # noqa: E402
+from conformance_suite import RETENTION_COUNTERS, RETENTION_STEPS, cases, every_file_was_read, expected_events  # noqa: E402
 
 import halfopen
 
@@ -291,17 +291,6 @@ def run_call(breaker: Any, clock: List[float], step: Dict[str, Any], where: str)
         breaker.record(permit, outcome)
 
 
-RETENTION_STEPS = {
-    "submit": {"message", "bytes", "result"},
-    "next": {"sends"},
-    "report": {"message", "outcome", "result"},
-    "handle_timeout": set(),
-    "force_open": {"for_ms"},
-    "release": set(),
-    "expect": {"state", "retention"},
-    "snapshot_restore": {"encoding"},
-}
-RETENTION_COUNTERS = {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}
 
 
 def retention_options(retention: Dict[str, Any]) -> Dict[str, Any]:
@@ -383,11 +372,7 @@ def run_retention(case: Dict[str, Any]) -> None:
                 got.append({"dead": e.message, "reason": e.reason, "attempts": e.attempts})
             else:
                 got.append({"dropped": e.message})
-        want_events = [
-            {"transition": {k: v for k, v in w["transition"].items() if k != "at"}} if "transition" in w else w
-            for w in step.get("events", [])
-        ]
-        assert got == want_events, f"{where}: events {got}"
+        assert got == expected_events(step), f"{where}: events {got}"
 
 
 @pytest.mark.parametrize("case", list(cases()))

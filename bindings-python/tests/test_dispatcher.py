@@ -336,3 +336,32 @@ def test_restore_only_into_a_queue_that_has_taken_nothing_and_typed_errors() -> 
     with pytest.raises(halfopen.SnapshotError) as lost:
         extra.restore_json(text, {0: "old", 9: "never submitted"})
     assert lost.value.kind == "corrupt"
+
+
+def test_a_clock_that_fails_while_the_timer_fires_does_not_stop_the_dispatcher() -> None:
+    async def main() -> None:
+        now = [0.0]
+        failing = [False]
+
+        def clock() -> float:
+            if failing[0]:
+                raise RuntimeError("clock down")
+            return now[0]
+
+        got: List[str] = []
+
+        async def send(message: str) -> None:
+            got.append(message)
+
+        d = halfopen.Dispatcher("c", send, concurrency_limit=1, clock=clock)
+        d.force_open(0.05)
+        task = asyncio.ensure_future(d.submit("m"))
+        await turns()
+        failing[0] = True
+        now[0] = 1.0
+        d.poll()  # the clock fails: logged, the timer set again
+        failing[0] = False
+        await asyncio.wait_for(task, 5)
+        assert got == ["m"]
+
+    asyncio.run(main())

@@ -212,19 +212,6 @@ class OptionsDispatcher extends WasmDispatcher {
   constructor(options, latencyHistogram, retention) {
     super(...flatOptions(options), latencyHistogram, ...flatRetention(retention))
   }
-
-  /** The addon's factory: a dispatcher restored from a snapshot. */
-  static restore(options, latencyHistogram, retention, json, bytes, held, nowMs) {
-    const restored = new NativeDispatcher(options, latencyHistogram, retention)
-    const entered = stackPointer?.value
-    try {
-      restored.load(...flatOptions(options), latencyHistogram, ...flatRetention(retention), json, bytes, held, nowMs)
-    } catch (err) {
-      if (entered !== undefined) stackPointer.value = entered
-      throw err
-    }
-    return restored
-  }
 }
 
 /** The module's registry, configured with options objects as the addon's is. */
@@ -293,6 +280,6 @@ export const NativeRegistry = guardedClass(
 
 export const NativeDispatcher = guardedClass(
   OptionsDispatcher,
-  ['submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held'],
+  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held'],
   { next: Array.from, held: Array.from, takeEvents: eventsOf, stats: statsOf, metrics: metricsOf },
 )

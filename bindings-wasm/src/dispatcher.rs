@@ -1,7 +1,6 @@
 //! `NativeDispatcher` for wasm: `halfopen_node::NativeDispatcher` behind a
 //! cell (see `poison`), with the napi class's method names. The retention
-//! options come in flat (see [`retention_of`]); a restore loads into an
-//! object `js/native.js` has made, as the addon's factory would return one.
+//! options come in flat (see [`retention_of`]).
 
 use std::cell::RefCell;
 
@@ -64,31 +63,15 @@ impl NativeDispatcher {
         Ok(NativeDispatcher(RefCell::new(inner)))
     }
 
-    /// Replaces this dispatcher with one restored from a snapshot (the
-    /// addon's `restore` factory; same options as `new`).
-    #[allow(clippy::too_many_arguments)]
+    /// Replaces this dispatcher's state with a snapshot's (the addon's `load`).
     pub fn load(
         &self,
-        preset: Option<String>,
-        values: &[f64],
-        given: u32,
-        unset: u32,
-        latency_histogram: bool,
-        retention: &[f64],
-        retention_given: u32,
-        overflow: Option<String>,
-        probe: Option<String>,
         json: Option<String>,
         bytes: Option<Vec<u8>>,
         held: Vec<f64>,
         now_ms: f64,
     ) -> Result<(), JsError> {
-        let options = options_of(preset, values, given, unset)?;
-        let retention = retention_of(retention, retention_given, overflow, probe)?;
-        let restored =
-            Inner::restore(options, latency_histogram, retention, json, bytes, held, now_ms).map_err(thrown)?;
-        *open(&self.0)? = restored;
-        Ok(())
+        open(&self.0)?.load(json, bytes, held, now_ms).map_err(thrown)
     }
 
     /// The addon's code (see `halfopen_node::NativeDispatcher::submit`).

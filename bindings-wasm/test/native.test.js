@@ -70,7 +70,8 @@ test('a dispatcher says what the addon says: submissions, sends, reports, events
     said.push(d.next(110), d.takeEvents(), d.report(0, 0, 120), d.next(120), d.takeEvents(), d.state(120), d.metrics(120))
     d.forceOpen(130, 50)
     said.push(d.takeEvents(), d.held(), d.snapshotJson(130))
-    const restored = Kind.restore(options, false, retention, d.snapshotJson(130), null, d.held(), 130)
+    const restored = new Kind(options, false, retention)
+    restored.load(d.snapshotJson(130), null, d.held(), 130)
     said.push(restored.stats(), restored.held(), restored.next(200), restored.takeEvents())
     return said
   }

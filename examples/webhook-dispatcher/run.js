@@ -8,10 +8,9 @@
 //
 //   node run.js [--events 100000] [--json]
 
-const { spawn } = require('node:child_process')
-const net = require('node:net')
 const Redis = require('ioredis')
 const { startPartners } = require('./partner.js')
+const { startRedis } = require('./redis.js')
 const { startSender } = require('./sender.js')
 
 const MAX_MESSAGES = 60_000
@@ -19,22 +18,6 @@ const MAX_MESSAGES = 60_000
 function arg(name, fallback) {
   const i = process.argv.indexOf(name)
   return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
-async function startRedis() {
-  const port = await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
-  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
-  return { port, stop: () => server.kill() }
 }
 
 /** Ids in arrival order -> delivered (distinct), twice or more, out of order. */

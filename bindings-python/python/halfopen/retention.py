@@ -299,7 +299,10 @@ class Dispatcher(Generic[M]):
         go. The dispatcher's timer does this by itself; call it after moving
         an injected clock."""
         self._timer = None
-        self.queue.handle_timeout()
+        try:
+            self.queue.handle_timeout()
+        except Exception as err:  # noqa: BLE001 - a failing clock must not stop the timer
+            log_error("the dispatcher failed to apply what is due", err)
         self._pump()
 
     def _check_idle(self) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 # The suite's loader, shared by the Python runners (tests/conformance_suite.py).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests"))
-from conformance_suite import cases, every_file_was_read  # noqa: E402
+from conformance_suite import RETENTION_COUNTERS, RETENTION_STEPS, cases, every_file_was_read, expected_events  # noqa: E402
 from wasmtime.component import Record, ResourceAny, Variant
 
 from component import Halfopen, field, record
@@ -359,16 +359,6 @@ class Run:
             assert snake(result.tag) == step.get("error"), f"got {result}"
 
 
-RETENTION_STEPS = {
-    "submit": {"message", "bytes", "result"},
-    "next": {"sends"},
-    "report": {"message", "outcome", "result"},
-    "handle_timeout": set(),
-    "force_open": {"for_ms"},
-    "release": set(),
-    "expect": {"state", "retention"},
-    "snapshot_restore": {"encoding"},
-}
 
 
 def retention(spec: Dict[str, Any]) -> Record:
@@ -443,7 +433,7 @@ class RetentionRun:
                 w = want["poll_timeout_ms"]
                 assert m("poll-timeout") == (None if w is None else w * 1000), f"poll timeout {m('poll-timeout')}"
             for k, n in want.get("counters", {}).items():
-                assert k in {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}, k
+                assert k in RETENTION_COUNTERS, k
                 assert field(stats, k) == n, f"counters.{k} = {field(stats, k)}"
         elif op == "snapshot_restore":
             suffix = "-json" if step["encoding"] == "json" else ""
@@ -460,11 +450,7 @@ class RetentionRun:
                 got.append({"dead": self.names[e.payload.seq], "reason": e.payload.reason, "attempts": e.payload.attempts})
             else:
                 got.append({"dropped": self.names[e.payload]})
-        want_events = [
-            {"transition": {k: v for k, v in w["transition"].items() if k != "at"}} if "transition" in w else w
-            for w in step.get("events", [])
-        ]
-        assert got == want_events, f"events {got}"
+        assert got == expected_events(step), f"events {got}"
 
 
 def run_retention(case: Dict[str, Any]) -> None:

@@ -12,25 +12,9 @@ const path = require('node:path')
 const readline = require('node:readline')
 const Redis = require('ioredis')
 const { startPartners } = require('../partner.js')
+const { startRedis } = require('../redis.js')
 
 const DIR = path.join(__dirname, '..')
-
-function freePort() {
-  const net = require('node:net')
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
-async function startRedis() {
-  const port = await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
-  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
-  return { port, stop: () => server.kill() }
-}
 
 /** A sender process; `wait(key)` resolves when it prints a JSON line with `key`. */
 function sender(redisPort, base, first, count) {
