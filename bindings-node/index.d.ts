@@ -98,6 +98,16 @@ export interface CircuitOptions extends CoreOptions {
    * is not a finite number up to 2^53 - 1 is a TypeError (`option: 'clock'`).
    */
   clock?: () => number
+  /**
+   * The clock's readings mean the same in every process that restores this
+   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * then counts the time since the snapshot was taken (an open period that
+   * ended meanwhile has ended, old failures have left the window, retained
+   * messages have aged). Default false: a restore resumes as if no time had
+   * passed, right for a monotonic clock whose origin is each process's start.
+   * \`true\` without \`clock\` is a TypeError.
+   */
+  sharedClock?: boolean
 }
 
 /** A transition, as events carry it. */
@@ -227,6 +237,16 @@ export interface RegistryOptions extends CoreOptions {
   isFailure?: (err: unknown) => boolean
   /** As for `CircuitBreaker`, for every breaker of the registry. */
   clock?: () => number
+  /**
+   * The clock's readings mean the same in every process that restores this
+   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * then counts the time since the snapshot was taken (an open period that
+   * ended meanwhile has ended, old failures have left the window, retained
+   * messages have aged). Default false: a restore resumes as if no time had
+   * passed, right for a monotonic clock whose origin is each process's start.
+   * \`true\` without \`clock\` is a TypeError.
+   */
+  sharedClock?: boolean
   /** As for `CircuitBreaker`, for every call through the registry. */
   timeoutMs?: number
 }
@@ -279,6 +299,16 @@ export interface RetentionOptions extends CoreOptions {
   name: string
   /** A clock in ms (default: `performance.now`); injected for tests. */
   clock?: () => number
+  /**
+   * The clock's readings mean the same in every process that restores this
+   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * then counts the time since the snapshot was taken (an open period that
+   * ended meanwhile has ended, old failures have left the window, retained
+   * messages have aged). Default false: a restore resumes as if no time had
+   * passed, right for a monotonic clock whose origin is each process's start.
+   * \`true\` without \`clock\` is a TypeError.
+   */
+  sharedClock?: boolean
   /** Keep a latency histogram (off by default). */
   latencyHistogram?: boolean
   /** At most this many messages held (retained and in flight). */

@@ -69,9 +69,10 @@ export declare class NativeBreaker {
   snapshotBytes(nowMs: number): Buffer
   /**
    * Replaces this breaker's state with a snapshot (JSON text or bytes),
-   * leaving it as it was on error.
+   * leaving it as it was on error; `counted`: the time since the
+   * snapshot was taken counts (the clock is shared).
    */
-  restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number): void
+  restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number, counted: boolean): void
 }
 
 export declare class NativeDispatcher {
@@ -84,9 +85,10 @@ export declare class NativeDispatcher {
    * Replaces this dispatcher's state with a snapshot's (JSON text or
    * bytes) taken with the same options; `held` lists the sequence numbers
    * whose messages the caller still has (a snapshot naming another is
-   * corrupt: it would be lost). On error nothing changes.
+   * corrupt: it would be lost); `counted`: the time since it was taken
+   * counts (the clock is shared). On error nothing changes.
    */
-  load(json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number): void
+  load(json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number, counted: boolean): void
   /**
    * Submits a message of `bytes` (checked: a whole number ≥ 0): a code
    * `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,
@@ -203,9 +205,10 @@ export declare class NativeRegistry {
   snapshotJson(nowMs: number): string
   /**
    * Replaces every breaker with a snapshot's, leaving them as they were on
-   * error. True if transitions wait (breakers whose state changed).
+   * error; `counted`: the time since it was taken counts (the clock is
+   * shared). True if transitions wait (breakers whose state changed).
    */
-  restoreJson(json: string, nowMs: number): boolean
+  restoreJson(json: string, nowMs: number, counted: boolean): boolean
 }
 
 /** Something JavaScript must hear of, in the core's order. */

@@ -101,6 +101,7 @@ class CircuitBreaker {
     this._isFailure = t.isFailure
     this._clock = t.clock
     this._monotonic = t.monotonic
+    this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
     try {
       this._native = new NativeBreaker(t.native, t.latencyHistogram)
@@ -264,7 +265,7 @@ class CircuitBreaker {
   _restore(json, bytes) {
     const now = read(this)
     try {
-      this._native.restore(json, bytes, now)
+      this._native.restore(json, bytes, now, this._sharedClock)
     } catch (err) {
       throw fromNative(err)
     }

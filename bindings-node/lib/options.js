@@ -34,12 +34,12 @@ const RETENTION_OPTIONS = ['maxMessages', 'maxBytes', 'overflow', 'probe', 'maxA
 const DISPATCHER_OPTIONS = ['send', 'isFailure', 'timeoutMs', 'store']
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {
-  breaker: ['name', 'isFailure', 'clock', 'timeoutMs', 'latencyHistogram'],
-  registry: ['isFailure', 'clock', 'timeoutMs', 'capacity'],
+  breaker: ['name', 'isFailure', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram'],
+  registry: ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity'],
   configure: [],
   // RetentionQueue and Dispatcher (lib/retention.js, lib/dispatcher.js).
-  retention: ['name', 'clock', 'latencyHistogram', ...RETENTION_OPTIONS],
-  dispatcher: ['name', 'clock', 'latencyHistogram', ...RETENTION_OPTIONS, ...DISPATCHER_OPTIONS],
+  retention: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS],
+  dispatcher: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS, ...DISPATCHER_OPTIONS],
 }
 const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook' }
 /** The longest delay `setTimeout` keeps (longer ones fire at once). */
@@ -100,7 +100,7 @@ function translate(given, where) {
     err.option = 'windowCalls'
     throw err
   }
-  const { name, isFailure, clock, timeoutMs, latencyHistogram, capacity } = options
+  const { name, isFailure, clock, sharedClock, timeoutMs, latencyHistogram, capacity } = options
   if (where !== 'registry' && where !== 'configure') {
     checkName(name)
     if (name === '') throw typeError('name', 'a non-empty string', name)
@@ -108,6 +108,11 @@ function translate(given, where) {
   if (capacity !== undefined && typeof capacity !== 'number') throw typeError('capacity', 'a number', capacity)
   if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
   if (clock !== undefined && typeof clock !== 'function') throw typeError('clock', 'a function', clock)
+  if (sharedClock !== undefined && typeof sharedClock !== 'boolean') throw typeError('sharedClock', 'a boolean', sharedClock)
+  if (sharedClock === true && clock === undefined) {
+    // The default clock counts from this process's start: no other process shares it.
+    throw typeError('sharedClock', 'false without a clock of your own (such as Date.now)', sharedClock)
+  }
   if (latencyHistogram !== undefined && typeof latencyHistogram !== 'boolean') {
     throw typeError('latencyHistogram', 'a boolean', latencyHistogram)
   }
@@ -129,6 +134,9 @@ function translate(given, where) {
     // The default clock never goes backwards, so a reading it skips cannot
     // change the breaker's latest time (see lib/breaker.js).
     monotonic: clock === undefined,
+    // Whether a restore counts the time since its snapshot was taken: the
+    // clock's readings mean the same in the process that took it.
+    sharedClock: sharedClock === true,
     timeoutMs,
     latencyHistogram: latencyHistogram === true,
     capacity: capacity === undefined ? 10000 : capacity,

@@ -14,7 +14,7 @@ const { checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
 
 /** A Registry's own options (the rest are the core's, for every breaker). */
-const OWN = ['isFailure', 'clock', 'timeoutMs', 'capacity']
+const OWN = ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity']
 
 /** What the addon's `acquire` returns when the registry is full. */
 const FULL = -0.5
@@ -34,6 +34,7 @@ class Registry extends EventEmitter {
     this._options = Object.fromEntries(Object.entries(options).filter(([key]) => !OWN.includes(key)))
     this._isFailure = t.isFailure
     this._clock = t.clock
+    this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
     this._last = 0
     this._queue = null
@@ -117,7 +118,7 @@ class Registry extends EventEmitter {
     const text = snapshotText(snapshot)
     let changed
     try {
-      changed = this._native.restoreJson(text, read(this))
+      changed = this._native.restoreJson(text, read(this), this._sharedClock)
     } catch (err) {
       throw fromNative(err)
     }

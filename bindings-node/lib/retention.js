@@ -81,6 +81,7 @@ class RetentionQueue extends EventEmitter {
     const t = translate(options, where)
     this.name = t.name
     this._clock = t.clock
+    this._sharedClock = t.sharedClock
     this._last = 0
     this._size = t.given.size || defaultSize
     this._queue = null // events (lib/events.js)
@@ -261,7 +262,7 @@ class RetentionQueue extends EventEmitter {
     }
     const now = read(this)
     try {
-      this._native.load(json, bytes, [...held.keys()], now)
+      this._native.load(json, bytes, [...held.keys()], now, this._sharedClock)
     } catch (err) {
       throw fromNative(err)
     }

@@ -14,7 +14,7 @@ use napi_derive::napi;
 
 use crate::error::Refusal;
 use crate::options::NativeOptions;
-use crate::time::{duration, instant, ms, ms_at};
+use crate::time::{duration, elapsed, instant, ms, ms_at};
 
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
@@ -315,9 +315,10 @@ impl NativeBreaker {
     }
 
     /// Replaces this breaker's state with a snapshot (JSON text or bytes),
-    /// leaving it as it was on error.
+    /// leaving it as it was on error; `counted`: the time since the
+    /// snapshot was taken counts (the clock is shared).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn restore(&mut self, json: Option<String>, bytes: Option<Buffer>, now_ms: f64) -> Result<()> {
+    pub fn restore(&mut self, json: Option<String>, bytes: Option<Buffer>, now_ms: f64, counted: bool) -> Result<()> {
         let decoded = match (json, bytes) {
             (Some(text), _) => Snapshot::from_json(&text),
             (None, Some(b)) => Snapshot::from_bytes(&b),
@@ -326,7 +327,7 @@ impl NativeBreaker {
         let config = halfopen::shared_config(*self.breaker.config());
         let latency = self.breaker.meter().1.is_some();
         let mut breaker = decoded
-            .and_then(|s| Native::restore(config, &s, instant(now_ms)))
+            .and_then(|s| Native::restore(config, &s, instant(now_ms), elapsed(counted)))
             .map_err(|e| Error::from(Refusal::from(e)))?;
         // The histogram is not in snapshots: it starts afresh.
         breaker.meter_mut().1 = latency.then(Box::<LatencyHistogram>::default);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::breaker::{Gauges, metrics_of, transition_of};
 use crate::error::{Buffer, Error, Refusal, Result, config as refused};
 use crate::options::NativeOptions;
-use crate::time::{duration, instant, micros, ms_at};
+use crate::time::{duration, elapsed, instant, micros, ms_at};
 use crate::{NativeMetrics, NativeTransition};
 use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionSnapshot, Submitted,
@@ -165,9 +165,17 @@ impl NativeDispatcher {
     /// Replaces this dispatcher's state with a snapshot's (JSON text or
     /// bytes) taken with the same options; `held` lists the sequence numbers
     /// whose messages the caller still has (a snapshot naming another is
-    /// corrupt: it would be lost). On error nothing changes.
+    /// corrupt: it would be lost); `counted`: the time since it was taken
+    /// counts (the clock is shared). On error nothing changes.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn load(&mut self, json: Option<String>, bytes: Option<Buffer>, held: Vec<f64>, now_ms: f64) -> Result<()> {
+    pub fn load(
+        &mut self,
+        json: Option<String>,
+        bytes: Option<Buffer>,
+        held: Vec<f64>,
+        now_ms: f64,
+        counted: bool,
+    ) -> Result<()> {
         let decoded = match (json, bytes) {
             (Some(text), _) => RetentionSnapshot::from_json(&text),
             (None, Some(b)) => RetentionSnapshot::from_bytes(&b),
@@ -180,7 +188,10 @@ impl NativeDispatcher {
             held.into_iter().filter(|&s| s >= 0.0 && s.fract() == 0.0).map(|s| s as u64).collect();
         let mut dispatcher = decoded
             .and_then(|s| {
-                Native::restore(config, retention, &s, instant(now_ms), |seq| held.contains(&seq).then_some(()))
+                let elapsed = elapsed(counted);
+                Native::restore(config, retention, &s, instant(now_ms), elapsed, |seq| {
+                    held.contains(&seq).then_some(())
+                })
             })
             .map_err(|e| Error::from(Refusal::from(e)))?;
         // The histogram is not in snapshots: it starts afresh.

@@ -14,7 +14,7 @@ use crate::breaker::{
 };
 use crate::error::Refusal;
 use crate::options::NativeOptions;
-use crate::time::{duration, instant, ms};
+use crate::time::{duration, elapsed, instant, ms};
 
 /// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
 /// whether transitions wait in `takeTransitions` (one the rejection observed).
@@ -200,10 +200,14 @@ impl NativeRegistry {
     }
 
     /// Replaces every breaker with a snapshot's, leaving them as they were on
-    /// error. True if transitions wait (breakers whose state changed).
+    /// error; `counted`: the time since it was taken counts (the clock is
+    /// shared). True if transitions wait (breakers whose state changed).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn restore_json(&mut self, json: String, now_ms: f64) -> Result<bool> {
-        let changed = self.registry.restore_json(&json, instant(now_ms)).map_err(|e| Error::from(Refusal::from(e)))?;
+    pub fn restore_json(&mut self, json: String, now_ms: f64, counted: bool) -> Result<bool> {
+        let changed = self
+            .registry
+            .restore_json(&json, instant(now_ms), elapsed(counted))
+            .map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
         self.transitions.extend(changed);
         Ok(!self.transitions.is_empty())

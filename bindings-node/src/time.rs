@@ -37,3 +37,9 @@ pub(crate) fn ms(d: Duration) -> f64 {
 pub(crate) fn ms_at(t: Instant) -> f64 {
     if t == Instant::MAX { f64::INFINITY } else { ms(t - Instant::ZERO) }
 }
+
+/// Whether a restore counts the time since the snapshot was taken: `true`
+/// when the JavaScript side says the clock is shared (`sharedClock`).
+pub(crate) fn elapsed(counted: bool) -> halfopen::Elapsed {
+    if counted { halfopen::Elapsed::Counted } else { halfopen::Elapsed::Ignored }
+}

@@ -102,15 +102,28 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     release: ['transition', 'transitions'],
     reset: ['transition', 'transitions'],
     handle_timeout: ['transition'],
-    snapshot_restore: ['encoding'],
-    restore: ['snapshot', 'error'],
+    snapshot_restore: ['encoding', 'restore_at', 'elapsed'],
+    restore: ['snapshot', 'error', 'elapsed'],
   }
 
   let steps = 0
 
-  function options(config, clock) {
+  /**
+   * Whether the case's restores count the time between (`elapsed:
+   * "counted"`): a property of the clock here (`sharedClock`), so one
+   * case does not mix the two.
+   */
+  function sharedClock(c) {
+    const restores = c.steps.filter((s) => s.op === 'snapshot_restore' || s.op === 'restore')
+    const counted = restores.filter((s) => s.elapsed === 'counted').length
+    if (counted > 0 && counted < restores.length) throw new Error('a case mixes restores that count the time between and restores that do not')
+    return counted > 0
+  }
+
+  function options(config, clock, shared = false) {
     // Errors marked `ignored` say nothing about the upstream (the spec's "ignored").
     const out = { name: 'conformance', clock, isFailure: (err) => !err.ignored }
+    if (shared) out.sharedClock = true
     if (config.preset !== undefined) out.preset = PRESETS[config.preset]
     for (const [key, value] of Object.entries(config)) {
       if (key === 'preset') continue
@@ -160,12 +173,13 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     }
   }
 
-  function makeRegistry(spec, config, clock) {
+  function makeRegistry(spec, config, clock, sharedClock) {
     checkKeys(spec, ['capacity', 'configure'], 'registry')
-    const { name, ...shared } = options(config, clock)
+    const { name, ...shared } = options(config, clock, sharedClock)
     const registry = new Registry({ ...shared, capacity: spec.capacity })
     for (const [key, own] of Object.entries(spec.configure || {})) {
       const { name: _, clock: __, isFailure: ___, ...numbers } = options(own, clock)
+      delete numbers.sharedClock
       registry.configure(key, numbers)
     }
     return registry
@@ -174,8 +188,9 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
   async function runCase(c) {
     let clock = 0
     const now = () => clock
-    const opts = options(c.config, now)
-    const registry = c.registry ? makeRegistry(c.registry, c.config, now) : undefined
+    const shared = sharedClock(c)
+    const opts = options(c.config, now, shared)
+    const registry = c.registry ? makeRegistry(c.registry, c.config, now, shared) : undefined
     let single = registry ? undefined : new CircuitBreaker(opts)
     const seen = []
     const listen = (b) => b.on('stateChange', (t) => seen.push(t))
@@ -283,18 +298,19 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
         case 'handle_timeout':
           breaker.handleTimeout()
           break
-        case 'snapshot_restore':
+        case 'snapshot_restore': {
+          // Taken at the current time, restored at `restore_at`.
+          const saved = registry || step.encoding === 'json' ? JSON.parse(JSON.stringify(registry || single)) : single.toBytes()
+          if (step.restore_at !== undefined) clock = step.restore_at
           if (registry) {
             // A registry's snapshot is offered in JSON only.
-            registry.restore(JSON.parse(JSON.stringify(registry)))
+            registry.restore(saved)
             break
           }
-          single =
-            step.encoding === 'json'
-              ? CircuitBreaker.fromJSON(opts, JSON.parse(JSON.stringify(single)))
-              : CircuitBreaker.fromBytes(opts, single.toBytes())
+          single = step.encoding === 'json' ? CircuitBreaker.fromJSON(opts, saved) : CircuitBreaker.fromBytes(opts, saved)
           listen(single)
           break
+        }
         case 'restore':
           try {
             single = CircuitBreaker.fromJSON(opts, step.snapshot)
@@ -333,14 +349,14 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     force_open: ['for_ms'],
     release: [],
     expect: ['state', 'retention'],
-    snapshot_restore: ['encoding'],
+    snapshot_restore: ['encoding', 'restore_at', 'elapsed'],
   }
   const COUNTERS = ['submitted', 'refused', 'sent', 'delivered', 'failed', 'dead', 'dropped']
   const number = (value) => (typeof value === 'string' && value in SPECIAL ? SPECIAL[value] : value)
 
   /** A RetentionQueue's options: the breaker's, the retention's; messages sized by `sizes`. */
-  function retentionOptions(c, clock, sizes) {
-    const { isFailure: _, ...out } = options(c.config, clock)
+  function retentionOptions(c, clock, sizes, shared) {
+    const { isFailure: _, ...out } = options(c.config, clock, shared)
     checkKeys(c.retention, ['overflow', 'probe', 'release_per_second', 'release_burst', ...Object.keys(RETENTION_KEYS)], 'retention')
     for (const [key, option] of Object.entries(RETENTION_KEYS)) {
       if (key in c.retention) out[option] = number(c.retention[key])
@@ -373,7 +389,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
   async function runRetention(c) {
     let clock = 0
     const sizes = new Map()
-    const opts = retentionOptions(c, () => clock, sizes)
+    const opts = retentionOptions(c, () => clock, sizes, sharedClock(c))
     let queue = new RetentionQueue(opts)
     const seqs = new Map()
     const seen = []
@@ -436,10 +452,9 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
         }
         case 'snapshot_restore': {
           const held = queue.held()
-          queue =
-            step.encoding === 'json'
-              ? RetentionQueue.fromJSON(opts, JSON.parse(JSON.stringify(queue)), held)
-              : RetentionQueue.fromBytes(opts, queue.toBytes(), new Map(held))
+          const saved = step.encoding === 'json' ? JSON.parse(JSON.stringify(queue)) : queue.toBytes()
+          if (step.restore_at !== undefined) clock = step.restore_at
+          queue = step.encoding === 'json' ? RetentionQueue.fromJSON(opts, saved, held) : RetentionQueue.fromBytes(opts, saved, new Map(held))
           listen(queue)
           break
         }

@@ -141,8 +141,14 @@ impl NativeBreaker {
         Ok(open(&self.0)?.snapshot_bytes(now_ms))
     }
 
-    pub fn restore(&self, json: Option<String>, bytes: Option<Vec<u8>>, now_ms: f64) -> Result<(), JsError> {
-        open(&self.0)?.restore(json, bytes, now_ms).map_err(thrown)
+    pub fn restore(
+        &self,
+        json: Option<String>,
+        bytes: Option<Vec<u8>>,
+        now_ms: f64,
+        counted: bool,
+    ) -> Result<(), JsError> {
+        open(&self.0)?.restore(json, bytes, now_ms, counted).map_err(thrown)
     }
 
     /// For tests only: panics inside this breaker, which poisons it.

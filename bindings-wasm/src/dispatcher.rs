@@ -70,8 +70,9 @@ impl NativeDispatcher {
         bytes: Option<Vec<u8>>,
         held: Vec<f64>,
         now_ms: f64,
+        counted: bool,
     ) -> Result<(), JsError> {
-        open(&self.0)?.load(json, bytes, held, now_ms).map_err(thrown)
+        open(&self.0)?.load(json, bytes, held, now_ms, counted).map_err(thrown)
     }
 
     /// The addon's code (see `halfopen_node::NativeDispatcher::submit`).

@@ -140,7 +140,7 @@ impl NativeRegistry {
     }
 
     #[wasm_bindgen(js_name = restoreJson)]
-    pub fn restore_json(&self, json: String, now_ms: f64) -> Result<bool, JsError> {
-        open(&self.0)?.restore_json(json, now_ms).map_err(thrown)
+    pub fn restore_json(&self, json: String, now_ms: f64, counted: bool) -> Result<bool, JsError> {
+        open(&self.0)?.restore_json(json, now_ms, counted).map_err(thrown)
     }
 }

@@ -710,7 +710,7 @@ mod saved {
     use super::*;
     use crate::error::SnapshotError;
     use crate::metrics::Persist;
-    use crate::snapshot::{Pass, SNAPSHOT_VERSION, Saved, check_version, visit_version};
+    use crate::snapshot::{Elapsed, Pass, SNAPSHOT_VERSION, Saved, TAKEN_AT_VERSION, check_version, visit_version};
 
     /// Where a breaker is, in a [`Snapshot`].
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -760,6 +760,9 @@ mod saved {
         pub version: u32,
         /// Fingerprint of the configuration.
         pub config: u64,
+        /// The `now` it was taken at, in µs (none in format 2 and earlier,
+        /// or past 2^53 − 1 µs).
+        pub(crate) taken_at_us: Option<u64>,
         pub(crate) phase: SavedPhase,
         pub(crate) generation: u32,
         /// Open / forced open: time until half-open. Half-open: time until
@@ -781,6 +784,9 @@ mod saved {
             p.record(&mut |p| {
                 visit_version(p, &mut self.version)?;
                 p.field("config", &mut |p| p.uint(&mut self.config))?;
+                if self.version >= TAKEN_AT_VERSION {
+                    p.field("taken_at_us", &mut |p| p.option(&mut self.taken_at_us, &mut |p, t| p.uint(t)))?;
+                }
                 p.field("phase", &mut |p| self.phase.visit(p))?;
                 p.field("generation", &mut |p| p.uint(&mut self.generation))?;
                 p.field("deadline_in_us", &mut |p| p.uint(&mut self.deadline_in_us))?;
@@ -797,8 +803,17 @@ mod saved {
 
     crate::snapshot::encodings!(Snapshot);
 
+    impl Snapshot {
+        /// The instant a restore at `now` resumes this snapshot at (see
+        /// [`Elapsed`]).
+        pub(crate) fn resume_at(&self, now: Instant, elapsed: Elapsed) -> Instant {
+            elapsed.resume_at(self.taken_at_us, now)
+        }
+    }
+
     impl<C: Borrow<Config>, M: Meter + Persist> Breaker<C, M> {
-        /// The breaker's complete state at `now`, with times relative to `now`.
+        /// The breaker's complete state at `now`, with times relative to `now`
+        /// (and `now` itself, for a restore that counts the time since).
         pub fn snapshot(&self, now: Instant) -> Snapshot {
             let now = now.max(self.latest);
             let config = self.config();
@@ -813,6 +828,7 @@ mod saved {
             Snapshot {
                 version: SNAPSHOT_VERSION,
                 config: config.fingerprint(),
+                taken_at_us: Some(now.as_micros()).filter(|&t| t <= crate::MAX_SAVED_COUNTER),
                 phase,
                 generation: self.generation,
                 // A forced open can be asked for any length: kept within
@@ -829,16 +845,18 @@ mod saved {
         }
 
         /// The breaker `snapshot` describes, configured by `config` (which must
-        /// be the configuration it was taken with), at `now`.
+        /// be the configuration it was taken with), at `now`; with
+        /// [`Elapsed::Counted`] the time since the snapshot was taken counts.
         ///
         /// The restored breaker starts a new generation: permits issued
         /// before the snapshot was taken (calls in flight in the saving
         /// process, half-open probes among them) are stale for it, so a
         /// half-open breaker admits new probes at once instead of waiting
         /// for probes that can never report.
-        pub fn restore(config: C, snapshot: &Snapshot, now: Instant) -> Result<Self, SnapshotError> {
+        pub fn restore(config: C, snapshot: &Snapshot, now: Instant, elapsed: Elapsed) -> Result<Self, SnapshotError> {
             let s = snapshot;
             check_version(s.version)?;
+            let now = s.resume_at(now, elapsed);
             let c = config.borrow();
             if c.validate().is_err() || s.config != c.fingerprint() {
                 return Err(SnapshotError::ConfigMismatch);
@@ -889,8 +907,9 @@ mod saved {
         }
 
         /// Replaces this breaker's state, in place, with the one `snapshot`
-        /// describes (taken with this breaker's configuration), at `now`:
-        /// as [`restore`](Self::restore) makes it, except that its
+        /// describes (taken with this breaker's configuration), at `now`
+        /// (`elapsed` as for [`restore`](Self::restore)):
+        /// as `restore` makes it, except that its
         /// generations continue from this breaker's, so the permits it
         /// issued before are stale for the new state, however old the
         /// snapshot. Like any restored breaker it starts with no call in
@@ -898,11 +917,11 @@ mod saved {
         /// conformance suite's `snapshot_restore`). On error nothing
         /// changes. The meter is the snapshot's (a latency histogram, which
         /// snapshots do not hold, starts afresh as `M`'s `load` makes it).
-        pub fn load(&mut self, snapshot: &Snapshot, now: Instant) -> Result<(), SnapshotError>
+        pub fn load(&mut self, snapshot: &Snapshot, now: Instant, elapsed: Elapsed) -> Result<(), SnapshotError>
         where
             C: Clone,
         {
-            let mut restored = Self::restore(self.config.clone(), snapshot, now)?;
+            let mut restored = Self::restore(self.config.clone(), snapshot, now, elapsed)?;
             restored.follow(self, now);
             *self = restored;
             Ok(())

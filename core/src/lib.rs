@@ -109,7 +109,7 @@ pub use registry::{EVICTION_SAMPLE, Keyed, Registry, RegistryError};
 #[cfg(feature = "std")]
 pub use shared::shared_config;
 #[cfg(feature = "snapshot")]
-pub use snapshot::SNAPSHOT_VERSION;
+pub use snapshot::{Elapsed, SNAPSHOT_VERSION};
 pub use state::{Counts, Mode, Reason, State, Transition, Transitions};
 pub use time::{Duration, Instant};
 pub use window::{MAX_WINDOW_CALLS, TIME_BUCKETS, Window, WindowCounts};

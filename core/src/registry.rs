@@ -462,15 +462,20 @@ mod saved {
     use super::*;
     use crate::error::SnapshotError;
     use crate::metrics::Persist;
-    use crate::snapshot::{SNAPSHOT_VERSION, check_version};
+    use crate::snapshot::{Elapsed, SNAPSHOT_VERSION, check_version};
 
     impl<M: Meter + Default + Persist> Registry<M> {
         /// Restores from the JSON text of a snapshot: the breakers are
         /// counted first, and a snapshot with more than the capacity is
         /// refused before any is decoded.
-        pub fn restore_json(&mut self, text: &str, now: Instant) -> Result<Vec<(String, Transition)>, SnapshotError> {
+        pub fn restore_json(
+            &mut self,
+            text: &str,
+            now: Instant,
+            elapsed: Elapsed,
+        ) -> Result<Vec<(String, Transition)>, SnapshotError> {
             self.check_count(RegistrySnapshot::count_json(text)?)?;
-            self.restore(&RegistrySnapshot::from_json(text)?, now)
+            self.restore(&RegistrySnapshot::from_json(text)?, now, elapsed)
         }
 
         /// Restores from compact bytes, refusing too many breakers before
@@ -479,9 +484,10 @@ mod saved {
             &mut self,
             bytes: &[u8],
             now: Instant,
+            elapsed: Elapsed,
         ) -> Result<Vec<(String, Transition)>, SnapshotError> {
             self.check_count(RegistrySnapshot::count_bytes(bytes)?)?;
-            self.restore(&RegistrySnapshot::from_bytes(bytes)?, now)
+            self.restore(&RegistrySnapshot::from_bytes(bytes)?, now, elapsed)
         }
 
         fn check_count(&self, breakers: usize) -> Result<(), SnapshotError> {
@@ -502,9 +508,10 @@ mod saved {
             }
         }
 
-        /// Replaces every breaker with those `snapshot` holds, at `now`; each
-        /// must have been taken with the configuration this registry gives
-        /// its name. On error the registry is left as it was.
+        /// Replaces every breaker with those `snapshot` holds, at `now`
+        /// (`elapsed` as for [`Breaker::restore`](crate::Breaker::restore));
+        /// each must have been taken with the configuration this registry
+        /// gives its name. On error the registry is left as it was.
         ///
         /// Calls in flight stay in flight: a breaker that replaces one of the
         /// same name continues its generations (their reports are stale for
@@ -515,6 +522,7 @@ mod saved {
             &mut self,
             snapshot: &RegistrySnapshot,
             now: Instant,
+            elapsed: Elapsed,
         ) -> Result<Vec<(String, Transition)>, SnapshotError> {
             check_version(snapshot.version)?;
             self.check_count(snapshot.breakers.len())?;
@@ -538,7 +546,7 @@ mod saved {
                 if restored.find(name).is_some() {
                     return Err(SnapshotError::Corrupt("a name appears twice"));
                 }
-                let mut breaker = Keyed::restore(restored.config_for(name), saved, now)?;
+                let mut breaker = Keyed::restore(restored.config_for(name), saved, now, elapsed)?;
                 let (from, earlier) = match self.find(name) {
                     Some(i) => {
                         let old = &self.entries[i as usize];

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Field, Instant, Keyed, LatencyHistogram, Metrics, Mode,
-    Outcome, Permit, Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError, Transition, Window,
+    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Elapsed, Field, Instant, Keyed, LatencyHistogram,
+    Metrics, Mode, Outcome, Permit, Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError,
+    Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -327,32 +328,49 @@ fn key<'a>(breakers: &Breakers, map: &'a Map<String, Value>) -> Result<Option<&'
     }
 }
 
+/// A restore step's `elapsed`: `"ignored"` (the default) or `"counted"`.
+fn elapsed(map: &Map<String, Value>) -> Result<Elapsed, String> {
+    match map.get("elapsed").map(|v| v.as_str()) {
+        None | Some(Some("ignored")) => Ok(Elapsed::Ignored),
+        Some(Some("counted")) => Ok(Elapsed::Counted),
+        other => Err(format!("elapsed must be \"ignored\" or \"counted\", got {other:?}")),
+    }
+}
+
 impl Run {
     /// Takes a snapshot at the current time, encodes and decodes it, and
-    /// replaces the breaker (or the registry's breakers) with its restoration.
+    /// replaces the breaker (or the registry's breakers) with its restoration
+    /// at `restore_at` (the clock moves there), counting the time between
+    /// as `elapsed` says.
     fn snapshot_restore(&mut self, map: &Map<String, Value>) -> Result<(), String> {
         let json = match map.get("encoding").and_then(Value::as_str) {
             Some("json") => true,
             Some("compact") => false,
             other => return Err(format!("encoding must be \"json\" or \"compact\", got {other:?}")),
         };
+        let elapsed = elapsed(map)?;
+        let taken = self.clock;
+        if let Some(at) = map.get("restore_at") {
+            self.clock = Instant::from_millis(at.as_u64().ok_or("restore_at must be whole ms")?);
+        }
         let now = self.clock;
         match &mut self.breakers {
             Breakers::One(b) => {
-                let saved = b.snapshot(now);
+                let saved = b.snapshot(taken);
                 let decoded =
                     if json { Snapshot::from_json(&saved.to_json()) } else { Snapshot::from_bytes(&saved.to_bytes()) };
-                let restored = Breaker::restore(Arc::new(*b.config()), &decoded.map_err(|e| e.to_string())?, now);
+                let restored =
+                    Breaker::restore(Arc::new(*b.config()), &decoded.map_err(|e| e.to_string())?, now, elapsed);
                 **b = restored.map_err(|e| e.to_string())?;
             }
             Breakers::Many(r) => {
-                let saved = r.snapshot(now);
+                let saved = r.snapshot(taken);
                 let decoded = if json {
                     RegistrySnapshot::from_json(&saved.to_json())
                 } else {
                     RegistrySnapshot::from_bytes(&saved.to_bytes())
                 };
-                r.restore(&decoded.map_err(|e| e.to_string())?, now).map_err(|e| e.to_string())?;
+                r.restore(&decoded.map_err(|e| e.to_string())?, now, elapsed).map_err(|e| e.to_string())?;
             }
         }
         Ok(())
@@ -363,8 +381,9 @@ impl Run {
     fn restore(&mut self, map: &Map<String, Value>) -> Result<(), String> {
         let Breakers::One(b) = &mut self.breakers else { return Err("restore needs a single-breaker case".into()) };
         let text = map.get("snapshot").ok_or("restore needs a snapshot")?.to_string();
+        let elapsed = elapsed(map)?;
         let restored = Snapshot::from_json(&text)
-            .and_then(|s| Breaker::restore(Arc::new(*b.config()), &s, self.clock).map(Box::new));
+            .and_then(|s| Breaker::restore(Arc::new(*b.config()), &s, self.clock, elapsed).map(Box::new));
         let kind = |e: &SnapshotError| match e {
             SnapshotError::Malformed(_) => "malformed",
             SnapshotError::NewerVersion { .. } => "newer_version",
@@ -402,8 +421,8 @@ impl Run {
             "force_open" => &["for_ms", "transition", "transitions"],
             "force_close" | "disable" | "release" | "reset" => &["transition", "transitions"],
             "handle_timeout" => &["transition"],
-            "snapshot_restore" => &["encoding"],
-            "restore" => &["snapshot", "error"],
+            "snapshot_restore" => &["encoding", "restore_at", "elapsed"],
+            "restore" => &["snapshot", "error", "elapsed"],
             other => return Err(format!("unknown op {other:?}")),
         };
         let allowed: Vec<&str> = common.iter().chain(keys).copied().collect();

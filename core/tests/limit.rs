@@ -17,7 +17,9 @@
 //!
 //! `HALFOPEN_LIMIT_SEQUENCES` sets the number of sequences (default 3,000).
 
-use halfopen::{Breaker, ConcurrencyLimit, Config, Duration, Instant, Metrics, Mode, Outcome, Permit, State, Wait};
+use halfopen::{
+    Breaker, ConcurrencyLimit, Config, Duration, Elapsed, Instant, Metrics, Mode, Outcome, Permit, State, Wait,
+};
 
 mod common;
 use common::Rng;
@@ -148,7 +150,7 @@ fn run_sequence(seed: u64, steps: usize, refusals: &mut u64) {
             }
             95..97 => {
                 let snapshot = b.snapshot(now);
-                b = Breaker::restore(config, &snapshot, now).expect("a snapshot restores");
+                b = Breaker::restore(config, &snapshot, now, Elapsed::Ignored).expect("a snapshot restores");
                 dropped.append(&mut outstanding);
                 reset(true, &mut refused_at, &mut probe_at);
             }

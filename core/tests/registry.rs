@@ -1,7 +1,7 @@
 //! The registry's bookkeeping of calls in flight, reconfiguration and its
 //! bounds (the conformance suite covers eviction and per-key configs).
 
-use halfopen::{Config, Instant, Metrics, Outcome, Reason, Registry, RegistryError, State};
+use halfopen::{Config, Elapsed, Instant, Metrics, Outcome, Reason, Registry, RegistryError, State};
 
 fn ms(v: u64) -> Instant {
     Instant::from_millis(v)
@@ -64,7 +64,7 @@ fn reconfiguring_an_open_breaker_closes_it_with_a_transition_and_keeps_its_calls
     assert_eq!(b.metrics(ms(6)).counters, halfopen::Counters::default());
     assert!(r.has_room(ms(6)));
     let saved = r.snapshot(ms(6));
-    r.restore(&saved, ms(6)).expect("the registry restores its own snapshot");
+    r.restore(&saved, ms(6), Elapsed::Ignored).expect("the registry restores its own snapshot");
     // A closed breaker is replaced without a transition.
     assert_eq!(r.configure("a", Config::default(), ms(7)).unwrap(), None);
 }
@@ -93,13 +93,13 @@ fn a_snapshot_with_more_breakers_than_the_capacity_is_refused_before_decoding() 
     assert_eq!(halfopen::RegistrySnapshot::count_bytes(&bytes), Ok(50));
     let mut small: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
     let refused = Err(halfopen::SnapshotError::Corrupt("more breakers than the registry's capacity"));
-    assert_eq!(small.restore_json(&json, ms(0)), refused);
-    assert_eq!(small.restore_bytes(&bytes, ms(0)), refused);
+    assert_eq!(small.restore_json(&json, ms(0), Elapsed::Ignored), refused);
+    assert_eq!(small.restore_bytes(&bytes, ms(0), Elapsed::Ignored), refused);
     // A snapshot whose entries are garbage is refused by the count only if it is too long.
     let garbage = format!("{{\"version\":1,\"evictions\":0,\"breakers\":[{}]}}", ["1"; 11].join(","));
-    assert_eq!(small.restore_json(&garbage, ms(0)), refused);
+    assert_eq!(small.restore_json(&garbage, ms(0), Elapsed::Ignored), refused);
     let mut fits: Registry<Metrics> = Registry::new(Config::default(), 50).unwrap();
-    assert_eq!(fits.restore_json(&json, ms(0)), Ok(vec![]));
+    assert_eq!(fits.restore_json(&json, ms(0), Elapsed::Ignored), Ok(vec![]));
     assert_eq!(fits.len(), 50);
 }
 
@@ -115,7 +115,7 @@ fn a_restore_keeps_calls_in_flight_in_flight_and_their_reports_stale() {
     let on_gone = r.try_acquire("gone", ms(1)).unwrap().decision.unwrap();
     let mut without_gone = saved.clone();
     without_gone.breakers.retain(|(name, _)| name != "gone");
-    r.restore(&without_gone, ms(2)).unwrap();
+    r.restore(&without_gone, ms(2), Elapsed::Ignored).unwrap();
     // "a" is busy: a new key cannot evict it; its late report reaches no
     // breaker (the restored one's metrics add up), and frees it.
     let on_b = r.try_acquire("b", ms(3)).unwrap().decision.unwrap();
@@ -139,7 +139,7 @@ fn a_restore_keeps_calls_in_flight_in_flight_and_their_reports_stale() {
     r.record("a", on_a, Outcome::Success, ms(8));
     assert_eq!(r.peek("gone").unwrap().metrics(ms(8)).counters.successes, 1);
     let saved = r.snapshot(ms(8));
-    r.restore(&saved, ms(8)).expect("the registry restores its own snapshot");
+    r.restore(&saved, ms(8), Elapsed::Ignored).expect("the registry restores its own snapshot");
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn a_restore_that_drops_an_open_breaker_says_it_closed() {
     let mut r: Registry<Metrics> = Registry::new(Config::default(), 4).unwrap();
     let empty = r.snapshot(ms(0));
     r.get("a", ms(0)).unwrap().force_open(ms(0), None);
-    let changed = r.restore(&empty, ms(1)).unwrap();
+    let changed = r.restore(&empty, ms(1), Elapsed::Ignored).unwrap();
     let (from, to, reason) = (changed[0].1.from, changed[0].1.to, changed[0].1.reason);
     assert_eq!((changed[0].0.as_str(), from, to, reason), ("a", State::Open, State::Closed, Reason::Restored));
 }
@@ -176,11 +176,11 @@ fn a_restore_reports_each_state_it_changes() {
     let saved = open.snapshot(ms(0));
     let mut r: Registry<Metrics> = Registry::new(Config::default(), 4).unwrap();
     r.get("a", ms(0)).unwrap();
-    let changed = r.restore(&saved, ms(1)).unwrap();
+    let changed = r.restore(&saved, ms(1), Elapsed::Ignored).unwrap();
     assert_eq!(changed.len(), 1);
     let (name, t) = &changed[0];
     assert_eq!((name.as_str(), t.from, t.to, t.reason), ("a", State::Closed, State::Open, Reason::Restored));
-    assert!(r.restore(&saved, ms(2)).unwrap().is_empty(), "nothing changes the second time");
+    assert!(r.restore(&saved, ms(2), Elapsed::Ignored).unwrap().is_empty(), "nothing changes the second time");
 }
 
 #[test]
@@ -194,7 +194,7 @@ fn a_call_admitted_before_a_reconfiguration_is_counted_out_when_generations_wrap
     saved["generation"] = serde_json::Value::from(u32::MAX - 1);
     snapshot.breakers[0].1 = halfopen::Snapshot::from_json(&saved.to_string()).unwrap();
     let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
-    r.restore(&snapshot, ms(0)).unwrap();
+    r.restore(&snapshot, ms(0), Elapsed::Ignored).unwrap();
     let permit = r.try_acquire("a", ms(1)).unwrap().decision.unwrap();
     assert_eq!(permit.generation(), u32::MAX);
     // Reconfigured: the new breaker starts at generation 0; the call in

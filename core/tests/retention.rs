@@ -9,7 +9,7 @@ use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Overflowed, Probe, Rate, Reported, RetentionConfig, RetentionError,
     RetentionField, RetentionSnapshot, Submitted,
 };
-use halfopen::{ConcurrencyLimit, Config, Duration, Instant, Metrics, Outcome, Problem, SnapshotError, State};
+use halfopen::{ConcurrencyLimit, Config, Duration, Elapsed, Instant, Metrics, Outcome, Problem, SnapshotError, State};
 
 fn ms(v: u64) -> Instant {
     Instant::from_millis(v)
@@ -318,8 +318,10 @@ impl Run {
         };
         let config = *self.d.breaker().config();
         let held = &self.held;
-        self.d = Dispatcher::restore(config, self.config, &decoded.unwrap(), now, |seq| held.get(&seq).copied())
-            .expect("a dispatcher restores its own snapshot");
+        self.d = Dispatcher::restore(config, self.config, &decoded.unwrap(), now, Elapsed::Ignored, |seq| {
+            held.get(&seq).copied()
+        })
+        .expect("a dispatcher restores its own snapshot");
         self.in_flight.clear();
         self.restores += 1;
     }
@@ -465,7 +467,7 @@ fn a_snapshot_mid_outage_restores_on_another_clock_and_sends_what_was_in_flight_
     for decoded in [RetentionSnapshot::from_json(&saved.to_json()), RetentionSnapshot::from_bytes(&saved.to_bytes())] {
         // A fresh process whose clock starts at zero.
         let mut r: Dispatcher<u32> =
-            Dispatcher::restore(*d.breaker().config(), config, &decoded.unwrap(), ms(0), |seq| {
+            Dispatcher::restore(*d.breaker().config(), config, &decoded.unwrap(), ms(0), Elapsed::Ignored, |seq| {
                 messages.get(&seq).copied()
             })
             .unwrap();
@@ -487,7 +489,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_why() {
     let saved = d.snapshot(ms(100));
     let all = |seq: u64| Some(seq as u32);
     let restore = |s: &RetentionSnapshot, c: RetentionConfig, m: &dyn Fn(u64) -> Option<u32>| {
-        Dispatcher::<u32>::restore(breaker_config, c, s, ms(0), m).map(|_| ())
+        Dispatcher::<u32>::restore(breaker_config, c, s, ms(0), Elapsed::Ignored, m).map(|_| ())
     };
     assert_eq!(restore(&saved, config, &all), Ok(()));
     assert_eq!(
@@ -529,7 +531,10 @@ fn a_restored_count_of_attempts_at_its_maximum_does_not_overflow() {
     v["messages"][0][2] = serde_json::Value::from(u32::MAX);
     let s = RetentionSnapshot::from_json(&v.to_string()).unwrap();
     let mut r: Dispatcher<u32> =
-        Dispatcher::restore(*d.breaker().config(), RetentionConfig::default(), &s, ms(0), |_| Some(7)).unwrap();
+        Dispatcher::restore(*d.breaker().config(), RetentionConfig::default(), &s, ms(0), Elapsed::Ignored, |_| {
+            Some(7)
+        })
+        .unwrap();
     let seq = r.next(ms(0)).unwrap();
     assert_eq!(r.report(seq, Outcome::Failure, ms(1)), Some(Reported::Retained));
 }

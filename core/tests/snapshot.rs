@@ -4,8 +4,8 @@
 //! too, and checks every answer against the reference model.)
 
 use halfopen::{
-    Breaker, Config, Counts, Duration, Instant, Metrics, Outcome, Registry, RegistrySnapshot, SNAPSHOT_VERSION,
-    Snapshot, SnapshotError, Window,
+    Breaker, Config, Counts, Duration, Elapsed, Instant, Metrics, Outcome, Registry, RegistrySnapshot,
+    SNAPSHOT_VERSION, Snapshot, SnapshotError, Window,
 };
 use serde_json::Value;
 
@@ -35,7 +35,7 @@ fn json_with(snapshot: &Snapshot, edit: impl FnOnce(&mut Value)) -> String {
 
 fn restore_json(text: &str) -> Result<Breaker<Config, Metrics>, SnapshotError> {
     let config = *tripped().config();
-    Breaker::restore(config, &Snapshot::from_json(text)?, ms(50_000))
+    Breaker::restore(config, &Snapshot::from_json(text)?, ms(50_000), Elapsed::Ignored)
 }
 
 #[test]
@@ -43,7 +43,7 @@ fn a_round_trip_keeps_every_answer() {
     let b = tripped();
     let s = b.snapshot(ms(50_000));
     for restored in [Snapshot::from_json(&s.to_json()).unwrap(), Snapshot::from_bytes(&s.to_bytes()).unwrap()] {
-        let r = Breaker::<Config, Metrics>::restore(*b.config(), &restored, ms(50_000)).unwrap();
+        let r = Breaker::<Config, Metrics>::restore(*b.config(), &restored, ms(50_000), Elapsed::Ignored).unwrap();
         assert_eq!(r.retry_after(ms(50_000)), Some(Duration::from_secs(50)));
         assert_eq!(r.metrics(ms(50_000)), b.metrics(ms(50_000)));
         // A restored breaker starts a new generation (permits issued before
@@ -94,7 +94,7 @@ fn a_newer_version_is_reported_as_such() {
     );
     let mut direct = s.clone();
     direct.version = SNAPSHOT_VERSION + 2;
-    let restored = Breaker::<Config, Metrics>::restore(*tripped().config(), &direct, ms(0));
+    let restored = Breaker::<Config, Metrics>::restore(*tripped().config(), &direct, ms(0), Elapsed::Ignored);
     assert!(matches!(restored, Err(SnapshotError::NewerVersion { found, .. }) if found == SNAPSHOT_VERSION + 2));
 }
 
@@ -109,7 +109,7 @@ fn a_format_1_compact_snapshot_is_refused_as_malformed_but_its_json_restores() {
         v.as_object_mut().expect("an object").remove("limit");
     });
     let restored = Snapshot::from_json(&json).expect("format 1 JSON is read");
-    assert!(Breaker::<Config, Metrics>::restore(*tripped().config(), &restored, ms(0)).is_ok());
+    assert!(Breaker::<Config, Metrics>::restore(*tripped().config(), &restored, ms(0), Elapsed::Ignored).is_ok());
     let bytes = v1.to_bytes();
     match Snapshot::from_bytes(&bytes) {
         Err(SnapshotError::Malformed(why)) => assert!(why.contains("version 1"), "{why}"),
@@ -118,7 +118,7 @@ fn a_format_1_compact_snapshot_is_refused_as_malformed_but_its_json_restores() {
     let mut older = s.clone();
     older.version = 0;
     assert_eq!(
-        Breaker::<Config, Metrics>::restore(*tripped().config(), &older, ms(0)).map(|_| ()),
+        Breaker::<Config, Metrics>::restore(*tripped().config(), &older, ms(0), Elapsed::Ignored).map(|_| ()),
         Err(SnapshotError::Corrupt("version"))
     );
 }
@@ -138,7 +138,7 @@ fn a_limit_restored_on_a_clock_with_another_origin_gives_the_same_hints() {
     let snapshot = b.snapshot(at);
     let continued = b.try_acquire(at).decision.unwrap_err().retry_after();
     // A new process whose clock starts at zero, a second after it.
-    let mut restored = Breaker::<Config, Metrics>::restore(config, &snapshot, ms(1_000)).unwrap();
+    let mut restored = Breaker::<Config, Metrics>::restore(config, &snapshot, ms(1_000), Elapsed::Ignored).unwrap();
     let _ = (restored.try_acquire(ms(1_000)).decision.unwrap(), restored.try_acquire(ms(1_000)).decision.unwrap());
     assert_eq!(restored.try_acquire(ms(1_000)).decision.unwrap_err().retry_after(), continued);
 }
@@ -147,7 +147,10 @@ fn a_limit_restored_on_a_clock_with_another_origin_gives_the_same_hints() {
 fn another_configuration_is_refused() {
     let s = tripped().snapshot(ms(50_000));
     let other = Config { open_timeout: Duration::from_secs(31), ..*tripped().config() };
-    assert_eq!(Breaker::<Config, Metrics>::restore(other, &s, ms(0)).map(|_| ()), Err(SnapshotError::ConfigMismatch));
+    assert_eq!(
+        Breaker::<Config, Metrics>::restore(other, &s, ms(0), Elapsed::Ignored).map(|_| ()),
+        Err(SnapshotError::ConfigMismatch)
+    );
 }
 
 #[test]
@@ -171,7 +174,7 @@ fn truncated_and_garbled_input_never_panics() {
             let mut garbled = bytes.clone();
             garbled[i] ^= flip;
             if let Ok(decoded) = Snapshot::from_bytes(&garbled)
-                && let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &decoded, ms(0))
+                && let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &decoded, ms(0), Elapsed::Ignored)
             {
                 let admission = b.try_acquire(ms(1));
                 if let Ok(p) = admission.decision {
@@ -217,7 +220,7 @@ fn randomly_edited_json_never_panics() {
         let edited: String = chars.into_iter().collect();
         if let Ok(s) = Snapshot::from_json(&edited) {
             decoded += 1;
-            if let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &s, ms(0)) {
+            if let Ok(mut b) = Breaker::<Config, Metrics>::restore(config, &s, ms(0), Elapsed::Ignored) {
                 restored += 1;
                 let _ = b.try_acquire(ms(1));
                 let _ = b.metrics(ms(2));
@@ -275,6 +278,7 @@ fn a_restored_breaker_behaves_identically_under_a_clock_with_another_origin() {
             config,
             &original.snapshot(Instant::from_micros(t)),
             Instant::from_micros(t - shift),
+            Elapsed::Ignored,
         )
         .unwrap();
         for _ in 0..2_000 {
@@ -306,7 +310,7 @@ fn a_registry_round_trip_keeps_breakers_and_recency() {
     registry.get("a", ms(1)).unwrap(); // "b" is now the least recently used
     let saved = RegistrySnapshot::from_bytes(&registry.snapshot(ms(2)).to_bytes()).unwrap();
     let mut restored: Registry<Metrics> = Registry::new(Config::default(), 3).unwrap();
-    restored.restore(&saved, ms(2)).unwrap();
+    restored.restore(&saved, ms(2), Elapsed::Ignored).unwrap();
     assert_eq!(restored.len(), 3);
     assert_eq!(restored.peek("c").unwrap().metrics(ms(2)).counters.successes, 1);
     restored.get("d", ms(3)).unwrap();
@@ -315,10 +319,10 @@ fn a_registry_round_trip_keeps_breakers_and_recency() {
     let mut twice = saved.clone();
     twice.breakers.push(twice.breakers[0].clone());
     let mut bigger: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
-    assert_eq!(bigger.restore(&twice, ms(0)), Err(SnapshotError::Corrupt("a name appears twice")));
+    assert_eq!(bigger.restore(&twice, ms(0), Elapsed::Ignored), Err(SnapshotError::Corrupt("a name appears twice")));
     assert!(bigger.is_empty(), "a failed restore leaves the registry as it was");
     let mut small: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
-    assert!(matches!(small.restore(&saved, ms(0)), Err(SnapshotError::Corrupt(_))));
+    assert!(matches!(small.restore(&saved, ms(0), Elapsed::Ignored), Err(SnapshotError::Corrupt(_))));
 }
 
 #[test]
@@ -332,10 +336,10 @@ fn a_permit_issued_before_loading_an_older_snapshot_stays_stale() {
         }
     }
     let permit = b.try_acquire(ms(104_000)).decision.unwrap();
-    let fresh = Breaker::<Config, Metrics>::restore(*b.config(), &old, ms(104_000)).unwrap();
+    let fresh = Breaker::<Config, Metrics>::restore(*b.config(), &old, ms(104_000), Elapsed::Ignored).unwrap();
     assert!(fresh.counts(ms(104_000)).generation <= permit.generation(), "restored alone, the permit could count");
     let loaded = fresh.metrics(ms(104_000)).counters;
-    b.load(&old, ms(104_000)).unwrap();
+    b.load(&old, ms(104_000), Elapsed::Ignored).unwrap();
     assert!(b.counts(ms(104_000)).generation > permit.generation(), "generations continue past the permit's");
     b.record(permit, Outcome::Failure, ms(104_001));
     let after = b.metrics(ms(104_001)).counters;
@@ -345,7 +349,7 @@ fn a_permit_issued_before_loading_an_older_snapshot_stays_stale() {
     let mut garbled = old.clone();
     garbled.version = 99;
     let counts = b.counts(ms(104_002));
-    assert!(b.load(&garbled, ms(104_002)).is_err());
+    assert!(b.load(&garbled, ms(104_002), Elapsed::Ignored).is_err());
     assert_eq!(b.counts(ms(104_002)), counts);
 }
 
@@ -362,12 +366,13 @@ fn an_object_with_very_many_fields_is_refused_quickly() {
 
 #[test]
 fn a_newer_registry_snapshot_is_reported_as_such_before_its_breakers_are_counted() {
-    let newer = SnapshotError::NewerVersion { found: 3, supported: SNAPSHOT_VERSION };
-    assert_eq!(RegistrySnapshot::count_json(r#"{"version":3,"whatever":[]}"#), Err(newer.clone()));
-    assert_eq!(RegistrySnapshot::count_bytes(&[3]), Err(newer));
+    let found = SNAPSHOT_VERSION + 1;
+    let newer = SnapshotError::NewerVersion { found, supported: SNAPSHOT_VERSION };
+    assert_eq!(RegistrySnapshot::count_json(&format!(r#"{{"version":{found},"whatever":[]}}"#)), Err(newer.clone()));
+    assert_eq!(RegistrySnapshot::count_bytes(&[found as u8]), Err(newer));
     let mut registry: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
-    let many = format!(r#"{{"version":3,"breakers":[{}]}}"#, vec!["0"; 50].join(","));
-    assert!(matches!(registry.restore_json(&many, ms(0)), Err(SnapshotError::NewerVersion { .. })));
+    let many = format!(r#"{{"version":{found},"breakers":[{}]}}"#, vec!["0"; 50].join(","));
+    assert!(matches!(registry.restore_json(&many, ms(0), Elapsed::Ignored), Err(SnapshotError::NewerVersion { .. })));
 }
 
 #[test]
@@ -377,7 +382,12 @@ fn times_beyond_what_json_numbers_hold_are_saved_within_them_and_refused_when_fo
     let s = b.snapshot(ms(50_000));
     let saved: Value = serde_json::from_str(&s.to_json()).unwrap();
     assert_eq!(saved["deadline_in_us"], Value::from(halfopen::MAX_SAVED_COUNTER));
-    let back = Breaker::<Config, Metrics>::restore(*b.config(), &Snapshot::from_json(&s.to_json()).unwrap(), ms(0));
+    let back = Breaker::<Config, Metrics>::restore(
+        *b.config(),
+        &Snapshot::from_json(&s.to_json()).unwrap(),
+        ms(0),
+        Elapsed::Ignored,
+    );
     assert!(back.is_ok(), "a saved snapshot restores");
     let forged = json_with(&s, |v| v["deadline_in_us"] = Value::from(1u64 << 60));
     assert_eq!(restore_json(&forged).map(|_| ()), Err(SnapshotError::Corrupt("deadline")));
@@ -393,7 +403,8 @@ fn a_breaker_at_the_end_of_time_saves_and_restores() {
     b.record(permit, Outcome::Failure, end);
     let saved = b.snapshot(end);
     for decoded in [Snapshot::from_json(&saved.to_json()), Snapshot::from_bytes(&saved.to_bytes())] {
-        let restored = Breaker::<Config, Metrics>::restore(*b.config(), &decoded.unwrap(), ms(0)).unwrap();
+        let restored =
+            Breaker::<Config, Metrics>::restore(*b.config(), &decoded.unwrap(), ms(0), Elapsed::Ignored).unwrap();
         assert_eq!(restored.counts(ms(0)).window.failures, 1);
     }
 }

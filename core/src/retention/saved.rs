@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::error::SnapshotError;
 use crate::meter::Meter;
 use crate::metrics::{MAX_SAVED_COUNTER, Persist};
-use crate::snapshot::{Pass, SNAPSHOT_VERSION, Saved, uints, visit_version};
+use crate::snapshot::{Elapsed, Pass, SNAPSHOT_VERSION, Saved, uints, visit_version};
 use crate::time::{Duration, Instant};
 
 /// A dispatcher's state (see the module); encode it with `to_json` /
@@ -112,17 +112,21 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
     /// The dispatcher `snapshot` describes, with the configurations it was
     /// taken with, at `now`; `message` gives back each message by sequence
     /// number (a message it cannot give is a corrupt snapshot: it would be
-    /// lost). The breaker is restored as [`Breaker::restore`] does.
+    /// lost). The breaker is restored as [`Breaker::restore`] does, and
+    /// with [`Elapsed::Counted`] the messages' ages and the rate's tokens
+    /// count the time since the snapshot too.
     pub fn restore(
         config: C,
         retention: RetentionConfig,
         snapshot: &RetentionSnapshot,
         now: Instant,
+        elapsed: Elapsed,
         mut message: impl FnMut(u64) -> Option<M>,
     ) -> Result<Self, SnapshotError> {
         let s = snapshot;
         crate::snapshot::check_version(s.version)?;
-        let breaker = Breaker::restore(config, &s.breaker, now)?;
+        let now = s.breaker.resume_at(now, elapsed);
+        let breaker = Breaker::restore(config, &s.breaker, now, Elapsed::Ignored)?;
         let mut d = Dispatcher::new(breaker, retention).map_err(|_| SnapshotError::ConfigMismatch)?;
         let corrupt = |what| Err(SnapshotError::Corrupt(what));
         let counters = RetentionCounters::load(s.counters);

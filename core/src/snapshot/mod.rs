@@ -7,10 +7,23 @@
 //! [`Saved`] visit; this module holds the format version and the two
 //! encodings that visit walks.
 //!
-//! **Time.** A snapshot holds no instants, only ages and remaining times
-//! relative to the `now` it was taken at; restoring adds them to the `now` of
-//! the restoring process. So a snapshot survives a move to a clock with another
-//! origin (a fresh isolate whose clock starts at zero). Calls in flight when a
+//! **Time.** A snapshot holds ages and remaining times relative to the `now`
+//! it was taken at, and that `now` itself (`taken_at`). A restore says, with
+//! [`Elapsed`], whether its clock is the one the snapshot was taken on:
+//! - [`Elapsed::Ignored`] (a clock with another origin, such as a fresh
+//!   process's monotonic clock, which starts anywhere): the relative times
+//!   are added to the restoring `now`, as if no time had passed between;
+//! - [`Elapsed::Counted`] (the same clock: wall-clock time, or any clock the
+//!   caller knows to be shared, such as `Date.now()` in an edge isolate): the
+//!   breaker resumes at `taken_at`, so the time since counts: an open period
+//!   that ended meanwhile has ended, window buckets and limit windows have
+//!   expired, retained messages have aged. A clock that went back (restoring
+//!   `now` earlier than `taken_at`) counts no time, as everywhere else.
+//!   A snapshot of format 2 or earlier has no `taken_at` and restores as
+//!   `Ignored`; so does one taken past 2^53 − 1 µs (285 years after the
+//!   origin), which JSON cannot hold exactly.
+//!
+//! Calls in flight when a
 //! snapshot was taken can never report to the restored breaker: it starts a
 //! new generation, so their permits are stale, and half-open probes are
 //! given up at once.
@@ -50,10 +63,38 @@ use alloc::vec::Vec;
 use crate::error::SnapshotError;
 
 /// The snapshot format this build writes, and the newest it reads. It also
-/// reads format 1 (before the concurrency limit: the same fields but the
-/// limit's) in JSON; in the compact form, whose fields have no names, it
-/// cannot tell where the missing one was, and refuses it as malformed.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// reads format 2 (the same fields but `taken_at`) in both encodings, and
+/// format 1 (without the concurrency limit's field as well) in JSON; in the
+/// compact form, whose fields have no names, it cannot tell where format 1's
+/// missing field was, and refuses it as malformed.
+pub const SNAPSHOT_VERSION: u32 = 3;
+
+/// The first format whose breaker snapshots hold `taken_at`.
+pub(crate) const TAKEN_AT_VERSION: u32 = 3;
+
+/// Whether the time between taking a snapshot and restoring it counts (see
+/// the module's "Time").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Elapsed {
+    /// The restoring clock has another origin: the snapshot resumes as if no
+    /// time had passed since it was taken.
+    #[default]
+    Ignored,
+    /// The restoring clock is the one the snapshot was taken on: the time
+    /// since it was taken counts (none if the clock went back).
+    Counted,
+}
+
+impl Elapsed {
+    /// The instant a snapshot taken at `taken_at` (if known) resumes at, for
+    /// a restore at `now`.
+    pub(crate) fn resume_at(self, taken_at: Option<u64>, now: crate::Instant) -> crate::Instant {
+        match (self, taken_at) {
+            (Elapsed::Counted, Some(t)) => now.min(crate::Instant::from_micros(t)),
+            _ => now,
+        }
+    }
+}
 
 /// The oldest format this build reads (in JSON).
 const OLDEST_VERSION: u32 = 1;
@@ -76,7 +117,7 @@ pub(crate) fn visit_version<P: Pass>(p: &mut P, version: &mut u32) -> Result<(),
         return Ok(());
     }
     check_version(*version)?;
-    if P::COMPACT && *version != SNAPSHOT_VERSION {
+    if P::COMPACT && *version < 2 {
         return Err(malformed(alloc::format!(
             "a version {version} snapshot in the compact form cannot be read by this build (its JSON form can)"
         )));

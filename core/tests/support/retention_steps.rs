@@ -8,7 +8,7 @@ use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionSnapshot,
     Submitted,
 };
-use halfopen::{Breaker, Config, Duration, Instant, Problem};
+use halfopen::{Breaker, Config, Duration, Elapsed, Instant, Problem};
 use serde_json::{Map, Value};
 
 use super::{check_transition, equal, number, object, outcome};
@@ -96,7 +96,7 @@ impl Run {
             "handle_timeout" | "release" => &[],
             "force_open" => &["for_ms"],
             "expect" => &["state", "retention"],
-            "snapshot_restore" => &["encoding"],
+            "snapshot_restore" => &["encoding", "restore_at", "elapsed"],
             other => return Err(format!("unknown op {other:?} in a retention case")),
         };
         let allowed: Vec<&str> = ["op", "at", "events"].iter().chain(keys).copied().collect();
@@ -257,8 +257,20 @@ impl Run {
 
     /// Snapshot at the current time, encode, decode, and restore a new
     /// dispatcher that takes the messages back by sequence number.
+    /// The restore happens at `restore_at` (the clock moves there), counting
+    /// the time between as `elapsed` says (`"ignored"`, the default, or
+    /// `"counted"`).
     fn snapshot_restore(&mut self, map: &Map<String, Value>, now: Instant) -> Result<(), String> {
         let saved = self.dispatcher.snapshot(now);
+        let elapsed = match map.get("elapsed").map(|v| v.as_str()) {
+            None | Some(Some("ignored")) => Elapsed::Ignored,
+            Some(Some("counted")) => Elapsed::Counted,
+            other => return Err(format!("elapsed must be \"ignored\" or \"counted\", got {other:?}")),
+        };
+        if let Some(at) = map.get("restore_at") {
+            self.clock = Instant::from_millis(at.as_u64().ok_or("restore_at must be whole ms")?);
+        }
+        let now = self.clock;
         let decoded = match map.get("encoding").and_then(Value::as_str) {
             Some("json") => RetentionSnapshot::from_json(&saved.to_json()),
             Some("compact") => RetentionSnapshot::from_bytes(&saved.to_bytes()),
@@ -267,10 +279,11 @@ impl Run {
         let config = *self.dispatcher.breaker().config();
         let retention = *self.dispatcher.config();
         let messages = &self.messages;
-        self.dispatcher = Dispatcher::restore(config, retention, &decoded.map_err(|e| e.to_string())?, now, |seq| {
-            messages.get(&seq).cloned()
-        })
-        .map_err(|e| e.to_string())?;
+        self.dispatcher =
+            Dispatcher::restore(config, retention, &decoded.map_err(|e| e.to_string())?, now, elapsed, |seq| {
+                messages.get(&seq).cloned()
+            })
+            .map_err(|e| e.to_string())?;
         Ok(())
     }
 }
