@@ -34,10 +34,20 @@ RETENTION_STEPS = {
     "force_open": {"for_ms"},
     "release": set(),
     "expect": {"state", "retention"},
-    "snapshot_restore": {"encoding"},
+    "snapshot_restore": {"encoding", "restore_at", "elapsed"},
 }
 #: The counters a retention `expect` may check.
 RETENTION_COUNTERS = {"submitted", "refused", "sent", "delivered", "failed", "dead", "dropped"}
+
+
+def shared_clock(case: Any) -> bool:
+    """Whether a case's restores count the time between (`elapsed:
+    "counted"`): a property of the clock in the bindings (`shared_clock`),
+    so one case does not mix the two."""
+    restores = [s for s in case["steps"] if s["op"] in ("snapshot_restore", "restore")]
+    counted = sum(s.get("elapsed") == "counted" for s in restores)
+    assert counted in (0, len(restores)), "a case mixes restores that count the time between and ones that do not"
+    return counted > 0
 
 
 def expected_events(step: Any) -> List[Any]:

@@ -119,7 +119,7 @@ impl NativeBreaker {
             let mut core = self.lock();
             let latency = core.meter().1.is_some();
             // In place: the permits this breaker issued before stay stale.
-            snapshot.and_then(|s| core.load(&s, now)).map(|()| {
+            snapshot.and_then(|s| core.load(&s, now, self.host.elapsed())).map(|()| {
                 // The histogram is not in snapshots: it starts afresh.
                 core.meter_mut().1 = latency.then(Box::default);
             })
@@ -200,12 +200,17 @@ pub(crate) fn metrics_dict(py: Python<'_>, (m, k): (MetricsReading, Counts)) -> 
 #[pymethods]
 impl NativeBreaker {
     #[new]
-    #[pyo3(signature = (name, /, *, exclude = None, clock = None, fallback = None, latency_histogram = None, **options))]
+    #[pyo3(signature = (
+        name, /, *, exclude = None, clock = None, shared_clock = None, fallback = None, latency_histogram = None,
+        **options
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        shared_clock: Option<&Bound<'_, PyAny>>,
         fallback: Option<&Bound<'_, PyAny>>,
         latency_histogram: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
@@ -219,7 +224,7 @@ impl NativeBreaker {
         };
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
-        let host = Host::new(py, exclude, clock, fallback)?;
+        let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
         let meter = (Metrics::default(), histogram.then(Box::<LatencyHistogram>::default));
         let core = Breaker::with_meter(halfopen::shared_config(config), meter)
             .map_err(|e| options::config_error(py, e, &empty))?;

@@ -170,6 +170,9 @@ pub(crate) struct Host {
 #[derive(Default)]
 struct Extras {
     clock: Option<Py<PyAny>>,
+    /// Whether `clock` reads the same in the process a snapshot comes from
+    /// (`shared_clock`): a restore then counts the time since it was taken.
+    shared_clock: bool,
     /// The latest good clock reading (µs), for a report whose reading fails.
     last_reading: AtomicU64,
     exclude: Exclude,
@@ -208,8 +211,22 @@ impl Host {
         py: Python<'_>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        shared_clock: Option<&Bound<'_, PyAny>>,
         fallback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let shared_clock = match shared_clock {
+            None => false,
+            Some(b) if b.is_instance_of::<PyBool>() => b.is_truthy()?,
+            Some(b) => {
+                let problem = format!("must be a bool, got {}", type_name(b));
+                return Err(option_error(py, true, "shared_clock", &problem));
+            }
+        };
+        if shared_clock && clock.is_none() {
+            // The default clock counts from this process's start: no other process shares it.
+            let problem = "needs a clock of your own (such as time.time): the default one counts from this process's start";
+            return Err(option_error(py, false, "shared_clock", problem));
+        }
         let exclude = match exclude {
             None => Exclude::Nothing,
             Some(e) if e.is_instance_of::<PyType>() => Exclude::Types(PyTuple::new(py, [e])?.unbind()),
@@ -230,7 +247,7 @@ impl Host {
         let fallback = callable(py, "fallback", fallback)?;
         let extras = OnceLock::new();
         if clock.is_some() || fallback.is_some() || !matches!(exclude, Exclude::Nothing) {
-            let _ = extras.set(Box::new(Extras { clock, exclude, fallback, ..Extras::default() }));
+            let _ = extras.set(Box::new(Extras { clock, shared_clock, exclude, fallback, ..Extras::default() }));
         }
         static IDS: AtomicU64 = AtomicU64::new(1);
         Ok(Host { id: IDS.fetch_add(1, Ordering::Relaxed), extras })
@@ -248,6 +265,14 @@ impl Host {
         let us = reading(py, &clock.bind(py).call0()?)?;
         last.fetch_max(us, Ordering::Relaxed);
         Ok(Instant::from_micros(us))
+    }
+
+    /// Whether a restore counts the time since the snapshot was taken.
+    pub(crate) fn elapsed(&self) -> halfopen::Elapsed {
+        match self.extras.get() {
+            Some(x) if x.shared_clock => halfopen::Elapsed::Counted,
+            _ => halfopen::Elapsed::Ignored,
+        }
     }
 
     /// A reading for a report: a call already made is reported even if the

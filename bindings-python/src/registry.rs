@@ -149,12 +149,13 @@ impl NativeRegistry {
 #[pymethods]
 impl NativeRegistry {
     #[new]
-    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, fallback = None, **options))]
+    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, shared_clock = None, fallback = None, **options))]
     fn new(
         py: Python<'_>,
         capacity: Option<&Bound<'_, PyAny>>,
         exclude: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        shared_clock: Option<&Bound<'_, PyAny>>,
         fallback: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
@@ -171,7 +172,7 @@ impl NativeRegistry {
         };
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
-        let host = Host::new(py, exclude, clock, fallback)?;
+        let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
         let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e))?;
         Ok(NativeRegistry { core: Mutex::new(core), host })
     }
@@ -416,12 +417,14 @@ impl NativeRegistry {
     fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = snapshot_text(py, text)?;
         let now = self.host.now(py)?;
-        self.restore(py, |core| core.restore_json(&text, now))
+        let elapsed = self.host.elapsed();
+        self.restore(py, |core| core.restore_json(&text, now, elapsed))
     }
 
     /// Replaces every breaker with a compact snapshot's.
     fn restore_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         let now = self.host.now(py)?;
-        self.restore(py, |core| core.restore_bytes(data, now))
+        let elapsed = self.host.elapsed();
+        self.restore(py, |core| core.restore_bytes(data, now, elapsed))
     }
 }

@@ -169,7 +169,9 @@ impl NativeRetentionQueue {
         }
         let b = &self.built;
         let restored =
-            snapshot.and_then(|s| Core::restore(Arc::clone(&b.config), b.retention, &s, now, |seq| held.remove(&seq)));
+            snapshot.and_then(|s| {
+                Core::restore(Arc::clone(&b.config), b.retention, &s, now, self.host.elapsed(), |seq| held.remove(&seq))
+            });
         let mut restored = restored.map_err(|e| snapshot_error(py, e))?;
         if !held.is_empty() {
             let why = "the snapshot does not hold every message given with it (they would be lost)";
@@ -234,7 +236,7 @@ fn change_of(name: &str, t: Transition) -> StateChange {
 impl NativeRetentionQueue {
     #[new]
     #[pyo3(signature = (
-        name, /, *, clock = None, latency_histogram = None, max_messages = None, max_bytes = None,
+        name, /, *, clock = None, shared_clock = None, latency_histogram = None, max_messages = None, max_bytes = None,
         overflow = None, probe = None, max_attempts = None, max_age = None, release_rate = None, **options
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -242,6 +244,7 @@ impl NativeRetentionQueue {
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         clock: Option<&Bound<'_, PyAny>>,
+        shared_clock: Option<&Bound<'_, PyAny>>,
         latency_histogram: Option<&Bound<'_, PyAny>>,
         max_messages: Option<&Bound<'_, PyAny>>,
         max_bytes: Option<&Bound<'_, PyAny>>,
@@ -259,7 +262,7 @@ impl NativeRetentionQueue {
         let config = options::config(py, options.unwrap_or(&empty))?;
         let retention = RetentionArgs { max_messages, max_bytes, overflow, probe, max_attempts, max_age, release_rate }
             .config(py)?;
-        let host = Host::new(py, None, clock, None)?;
+        let host = Host::new(py, None, clock, shared_clock, None)?;
         let config = halfopen::shared_config(config);
         let meter = (Metrics::default(), latency.then(Box::<LatencyHistogram>::default));
         let breaker =

@@ -18,7 +18,7 @@ import pytest
 
 # The suite's loader, shared by the Python runners (tests/conformance_suite.py).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
-from conformance_suite import RETENTION_COUNTERS, RETENTION_STEPS, cases, every_file_was_read, expected_events  # noqa: E402
+from conformance_suite import RETENTION_COUNTERS, RETENTION_STEPS, cases, every_file_was_read, expected_events, shared_clock  # noqa: E402
 
 import halfopen
 
@@ -48,8 +48,8 @@ STEP_KEYS = {
     "release": {"transition", "transitions"},
     "reset": {"transition", "transitions"},
     "handle_timeout": {"transition"},
-    "snapshot_restore": {"encoding"},
-    "restore": {"snapshot", "error"},
+    "snapshot_restore": {"encoding", "restore_at", "elapsed"},
+    "restore": {"snapshot", "error", "elapsed"},
 }
 COUNTS = {
     "consecutive_failures", "window_calls", "window_failures", "window_slow",
@@ -157,6 +157,8 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]], registry_case
     seen: List[halfopen.StateChange] = []
     opts = options(config)
     common: Dict[str, Any] = {"clock": lambda: Fraction(clock[0]) / 1000, "exclude": lambda e: isinstance(e, Ignored)}
+    if shared_clock({"steps": steps}):
+        common["shared_clock"] = True
     registry: Optional[halfopen.Registry] = None
     single: Optional[halfopen.CircuitBreaker] = None
     if registry_case is not None:
@@ -242,10 +244,12 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]], registry_case
             getattr(breaker, op)()
         elif op == "snapshot_restore":
             assert step["encoding"] in ("json", "compact")
+            saved = holder.to_json() if step["encoding"] == "json" else holder.to_bytes()
+            clock[0] = step.get("restore_at", clock[0])
             if step["encoding"] == "json":
-                holder.restore_json(holder.to_json())
+                holder.restore_json(saved)
             else:
-                holder.restore_bytes(holder.to_bytes())
+                holder.restore_bytes(saved)
         elif op == "restore":
             try:
                 holder.restore_json(json.dumps(step["snapshot"]))
@@ -313,7 +317,8 @@ def run_retention(case: Dict[str, Any]) -> None:
     clock = [0]
     sizes: Dict[str, int] = {}
     opts = {**options(case["config"]), **retention_options(case["retention"])}
-    build = lambda: halfopen.RetentionQueue("conformance", clock=lambda: Fraction(clock[0]) / 1000, size=sizes.__getitem__, **opts)  # noqa: E731
+    shared = shared_clock(case)
+    build = lambda: halfopen.RetentionQueue("conformance", clock=lambda: Fraction(clock[0]) / 1000, shared_clock=shared, size=sizes.__getitem__, **opts)  # noqa: E731
     queue = build()
     seqs: Dict[str, int] = {}
     for index, step in enumerate(case["steps"]):
@@ -359,10 +364,12 @@ def run_retention(case: Dict[str, Any]) -> None:
             names = {seq: m for m, seq in seqs.items()}
             held = {seq: names[seq] for seq in queue.held_seqs()}
             restored = build()
+            saved = queue.to_json() if step["encoding"] == "json" else queue.to_bytes()
+            clock[0] = step.get("restore_at", clock[0])
             if step["encoding"] == "json":
-                restored.restore_json(queue.to_json(), held)
+                restored.restore_json(saved, held)
             else:
-                restored.restore_bytes(queue.to_bytes(), held)
+                restored.restore_bytes(saved, held)
             queue = restored
         got = []
         for e in queue.events():

@@ -165,8 +165,11 @@ class CircuitBreaker(_Protects, NativeBreaker):
     name, times in seconds; unset options take the core's defaults (seed
     000's breaker), ``None`` unsets a policy. Also ``exclude`` (exception
     classes, or a predicate on the exception, that never count), ``clock``
-    (a callable returning seconds, for tests; monotonic by default, read in
-    Rust), ``fallback`` (called with the call's arguments instead of
+    (a callable returning seconds; monotonic by default, read in Rust),
+    ``shared_clock`` (``True`` when ``clock`` reads the same in every process
+    that restores this breaker's snapshots, such as ``time.time``: a restore
+    then counts the time since the snapshot was taken; by default it resumes
+    as if no time had passed), ``fallback`` (called with the call's arguments instead of
     raising when ``call``, ``call_async`` or the decorator is refused: the
     bot's "high volume, we'll get back to you"; ``with`` blocks still raise)
     and ``latency_histogram``.
@@ -218,7 +221,7 @@ class Registry(NativeRegistry):
     recently used idle breaker, never one that is open, busy or counting
     failures (``RegistryFullError`` if none is idle).
 
-    ``Registry(*, capacity=10000, exclude=None, clock=None, fallback=None, **options)``:
+    ``Registry(*, capacity=10000, exclude=None, clock=None, shared_clock=False, fallback=None, **options)``:
     the options of every breaker (``configure(name, **options)`` changes
     them for one name).
     """

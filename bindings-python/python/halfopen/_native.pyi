@@ -49,6 +49,7 @@ class NativeBreaker:
         *,
         exclude: Optional[_Exclude] = None,
         clock: Optional[Callable[[], Any]] = None,
+        shared_clock: bool = False,
         fallback: Optional[Callable[..., Any]] = None,
         latency_histogram: Optional[bool] = None,
         preset: str = ...,
@@ -109,6 +110,7 @@ class NativeRegistry:
         capacity: Optional[int] = None,
         exclude: Optional[_Exclude] = None,
         clock: Optional[Callable[[], Any]] = None,
+        shared_clock: bool = False,
         fallback: Optional[Callable[..., Any]] = None,
         **options: Any,
     ) -> "NativeRegistry": ...
@@ -154,6 +156,7 @@ class NativeRetentionQueue:
         /,
         *,
         clock: Optional[Callable[[], Any]] = None,
+        shared_clock: bool = False,
         latency_histogram: Optional[bool] = None,
         max_messages: Optional[int] = None,
         max_bytes: Optional[int] = None,

@@ -91,7 +91,8 @@ class RetentionQueue(NativeRetentionQueue, Generic[M]):
     """A queue in front of a circuit breaker (the protocol without I/O).
 
     Takes the breaker's options (``preset``, ``consecutive_failures``,
-    ``concurrency_limit``, ...; seconds for times), ``clock``, and the
+    ``concurrency_limit``, ...; seconds for times), ``clock`` and
+    ``shared_clock`` (as ``CircuitBreaker``'s), and the
     retention's: ``max_messages``, ``max_bytes``, ``overflow``
     (``"reject"`` or ``"drop_oldest"``), ``probe`` (``"oldest"`` or, seed
     001's rule, ``"new_message"``), ``max_attempts``, ``max_age`` (seconds),
