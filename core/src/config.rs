@@ -162,6 +162,12 @@ impl Config {
             Window::Count(n) if n > MAX_WINDOW_CALLS => return err(Field::Window, Problem::TooLarge),
             _ => {}
         }
+        // A count window holding fewer calls than the threshold never trips.
+        if let (Window::Count(n), Some(threshold)) = (self.window, self.failure_threshold)
+            && threshold > u32::from(n)
+        {
+            return err(Field::FailureThreshold, Problem::ExceedsWindow);
+        }
         if self.consecutive_failures == Some(0) {
             return err(Field::ConsecutiveFailures, Problem::Zero);
         }

@@ -66,7 +66,8 @@ pub enum Problem {
     NotFinite,
     /// Outside its allowed range (percentages: 0 < p ≤ 100; jitter: 0 ≤ j < 1).
     OutOfRange,
-    /// `minimum_calls` larger than a count window can ever hold.
+    /// `failure_threshold` or `minimum_calls` larger than a count window can
+    /// ever hold (the breaker could never trip by it).
     ExceedsWindow,
     /// Required by another field that is set.
     Missing,

@@ -185,6 +185,7 @@ fn random_config(rng: &mut Rng) -> Config {
     }
     if let Window::Count(n) = c.window {
         c.minimum_calls = c.minimum_calls.min(u32::from(n));
+        c.failure_threshold = c.failure_threshold.map(|t| t.min(u32::from(n)));
     }
     c.concurrency_limit = match rng.below(10) {
         0..2 => Some(ConcurrencyLimit::Fixed(1 + rng.below(6) as u32)),

@@ -372,6 +372,7 @@ fn random_config(rng: &mut Rng) -> Config {
     }
     if let Window::Count(n) = c.window {
         c.minimum_calls = c.minimum_calls.min(u32::from(n));
+        c.failure_threshold = c.failure_threshold.map(|t| t.min(u32::from(n)));
     }
     c
 }
