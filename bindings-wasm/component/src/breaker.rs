@@ -31,10 +31,11 @@ impl One {
         latency_histogram: bool,
         decoded: Result<ho::Snapshot, ho::SnapshotError>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Breaker, wit::SnapshotError> {
         let snapshot = decoded.map_err(convert::snapshot_error)?;
-        let mut breaker =
-            Native::restore(config_in(config), &snapshot, instant(now)).map_err(convert::snapshot_error)?;
+        let mut breaker = Native::restore(config_in(config), &snapshot, instant(now), convert::elapsed(elapsed))
+            .map_err(convert::snapshot_error)?;
         breaker.meter_mut().1 = latency_histogram.then(Box::default);
         Ok(One::handle(breaker))
     }
@@ -43,11 +44,12 @@ impl One {
         &self,
         decoded: Result<ho::Snapshot, ho::SnapshotError>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<(), wit::SnapshotError> {
         let snapshot = decoded.map_err(convert::snapshot_error)?;
         self.with(|b| {
             let latency = b.meter().1.is_some();
-            b.load(&snapshot, instant(now)).map_err(convert::snapshot_error)?;
+            b.load(&snapshot, instant(now), convert::elapsed(elapsed)).map_err(convert::snapshot_error)?;
             // The histogram is not in snapshots: it starts afresh.
             b.meter_mut().1 = latency.then(Box::default);
             Ok(())
@@ -71,8 +73,9 @@ impl wit::GuestBreaker for One {
         latency_histogram: bool,
         snapshot: Vec<u8>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Breaker, wit::SnapshotError> {
-        One::restored(&config, latency_histogram, ho::Snapshot::from_bytes(&snapshot), now)
+        One::restored(&config, latency_histogram, ho::Snapshot::from_bytes(&snapshot), now, elapsed)
     }
 
     fn restore_json(
@@ -80,8 +83,9 @@ impl wit::GuestBreaker for One {
         latency_histogram: bool,
         snapshot: String,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Breaker, wit::SnapshotError> {
-        One::restored(&config, latency_histogram, ho::Snapshot::from_json(&snapshot), now)
+        One::restored(&config, latency_histogram, ho::Snapshot::from_json(&snapshot), now, elapsed)
     }
 
     fn try_acquire(&self, now: u64) -> wit::Admission {
@@ -176,11 +180,11 @@ impl wit::GuestBreaker for One {
         self.with(|b| b.snapshot(instant(now))).to_json()
     }
 
-    fn load(&self, snapshot: Vec<u8>, now: u64) -> Result<(), wit::SnapshotError> {
-        self.load_decoded(ho::Snapshot::from_bytes(&snapshot), now)
+    fn load(&self, snapshot: Vec<u8>, now: u64, elapsed: wit::Elapsed) -> Result<(), wit::SnapshotError> {
+        self.load_decoded(ho::Snapshot::from_bytes(&snapshot), now, elapsed)
     }
 
-    fn load_json(&self, snapshot: String, now: u64) -> Result<(), wit::SnapshotError> {
-        self.load_decoded(ho::Snapshot::from_json(&snapshot), now)
+    fn load_json(&self, snapshot: String, now: u64, elapsed: wit::Elapsed) -> Result<(), wit::SnapshotError> {
+        self.load_decoded(ho::Snapshot::from_json(&snapshot), now, elapsed)
     }
 }

@@ -134,6 +134,13 @@ pub(crate) fn snapshot_error(e: ho::SnapshotError) -> wit::SnapshotError {
     }
 }
 
+pub(crate) fn elapsed(e: wit::Elapsed) -> ho::Elapsed {
+    match e {
+        wit::Elapsed::Ignored => ho::Elapsed::Ignored,
+        wit::Elapsed::Counted => ho::Elapsed::Counted,
+    }
+}
+
 pub(crate) fn state(s: ho::State) -> wit::State {
     match s {
         ho::State::Closed => wit::State::Closed,

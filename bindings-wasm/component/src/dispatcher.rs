@@ -70,11 +70,13 @@ impl Queue {
         decoded: Result<r::RetentionSnapshot, ho::SnapshotError>,
         mut held: Vec<u64>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Dispatcher, wit::SnapshotError> {
         let snapshot = decoded.map_err(convert::snapshot_error)?;
         held.sort_unstable();
         let has = |seq: u64| held.binary_search(&seq).is_ok().then_some(());
-        let d = Native::restore(config_in(config), retention_in(retention), &snapshot, instant(now), has)
+        let (config, retention) = (config_in(config), retention_in(retention));
+        let d = Native::restore(config, retention, &snapshot, instant(now), convert::elapsed(elapsed), has)
             .map_err(convert::snapshot_error)?;
         Ok(wit::Dispatcher::new(Queue(RefCell::new(d))))
     }
@@ -98,8 +100,9 @@ impl wit::GuestDispatcher for Queue {
         snapshot: Vec<u8>,
         held: Vec<u64>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Dispatcher, wit::SnapshotError> {
-        Queue::restored(&config, &retention, r::RetentionSnapshot::from_bytes(&snapshot), held, now)
+        Queue::restored(&config, &retention, r::RetentionSnapshot::from_bytes(&snapshot), held, now, elapsed)
     }
 
     fn restore_json(
@@ -108,8 +111,9 @@ impl wit::GuestDispatcher for Queue {
         snapshot: String,
         held: Vec<u64>,
         now: u64,
+        elapsed: wit::Elapsed,
     ) -> Result<wit::Dispatcher, wit::SnapshotError> {
-        Queue::restored(&config, &retention, r::RetentionSnapshot::from_json(&snapshot), held, now)
+        Queue::restored(&config, &retention, r::RetentionSnapshot::from_json(&snapshot), held, now, elapsed)
     }
 
     fn submit(&self, bytes: u64, now: u64) -> Option<wit::Submitted> {

@@ -235,13 +235,23 @@ impl wit::GuestRegistry for Many {
         self.with(|r| r.snapshot(instant(now))).to_json()
     }
 
-    fn restore(&self, snapshot: Vec<u8>, now: u64) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
-        let restored = self.with(|r| r.restore_bytes(&snapshot, instant(now)));
+    fn restore(
+        &self,
+        snapshot: Vec<u8>,
+        now: u64,
+        elapsed: wit::Elapsed,
+    ) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
+        let restored = self.with(|r| r.restore_bytes(&snapshot, instant(now), convert::elapsed(elapsed)));
         self.restored(restored)
     }
 
-    fn restore_json(&self, snapshot: String, now: u64) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
-        let restored = self.with(|r| r.restore_json(&snapshot, instant(now)));
+    fn restore_json(
+        &self,
+        snapshot: String,
+        now: u64,
+        elapsed: wit::Elapsed,
+    ) -> Result<Vec<wit::NamedTransition>, wit::SnapshotError> {
+        let restored = self.with(|r| r.restore_json(&snapshot, instant(now), convert::elapsed(elapsed)));
         self.restored(restored)
     }
 }

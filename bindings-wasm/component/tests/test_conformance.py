@@ -35,8 +35,8 @@ STEP_KEYS = {
     "release": {"transition", "transitions"},
     "reset": {"transition", "transitions"},
     "handle_timeout": {"transition"},
-    "snapshot_restore": {"encoding"},
-    "restore": {"snapshot", "error"},
+    "snapshot_restore": {"encoding", "restore_at", "elapsed"},
+    "restore": {"snapshot", "error", "elapsed"},
 }
 U16, U32, U64 = 2**16 - 1, 2**32 - 1, 2**64 - 1
 
@@ -242,7 +242,7 @@ class Run:
         if op == "expect":
             return self.expect(step, key)
         if op == "snapshot_restore":
-            return self.snapshot_restore(step["encoding"])
+            return self.snapshot_restore(step)
         if op == "restore":
             return self.restore(step)
         if op == "acquire":
@@ -338,21 +338,25 @@ class Run:
         if "metrics" in step:
             check_metrics(self.method("metrics", key, now), step["metrics"])
 
-    def snapshot_restore(self, encoding: str) -> None:
-        assert encoding in ("json", "compact")
-        suffix = "-json" if encoding == "json" else ""
+    def snapshot_restore(self, step: Dict[str, Any]) -> None:
+        assert step["encoding"] in ("json", "compact")
+        suffix = "-json" if step["encoding"] == "json" else ""
+        elapsed = step.get("elapsed", "ignored")
+        holder = "registry" if self.registry is not None else "breaker"
+        saved = H(f"[method]{holder}.snapshot{suffix}", self.registry or self.breaker, self.clock)
+        if "restore_at" in step:
+            self.clock = step["restore_at"] * 1000
         if self.registry is not None:
-            saved = H(f"[method]registry.snapshot{suffix}", self.registry, self.clock)
-            result = H(f"[method]registry.restore{suffix}", self.registry, saved, self.clock)
+            result = H(f"[method]registry.restore{suffix}", self.registry, saved, self.clock, elapsed)
             assert isinstance(result, list), f"restore: {result}"
         else:
-            saved = H(f"[method]breaker.snapshot{suffix}", self.breaker, self.clock)
-            result = H(f"[method]breaker.load{suffix}", self.breaker, saved, self.clock)
+            result = H(f"[method]breaker.load{suffix}", self.breaker, saved, self.clock, elapsed)
             assert result is None, f"load: {result}"
 
     def restore(self, step: Dict[str, Any]) -> None:
         assert self.breaker is not None, "restore needs a single-breaker case"
-        result = H("[method]breaker.load-json", self.breaker, json.dumps(step["snapshot"]), self.clock)
+        elapsed = step.get("elapsed", "ignored")
+        result = H("[method]breaker.load-json", self.breaker, json.dumps(step["snapshot"]), self.clock, elapsed)
         if result is None:
             assert "error" not in step, f"expected the error {step['error']}"
         else:
@@ -438,7 +442,10 @@ class RetentionRun:
         elif op == "snapshot_restore":
             suffix = "-json" if step["encoding"] == "json" else ""
             saved = m(f"snapshot{suffix}", self.clock)
-            made = H(f"[static]dispatcher.restore{suffix}", self.config, self.retention, saved, list(self.names), self.clock)
+            if "restore_at" in step:
+                self.clock = step["restore_at"] * 1000
+            elapsed = step.get("elapsed", "ignored")
+            made = H(f"[static]dispatcher.restore{suffix}", self.config, self.retention, saved, list(self.names), self.clock, elapsed)
             assert isinstance(made, ResourceAny), f"restore: {made}"
             self.d = made
         got = []
