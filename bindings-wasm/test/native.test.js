@@ -71,7 +71,7 @@ test('a dispatcher says what the addon says: submissions, sends, reports, events
     d.forceOpen(130, 50)
     said.push(d.takeEvents(), d.held(), d.snapshotJson(130))
     const restored = new Kind(options, false, retention)
-    restored.load(d.snapshotJson(130), null, d.held(), 130)
+    restored.load(d.snapshotJson(130), null, d.held(), 130, false)
     said.push(restored.stats(), restored.held(), restored.next(200), restored.takeEvents())
     return said
   }

@@ -1,6 +1,6 @@
 // Runs the edge worker in the real workerd on loopback: writes its config
 // (the worker, halfopen-wasm from bindings-wasm/dist as a bundler would
-// resolve it with the "workerd" condition, a Durable Object namespace kept
+// resolve it with the "workerd" condition, the hosts' Durable Objects kept
 // on disk) and starts workerd.
 //   node serve.mjs [port] [storage folder]     (make wasm-build first)
 
@@ -42,7 +42,7 @@ export function writeConfig({ port, storage, vars = {} }) {
       }),
   ]
   const bindings = [
-    '(name = "BREAKER_STATE", durableObjectNamespace = "BreakerState")',
+    '(name = "HOST", durableObjectNamespace = "Host")',
     ...Object.entries(vars).map(([k, v]) => `(name = ${JSON.stringify(k)}, text = ${JSON.stringify(String(v))})`),
   ]
   const config = `using Workerd = import "/workerd/workerd.capnp";
@@ -59,7 +59,7 @@ const edge :Workerd.Worker = (
     ${modules.join(',\n    ')}
   ],
   bindings = [${bindings.join(', ')}],
-  durableObjectNamespaces = [(className = "BreakerState", uniqueKey = "halfopen-edge-breaker-state")],
+  durableObjectNamespaces = [(className = "Host", uniqueKey = "halfopen-edge-host")],
   durableObjectStorage = (localDisk = "storage"),
   globalOutbound = "loopback",
   compatibilityDate = "2025-05-05",

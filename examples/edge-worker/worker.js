@@ -1,111 +1,116 @@
 // An edge worker that forwards requests to upstream hosts with one circuit
-// breaker per host (a halfopen-wasm Registry). While a host's breaker
-// refuses, the worker answers 503 with Retry-After at once and the host sees
-// nothing. The breakers' state lives in a Durable Object, so a fresh isolate
-// (after a deploy, an eviction, a restart) goes on where the last one stopped.
+// breaker per host. While a host's breaker refuses, the answer is 503 with
+// Retry-After at once and the host sees nothing.
 //
 //   GET /<host:port>/<path>  →  GET http://<host:port>/<path>
+//
+// Each host has its own Durable Object (`Host`, named by the host): it holds
+// that host's breaker in memory, forwards the host's requests through it,
+// and keeps the breaker's snapshot under its own storage key. So:
+// - a request costs one small write of one host's state, however many hosts
+//   there are (no value grows with the number of hosts);
+// - one object per host runs at a time, so no two isolates hold copies of a
+//   host's breaker that could overwrite each other's counts;
+// - a fresh instance (after a deploy, an eviction, a restart) restores the
+//   snapshot, and the time since it was taken counts (`sharedClock`: the
+//   clock is `Date.now()`, the same in every instance), so an open period
+//   that ended meanwhile has ended;
+// - a snapshot taken with other options (a redeploy that changed
+//   FAILURE_THRESHOLD) cannot be restored: that host starts afresh, with a
+//   warning, rather than failing every request.
 //
 // Time: workerd moves `Date.now()` only across I/O (never while a request's
 // code runs), which is all a breaker needs: a call's duration is the time
 // across its fetch, and an open period ends on the first request after it.
-// The wall clock (not `performance.now()`, whose origin is each isolate's
-// start) lets a restored open period keep counting across isolates.
 
-import { Registry } from 'halfopen-wasm'
+import { CircuitBreaker } from 'halfopen-wasm'
 
-/** The isolate's breakers, restored from the Durable Object on first use
- * (the promise: requests that arrive together share one restore). */
-let registry = null
-
-function options(env) {
+function options(env, host) {
   return {
+    name: host,
     clock: () => Date.now(),
+    sharedClock: true,
     failureThreshold: Number(env.FAILURE_THRESHOLD ?? 5),
     openTimeoutMs: Number(env.OPEN_TIMEOUT_MS ?? 30_000),
     halfOpenMaxAttempts: Number(env.HALF_OPEN_MAX_ATTEMPTS ?? 3),
   }
 }
 
-/** The Durable Object that keeps the breakers' snapshot (one for the worker). */
-function stateStub(env) {
-  return env.BREAKER_STATE.get(env.BREAKER_STATE.idFromName('breakers'))
-}
-
-function breakers(env) {
-  registry ??= (async () => {
-    const fresh = new Registry(options(env))
-    const saved = await stateStub(env).fetch('http://state/snapshot')
-    if (saved.status === 200) fresh.restore(await saved.text())
-    return fresh
-  })().catch((err) => {
-    registry = null // the next request tries again
-    throw err
-  })
-  return registry
-}
-
-/** The isolate's saves, one after another: each sends the state as it is when
- * its turn comes, so the last one stored is the latest. */
-let saving = Promise.resolve()
-
-function save(env, hosts) {
-  const body = () => JSON.stringify(hosts.toJSON())
-  saving = saving
-    .catch(() => {})
-    .then(() => stateStub(env).fetch('http://state/snapshot', { method: 'PUT', body: body() }))
-  return saving
-}
-
-async function forward(request, env) {
-  const url = new URL(request.url)
-  const [, host, ...rest] = url.pathname.split('/')
-  if (!host) return new Response('GET /<host:port>/<path>\n', { status: 400 })
-  const hosts = await breakers(env)
-  let response
-  try {
-    response = await hosts.get(host).execute(async () => {
-      const upstream = await fetch(`http://${host}/${rest.join('/')}${url.search}`)
-      // A 5xx is the upstream failing: the breaker counts it.
-      if (upstream.status >= 500) throw Object.assign(new Error(`upstream ${upstream.status}`), { upstream })
-      return upstream
-    })
-  } catch (err) {
-    if (err.name === 'CircuitBreakerOpenError') {
-      const seconds = Number.isFinite(err.retryAfterMs) ? Math.max(1, Math.ceil(err.retryAfterMs / 1000)) : 60
-      response = new Response(`${host} is unavailable (${err.reason})\n`, {
-        status: 503,
-        headers: { 'retry-after': String(seconds), 'x-breaker-state': err.state },
-      })
-    } else if (err.upstream) {
-      response = err.upstream
-    } else {
-      response = new Response(`${host} failed: ${err.message}\n`, { status: 502 })
-    }
-  }
-  // Kept after every request (the failures counted matter as much as the
-  // state), before answering: an isolate that dies after a response loses
-  // nothing. (`ctx.waitUntil` would answer sooner and risk the latest change.)
-  await save(env, hosts)
-  return response
-}
-
 export default {
-  fetch: forward,
+  /** Hands the request to its host's Durable Object. */
+  fetch(request, env) {
+    const [, host] = new URL(request.url).pathname.split('/')
+    if (!host) return new Response('GET /<host:port>/<path>\n', { status: 400 })
+    return env.HOST.get(env.HOST.idFromName(host)).fetch(request)
+  },
 }
 
-/** The Durable Object: the latest snapshot of the worker's breakers. */
-export class BreakerState {
-  constructor(state) {
+/** One upstream host: its breaker, and the breaker's snapshot in storage. */
+export class Host {
+  constructor(state, env) {
     this.storage = state.storage
+    this.env = env
+    this.breaker = null // a promise: requests that arrive together share one restore
+  }
+
+  breakerFor(host) {
+    this.breaker ??= (async () => {
+      const saved = await this.storage.get('breaker')
+      if (saved !== undefined) {
+        try {
+          return CircuitBreaker.fromJSON(options(this.env, host), saved)
+        } catch (err) {
+          if (err.name !== 'SnapshotError') throw err
+          console.warn(`halfopen: ${host}'s saved breaker cannot be restored (${err.kind}: ${err.message}); starting afresh`)
+        }
+      }
+      return new CircuitBreaker(options(this.env, host))
+    })().catch((err) => {
+      this.breaker = null // the next request tries again
+      throw err
+    })
+    return this.breaker
   }
 
   async fetch(request) {
-    if (request.method === 'PUT') {
-      await this.storage.put('snapshot', await request.text())
-      return new Response(null, { status: 204 })
+    const url = new URL(request.url)
+    const [, host, ...rest] = url.pathname.split('/')
+    const breaker = await this.breakerFor(host)
+    let response
+    try {
+      response = await breaker.execute(async () => {
+        const upstream = await fetch(`http://${host}/${rest.join('/')}${url.search}`)
+        // A 5xx is the upstream failing: the breaker counts it.
+        if (upstream.status >= 500) throw Object.assign(new Error(`upstream ${upstream.status}`), { upstream })
+        return upstream
+      })
+    } catch (err) {
+      if (err.name === 'CircuitBreakerOpenError') {
+        // Refused: nothing reached the host, and only the rejection counter
+        // changed, which is not worth a write per refused request.
+        return refused(host, err)
+      }
+      response = err.upstream ?? new Response(`${host} failed: ${err.message}\n`, { status: 502 })
     }
-    const snapshot = await this.storage.get('snapshot')
-    return snapshot === undefined ? new Response(null, { status: 404 }) : new Response(snapshot)
+    // Kept after every call, before answering: an instance that dies after
+    // a response loses nothing (workerd holds the response until the write
+    // is durable).
+    await this.storage.put('breaker', JSON.stringify(breaker.toJSON()))
+    const headers = new Headers(response.headers)
+    headers.set('x-breaker-state', breaker.getState())
+    return new Response(response.body, { status: response.status, headers })
   }
+}
+
+function refused(host, err) {
+  const ms = err.retryAfterMs
+  return new Response(`${host} is unavailable (${err.reason})\n`, {
+    status: 503,
+    headers: {
+      'retry-after': String(Number.isFinite(ms) ? Math.max(1, Math.ceil(ms / 1000)) : 60),
+      // The exact wait, for clients that can use it (the test does).
+      'x-retry-after-ms': String(ms),
+      'x-breaker-state': err.state,
+    },
+  })
 }

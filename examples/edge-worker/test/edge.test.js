@@ -1,9 +1,12 @@
 // The edge worker in the real workerd, against local upstreams: a sick host
 // trips its breaker and then sees no calls while it is open (the worker
 // answers 503 with Retry-After); a healthy host is unaffected; the state
-// survives a workerd restart (Durable Object on disk); after the open time
-// the breaker probes, and closes when the probes succeed. Real time here:
-// the open time is 2 s (workerd's clock cannot be injected from outside).
+// survives a workerd restart (Durable Objects on disk) with the time between
+// counted; after the open time the breaker probes, and closes when the
+// probes succeed. Real time here (workerd's clock cannot be injected from
+// outside): every wait is the worker's own answer (its exact Retry-After),
+// never a guessed margin. Also: hundreds of hosts, each its own small state;
+// a redeploy with other options starts the changed hosts afresh.
 
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
@@ -38,48 +41,131 @@ async function freePort() {
   return port
 }
 
-test('breakers per host: open, refuse without calling, survive a restart, probe, close', async () => {
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/** A worker on a fresh port; `get(host, path)` asks it for `/<host>/<path>`. */
+async function worker(vars, storage = mkdtempSync(join(tmpdir(), 'halfopen-edge-state-'))) {
+  const port = await freePort()
+  const w = await serve({ port, storage, vars })
+  w.storage = storage
+  w.vars = vars
+  w.get = async (host, path = 'hello') => {
+    const r = await fetch(`http://127.0.0.1:${port}/${host}/${path}`)
+    const h = (name) => r.headers.get(name)
+    return { status: r.status, state: h('x-breaker-state'), retryAfter: h('retry-after'), retryAfterMs: Number(h('x-retry-after-ms')), body: await r.text() }
+  }
+  w.stop = async () => {
+    if (w.child.exitCode === null) {
+      w.child.kill()
+      await once(w.child, 'exit')
+    }
+  }
+  return w
+}
+
+/** Asks until the answer is not a refusal, waiting each refusal's own Retry-After; every refusal is checked. */
+async function untilAdmitted(w, host, onRefusal) {
+  for (let i = 0; i < 50; i++) {
+    const r = await w.get(host)
+    if (r.status !== 503) return r
+    onRefusal(r)
+    await sleep(r.retryAfterMs)
+  }
+  throw new Error(`${host} refused 50 times in a row`)
+}
+
+test('breakers per host: open, refuse without calling, survive a restart with the time counted, probe, close', async () => {
   const sick = await upstream(500)
   const healthy = await upstream(200)
-  const port = await freePort()
-  const storage = mkdtempSync(join(tmpdir(), 'halfopen-edge-state-'))
   const vars = { OPEN_TIMEOUT_MS, FAILURE_THRESHOLD: 3, HALF_OPEN_MAX_ATTEMPTS: 2 }
-  const get = async (up) => {
-    const r = await fetch(`http://127.0.0.1:${port}/${up.host}/hello`)
-    return { status: r.status, retryAfter: r.headers.get('retry-after'), body: await r.text() }
-  }
-  let worker = await serve({ port, storage, vars })
+  let w = await worker(vars)
   try {
-    // The isolate's first requests arrive together: they share one registry.
-    const first = await Promise.all([get(sick), get(sick), get(sick)])
+    // The host's first requests arrive together: they share one restore.
+    const first = await Promise.all([w.get(sick.host), w.get(sick.host), w.get(sick.host)])
     assert.deepEqual(first.map((r) => r.status), [500, 500, 500])
-    const openedAt = Date.now()
     assert.equal(sick.hits, 3)
+    let before
     for (let i = 0; i < 5; i++) {
-      const r = await get(sick)
+      const r = await w.get(sick.host)
       assert.equal(r.status, 503, r.body)
-      assert.ok(Number(r.retryAfter) >= 1 && Number(r.retryAfter) <= 2, `Retry-After ${r.retryAfter}`)
+      assert.equal(r.state, 'OPEN')
+      assert.ok(r.retryAfterMs > 0 && r.retryAfterMs <= OPEN_TIMEOUT_MS, `x-retry-after-ms ${r.retryAfterMs}`)
+      assert.equal(r.retryAfter, String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))))
+      before = r.retryAfterMs
     }
     assert.equal(sick.hits, 3, 'no call reaches the sick host while its breaker is open')
-    for (let i = 0; i < 5; i++) assert.equal((await get(healthy)).status, 200)
+    for (let i = 0; i < 5; i++) assert.equal((await w.get(healthy.host)).status, 200)
     assert.equal(healthy.hits, 5, 'the healthy host is not affected')
 
-    worker.child.kill()
-    await once(worker.child, 'exit')
-    worker = await serve({ port, storage, vars })
-    assert.ok(Date.now() - openedAt < OPEN_TIMEOUT_MS, 'the restart took less than the open time')
-    assert.equal((await get(sick)).status, 503, 'the open breaker survived the restart')
-    assert.equal(sick.hits, 3)
+    const stoppedAt = Date.now()
+    await w.stop()
+    w = await worker(vars, w.storage)
+    // The breaker came back open, and the restart's time counted: either it
+    // still refuses, with less time left than before the restart by at
+    // least the restart's length, or (a slow restart) the open time ended
+    // meanwhile and the request was a probe, which the still-sick host
+    // failed, so it is open again (a fresh breaker would have let it through
+    // closed).
+    const restartMs = Date.now() - stoppedAt
+    const after = await w.get(sick.host)
+    if (after.status === 503) {
+      assert.ok(after.retryAfterMs <= before - restartMs, `${after.retryAfterMs} ms left after a ${restartMs} ms restart (${before} before)`)
+      assert.equal(sick.hits, 3)
+    } else {
+      assert.deepEqual([after.status, after.state, sick.hits], [500, 'OPEN', 4], 'a probe, failed: open again')
+    }
+    const failedProbes = sick.hits - 3
 
     sick.status = 200
-    await new Promise((r) => setTimeout(r, OPEN_TIMEOUT_MS - (Date.now() - openedAt) + 100))
-    assert.equal((await get(sick)).status, 200, 'the first probe')
-    assert.equal((await get(sick)).status, 200, 'the second probe closes it')
-    for (let i = 0; i < 5; i++) assert.equal((await get(sick)).status, 200)
-    assert.equal(sick.hits, 3 + 2 + 5, 'two probes, then every call')
+    const refusal = (r) => assert.equal(r.state, 'OPEN', 'refused only while open')
+    const probe = await untilAdmitted(w, sick.host, refusal)
+    assert.deepEqual([probe.status, probe.state], [200, 'HALF_OPEN'], 'the first probe')
+    const second = await w.get(sick.host)
+    assert.deepEqual([second.status, second.state], [200, 'CLOSED'], 'the second probe closes it')
+    for (let i = 0; i < 5; i++) assert.equal((await w.get(sick.host)).status, 200)
+    assert.equal(sick.hits, 3 + failedProbes + 2 + 5, 'two probes, then every call')
   } finally {
-    worker.child.kill()
+    await w.stop()
     sick.server.close()
     healthy.server.close()
+  }
+})
+
+test('hundreds of hosts: each keeps its own small state, every request is answered', async () => {
+  // 250 sick upstreams: the old single value for every host failed from the
+  // 222nd host on.
+  const sick = await Promise.all(Array.from({ length: 250 }, () => upstream(500)))
+  const w = await worker({ OPEN_TIMEOUT_MS: 60_000, FAILURE_THRESHOLD: 1 })
+  try {
+    for (let i = 0; i < sick.length; i += 25) {
+      const answers = await Promise.all(sick.slice(i, i + 25).map((up) => w.get(up.host)))
+      assert.deepEqual(new Set(answers.map((r) => `${r.status} ${r.state}`)), new Set(['500 OPEN']))
+    }
+    const again = await Promise.all(sick.map((up) => w.get(up.host)))
+    assert.ok(again.every((r) => r.status === 503), 'every host is open: its state was kept')
+    assert.ok(sick.every((up) => up.hits === 1), 'each host was called once')
+  } finally {
+    await w.stop()
+    for (const up of sick) up.server.close()
+  }
+})
+
+test('a redeploy with other options starts a host afresh, with a warning, instead of failing it', async () => {
+  const sick = await upstream(500)
+  let w = await worker({ OPEN_TIMEOUT_MS: 60_000, FAILURE_THRESHOLD: 2 })
+  try {
+    for (let i = 0; i < 2; i++) assert.equal((await w.get(sick.host)).status, 500)
+    assert.equal((await w.get(sick.host)).status, 503)
+    await w.stop()
+    w = await worker({ OPEN_TIMEOUT_MS: 60_000, FAILURE_THRESHOLD: 3 }, w.storage)
+    const first = await w.get(sick.host)
+    assert.deepEqual([first.status, first.state], [500, 'CLOSED'], 'a fresh breaker with the new threshold')
+    assert.match(w.output(), /cannot be restored \(config_mismatch/)
+    assert.equal((await w.get(sick.host)).status, 500)
+    assert.deepEqual([(await w.get(sick.host)).state, (await w.get(sick.host)).status], ['OPEN', 503], 'open after 3 failures')
+    assert.equal(sick.hits, 2 + 3)
+  } finally {
+    await w.stop()
+    sick.server.close()
   }
 })
