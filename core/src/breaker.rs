@@ -367,6 +367,13 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
     }
 
+    /// Probes that succeeded in the current half-open period (0 in any
+    /// other state).
+    #[cfg(feature = "alloc")]
+    pub(crate) fn probe_successes(&self) -> u16 {
+        if self.phase.state() == State::HalfOpen { self.probe_successes } else { 0 }
+    }
+
     /// The counters at `now`; changes nothing.
     pub fn counts(&self, now: Instant) -> Counts {
         let now = now.max(self.latest);

@@ -30,7 +30,9 @@
 //! **Half-open.** With [`Probe::Oldest`] (the default) the oldest retained
 //! message is the probe as soon as the breaker admits one: no new traffic
 //! is needed. [`Probe::NewMessage`] is seed 001's rule: retained messages
-//! wait, and a new message probes (ahead of them).
+//! wait, and a new message probes (ahead of them) until a probe has
+//! succeeded; the rest of the probes the breaker needs are the retained
+//! ones, oldest first, and new messages wait behind them again.
 //!
 //! **Order.** Messages are first sent in submission order. With more than
 //! one send in flight, a message that fails goes back before every
@@ -306,7 +308,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.counters.submitted += 1;
         if !self.make_room(bytes) {
             self.counters.refused += 1;
-            self.probe_owed |= self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
+            self.probe_owed |= self.new_message_probes(now);
             return Err(Overflowed { message });
         }
         let seq = self.next_seq;
@@ -314,7 +316,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.bytes += bytes;
         let expires = self.config.max_age.map(|age| now + age);
         let held = Held { seq, message, bytes, attempts: 0, expires };
-        let probes = self.config.probe == Probe::NewMessage && self.breaker.state(now) == State::HalfOpen;
+        let probes = self.new_message_probes(now);
         if (self.retained.is_empty() || probes)
             && self.room(now)
             && let Some(permit) = self.admit(now)
@@ -458,14 +460,24 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         }
         let state = self.breaker.state(now);
         // Seed 001's rule: the retained wait for a new message to probe,
-        // unless one came that could not (or could not yet) be sent.
+        // unless one came that could not (or could not yet) be sent, or a
+        // probe has succeeded already (the rest of the probes are theirs:
+        // with no new message they would wait forever on a healthy partner).
         if self.config.probe == Probe::NewMessage
             && state != State::Closed
-            && !(state == State::HalfOpen && self.probe_owed)
+            && !(state == State::HalfOpen && (self.probe_owed || self.breaker.probe_successes() > 0))
         {
             return false;
         }
         self.bucket.as_ref().is_none_or(|b| b.ready_at(now)) && self.breaker.check(now).is_ok()
+    }
+
+    /// Whether a new message probes ahead of the retained ones at `now`
+    /// (seed 001's rule): half-open, before any probe has succeeded.
+    fn new_message_probes(&self, now: Instant) -> bool {
+        self.config.probe == Probe::NewMessage
+            && self.breaker.state(now) == State::HalfOpen
+            && self.breaker.probe_successes() == 0
     }
 
     /// A permit at `now`, within the rate (the breaker's transition, if it
