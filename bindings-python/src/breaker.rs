@@ -18,7 +18,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::blocks;
 use crate::host::{
     Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
-    state_name, unfinished, unfinished_error,
+    state_member, state_name, unfinished, unfinished_error,
 };
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs, secs_at};
@@ -160,7 +160,7 @@ pub(crate) fn histogram(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResul
 pub(crate) fn metrics_dict(py: Python<'_>, (m, k): (MetricsReading, Counts)) -> PyResult<Bound<'_, PyDict>> {
     let c = m.counters;
     let d = PyDict::new(py);
-    d.set_item("state", state_name(m.state))?;
+    d.set_item("state", state_member(py, m.state))?;
     for (key, v) in [
         ("admitted", c.admitted),
         ("successes", c.successes),
@@ -396,9 +396,16 @@ impl NativeBreaker {
         self.manual(py, |core, now| core.handle_timeout(now))
     }
 
-    /// When (seconds on the breaker's clock) it next changes by itself, or `None`.
+    /// When (seconds on the breaker's clock: compare with `now()`) it next
+    /// changes by itself, or `None`; call `handle_timeout()` then.
     fn poll_timeout(&self) -> Option<f64> {
         self.lock().poll_timeout().map(secs_at)
+    }
+
+    /// The breaker's clock reading, in seconds (what `poll_timeout` and
+    /// `StateChange.at` are on; the default clock's origin is private).
+    fn now(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(secs_at(self.host.now(py)?))
     }
 
     /// Calls `callback(change)` after every change of state, with no lock

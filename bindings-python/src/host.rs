@@ -60,13 +60,26 @@ impl Permit {
 pub struct StateChange {
     /// The breaker's name (its registry key).
     pub name: String,
-    /// `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"`.
-    pub from_state: &'static str,
-    pub to_state: &'static str,
+    /// `halfopen.State` members (equal to `"CLOSED"`, `"OPEN"`, `"HALF_OPEN"`).
+    pub from_state: Py<PyAny>,
+    pub to_state: Py<PyAny>,
     /// Why, in the core's words (`"failure_threshold"`, `"open_timeout"`, ...).
     pub reason: &'static str,
     /// When it took effect, in seconds on the breaker's clock.
     pub at: f64,
+}
+
+impl StateChange {
+    /// The change `t` of the breaker `name`.
+    pub(crate) fn new(py: Python<'_>, name: String, t: Transition) -> Self {
+        StateChange {
+            name,
+            from_state: state_member(py, t.from).unbind(),
+            to_state: state_member(py, t.to).unbind(),
+            reason: t.reason.name(),
+            at: secs_at(t.at),
+        }
+    }
 }
 
 /// What never counts as the upstream's failure.
@@ -86,6 +99,26 @@ pub(crate) fn state_name(s: State) -> &'static str {
         State::Closed => "CLOSED",
         State::Open => "OPEN",
         State::HalfOpen => "HALF_OPEN",
+    }
+}
+
+/// The `halfopen.State` member of a state (a `str` enum: it equals its
+/// name), or the name itself if the package's module cannot be read.
+pub(crate) fn state_member(py: Python<'_>, s: State) -> Bound<'_, PyAny> {
+    static MEMBERS: PyOnceLock<[Py<PyAny>; 3]> = PyOnceLock::new();
+    let members = MEMBERS.get_or_try_init(py, || {
+        let class = support(py)?.getattr("State")?;
+        let member = |name: &str| class.getattr(name).map(Bound::unbind);
+        Ok::<_, PyErr>([member("CLOSED")?, member("OPEN")?, member("HALF_OPEN")?])
+    });
+    let i = match s {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+    };
+    match members {
+        Ok(m) => m[i].bind(py).clone(),
+        Err(_) => PyString::new(py, state_name(s)).into_any(),
     }
 }
 
@@ -224,7 +257,8 @@ impl Host {
         };
         if shared_clock && clock.is_none() {
             // The default clock counts from this process's start: no other process shares it.
-            let problem = "needs a clock of your own (such as time.time): the default one counts from this process's start";
+            let problem =
+                "needs a clock of your own (such as time.time): the default one counts from this process's start";
             return Err(option_error(py, false, "shared_clock", problem));
         }
         let exclude = match exclude {
@@ -350,14 +384,7 @@ impl Host {
             let Some((name, t)) = next else { return };
             let listeners: Vec<Py<PyAny>> =
                 x.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
-            let change = StateChange {
-                name,
-                from_state: state_name(t.from),
-                to_state: state_name(t.to),
-                reason: t.reason.name(),
-                at: secs_at(t.at),
-            };
-            let Ok(change) = Py::new(py, change) else { continue };
+            let Ok(change) = Py::new(py, StateChange::new(py, name, t)) else { continue };
             for listener in &listeners {
                 if let Err(e) = listener.bind(py).call1((change.clone_ref(py),)) {
                     log(py, "a state-change listener raised", e);
@@ -431,14 +458,10 @@ impl Host {
     }
 }
 
-/// A refusal's state and reason (the core's words) as Python strings made
-/// once: a refusal allocates only its exception and its `retry_after`.
-fn refusal_words<'py>(py: Python<'py>, rejection: &Rejection) -> (Bound<'py, PyString>, Bound<'py, PyString>) {
-    let state = match rejection.state {
-        State::Closed => intern!(py, "CLOSED"),
-        State::Open => intern!(py, "OPEN"),
-        State::HalfOpen => intern!(py, "HALF_OPEN"),
-    };
+/// A refusal's state (a `halfopen.State`) and reason (the core's words, a
+/// string made once): a refusal allocates only its exception and its `retry_after`.
+fn refusal_words<'py>(py: Python<'py>, rejection: &Rejection) -> (Bound<'py, PyAny>, Bound<'py, PyString>) {
+    let state = state_member(py, rejection.state);
     let reason = match rejection.wait.reason() {
         "open" => intern!(py, "open").clone(),
         "probes_busy" => intern!(py, "probes_busy").clone(),
@@ -446,7 +469,7 @@ fn refusal_words<'py>(py: Python<'py>, rejection: &Rejection) -> (Bound<'py, PyS
         "held" => intern!(py, "held").clone(),
         other => PyString::new(py, other),
     };
-    (state.clone(), reason)
+    (state, reason)
 }
 
 /// The exception for `rejection` of the breaker `name` (state and reason as

@@ -18,7 +18,7 @@ use crate::host::{
     state_name, support, unfinished, unfinished_error,
 };
 use crate::options::{self, name_of, option_error, type_name};
-use crate::time::secs;
+use crate::time::{secs, secs_at};
 
 #[pyclass(frozen, subclass, module = "halfopen._native")]
 pub struct NativeRegistry {
@@ -350,9 +350,16 @@ impl NativeRegistry {
         self.manual(py, &name, |b, now| b.handle_timeout(now))
     }
 
-    /// When (seconds on the registry's clock) `name`'s breaker next changes by itself.
+    /// When (seconds on the registry's clock: compare with `now()`) `name`'s
+    /// breaker next changes by itself; call `handle_timeout(name)` then.
     fn poll_timeout(&self, #[pyo3(from_py_with = checked_name)] name: String) -> Option<f64> {
-        self.lock().peek(&name).and_then(|b| b.poll_timeout()).map(crate::time::secs_at)
+        self.lock().peek(&name).and_then(|b| b.poll_timeout()).map(secs_at)
+    }
+
+    /// The registry's clock reading, in seconds (what `poll_timeout` and
+    /// `StateChange.at` are on; the default clock's origin is private).
+    fn now(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(secs_at(self.host.now(py)?))
     }
 
     /// `name`'s metrics and counts, or `None` if it has no breaker.

@@ -11,7 +11,7 @@ use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionSnapshot,
     Submitted, exposition,
 };
-use halfopen::{Breaker, Config, LatencyHistogram, Metrics, Transition};
+use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
@@ -168,10 +168,9 @@ impl NativeRetentionQueue {
             held.insert(seq, message.unbind());
         }
         let b = &self.built;
-        let restored =
-            snapshot.and_then(|s| {
-                Core::restore(Arc::clone(&b.config), b.retention, &s, now, self.host.elapsed(), |seq| held.remove(&seq))
-            });
+        let restored = snapshot.and_then(|s| {
+            Core::restore(Arc::clone(&b.config), b.retention, &s, now, self.host.elapsed(), |seq| held.remove(&seq))
+        });
         let mut restored = restored.map_err(|e| snapshot_error(py, e))?;
         if !held.is_empty() {
             let why = "the snapshot does not hold every message given with it (they would be lost)";
@@ -191,7 +190,7 @@ fn event_tuple<'py>(py: Python<'py>, name: &str, event: Event<Py<PyAny>>) -> PyR
     let none = || py.None();
     match event {
         Event::Transition(t) => {
-            let change = Py::new(py, change_of(name, t))?;
+            let change = Py::new(py, StateChange::new(py, name.to_owned(), t))?;
             PyTuple::new(
                 py,
                 [
@@ -219,16 +218,6 @@ fn event_tuple<'py>(py: Python<'py>, name: &str, event: Event<Py<PyAny>>) -> PyR
             let seq = seq.into_pyobject(py)?.into_any().unbind();
             PyTuple::new(py, [PyString::new(py, "dropped").into_any().unbind(), seq, message, none(), none(), none()])
         }
-    }
-}
-
-fn change_of(name: &str, t: Transition) -> StateChange {
-    StateChange {
-        name: name.to_owned(),
-        from_state: state_name(t.from),
-        to_state: state_name(t.to),
-        reason: t.reason.name(),
-        at: secs_at(t.at),
     }
 }
 

@@ -3,6 +3,7 @@ codec found, through the Python binding."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -22,10 +23,11 @@ def test_an_object_with_100000_fields_is_refused_at_once() -> None:
 
 
 def test_a_newer_registry_snapshot_is_newer_version_whatever_else_it_holds() -> None:
+    newer = json.loads(halfopen.Registry().to_json())["version"] + 1
     for restore, snapshot in (
-        (halfopen.Registry().restore_json, '{"version":3,"whatever":[]}'),
-        (halfopen.Registry(capacity=1).restore_json, '{"version":3,"breakers":[' + "0," * 50 + "0]}"),
-        (halfopen.Registry().restore_bytes, bytes([3])),
+        (halfopen.Registry().restore_json, f'{{"version":{newer},"whatever":[]}}'),
+        (halfopen.Registry(capacity=1).restore_json, f'{{"version":{newer},"breakers":[' + "0," * 50 + "0]}"),
+        (halfopen.Registry().restore_bytes, bytes([newer])),
     ):
         with pytest.raises(halfopen.SnapshotError) as refused:
             restore(snapshot)  # type: ignore[operator]

@@ -8,7 +8,6 @@ this package translates), for threads and asyncio.
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
@@ -21,6 +20,7 @@ from ._support import (
     ConcurrencyLimitError,
     RegistryFullError,
     SnapshotError,
+    State,
 )
 
 __all__ = [
@@ -43,14 +43,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class State(enum.Enum):
-    """A breaker's state; the values are seed 000's strings."""
-
-    CLOSED = "CLOSED"
-    OPEN = "OPEN"
-    HALF_OPEN = "HALF_OPEN"
 
 
 class _Protects:
@@ -319,4 +311,10 @@ class KeyedBreaker(_Protects):
         return self.registry.mode(self.name)
 
     def poll_timeout(self) -> Optional[float]:
+        """When (seconds on the registry's clock: compare with ``now()``)
+        the breaker next changes by itself, or ``None``."""
         return self.registry.poll_timeout(self.name)
+
+    def now(self) -> float:
+        """The registry's clock reading, in seconds (what ``poll_timeout`` is on)."""
+        return self.registry.now()

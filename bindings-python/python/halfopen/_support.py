@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import decimal
+import enum
 import fractions
 import logging
 import numbers
@@ -14,6 +15,20 @@ import types
 from typing import Optional, Tuple
 
 logger = logging.getLogger("halfopen")
+
+
+class State(str, enum.Enum):
+    """A breaker's state: ``breaker.state``, ``err.state``,
+    ``StateChange.from_state`` / ``to_state`` and ``metrics()["state"]`` are
+    all members of it. Its values are seed 000's strings, and a member is
+    that string (``State.OPEN == "OPEN"``, ``str(State.OPEN) == "OPEN"``)."""
+
+    CLOSED = "CLOSED"
+    OPEN = "OPEN"
+    HALF_OPEN = "HALF_OPEN"
+
+    def __str__(self) -> str:
+        return self.value
 
 #: What a protected call must not return (its work has not run yet).
 UNFINISHED = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType, asyncio.Future)
@@ -32,8 +47,8 @@ CANCELLATIONS = (
 class CircuitBreakerError(Exception):
     """A call the breaker did not admit (the function was not called).
 
-    ``state`` is ``"OPEN"``, ``"HALF_OPEN"`` or ``"CLOSED"`` (a full
-    concurrency limit); ``retry_after`` the seconds after which to try again
+    ``state`` is a ``State`` (``OPEN``, ``HALF_OPEN``, or ``CLOSED`` for a
+    full concurrency limit or a full registry); ``retry_after`` the seconds after which to try again
     (use it as a queue's delay), ``None`` while held open until released;
     ``reason`` the core's: ``"open"``, ``"probes_busy"``, ``"limit_full"`` or
     ``"held"``.
@@ -41,14 +56,14 @@ class CircuitBreakerError(Exception):
 
     # The four values are the exception's args (set by BaseException's own
     # constructor, in C: a refusal costs no Python code), read by name here.
-    args: Tuple[str, str, Optional[float], str]
+    args: Tuple[str, State, Optional[float], str]
 
     @property
     def breaker_name(self) -> str:
         return self.args[0]
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return self.args[1]
 
     @property
@@ -78,7 +93,7 @@ class RegistryFullError(CircuitBreakerError):
     (the name has no breaker, and none could be evicted for it)."""
 
     def __init__(self, breaker_name: str, *_: object) -> None:
-        super().__init__(breaker_name, "CLOSED", None, "registry_full")
+        super().__init__(breaker_name, State.CLOSED, None, "registry_full")
 
 
 class SnapshotError(ValueError):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
 
 from ._native import NativeRetentionQueue, StateChange
-from ._support import CANCELLATIONS, log_error
+from ._support import CANCELLATIONS, State, log_error
 
 M = TypeVar("M")
 
@@ -117,6 +117,11 @@ class RetentionQueue(NativeRetentionQueue, Generic[M]):
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 2**53 - 1:
             raise _option_error(TypeError, "size", f"size must return a whole number of bytes from 0 to 2**53 - 1, got {size!r}")
         return self._submit(message, size)
+
+    @property
+    def state(self) -> State:
+        """The breaker's state."""
+        return State(self.state_name)
 
     def events(self) -> List[RetentionEvent]:
         """The events since the last call, oldest first."""
@@ -335,9 +340,13 @@ class Dispatcher(Generic[M]):
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @property
-    def state(self) -> str:
-        """The breaker's state: ``"CLOSED"``, ``"OPEN"`` or ``"HALF_OPEN"``."""
-        return self.queue.state_name
+    def state(self) -> State:
+        """The breaker's state."""
+        return State(self.queue.state_name)
+
+    def now(self) -> float:
+        """The queue's clock reading, in seconds (what ``queue.poll_timeout()`` is on)."""
+        return self.queue.now()
 
     def stats(self) -> Dict[str, int]:
         """What it holds and did."""
