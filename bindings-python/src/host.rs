@@ -12,7 +12,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks::{self, Blocks};
@@ -82,15 +82,42 @@ impl StateChange {
     }
 }
 
-/// What never counts as the upstream's failure.
+/// What never counts as the upstream's failure: exception classes, then
+/// predicates (each called with the exception, in order), from `exclude`.
 #[derive(Default)]
-pub(crate) enum Exclude {
-    #[default]
-    Nothing,
-    /// A tuple of exception classes.
-    Types(Py<PyTuple>),
-    /// A callable: the exception → true if it must not count.
-    Predicate(Py<PyAny>),
+pub(crate) struct Exclude {
+    classes: Option<Py<PyTuple>>,
+    predicates: Vec<Py<PyAny>>,
+}
+
+impl Exclude {
+    /// From the `exclude` argument, checked and flattened by the package.
+    fn new(py: Python<'_>, exclude: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let Some(exclude) = exclude else { return Ok(Exclude::default()) };
+        let (classes, predicates): (Bound<'_, PyTuple>, Vec<Py<PyAny>>) =
+            support(py)?.getattr("exclusions")?.call1((exclude,))?.extract()?;
+        Ok(Exclude { classes: (!classes.is_empty()).then(|| classes.unbind()), predicates })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.classes.is_none() && self.predicates.is_empty()
+    }
+
+    /// Whether `value` must not count: an instance of a class, or a
+    /// predicate says so (what a predicate raises is the caller's).
+    fn excludes(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if let Some(classes) = &self.classes
+            && value.is_instance(classes.bind(py).as_any())?
+        {
+            return Ok(true);
+        }
+        for p in &self.predicates {
+            if p.bind(py).call1((value,))?.is_truthy()? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// The seed's name of a state.
@@ -228,6 +255,11 @@ struct Events {
     delivering: bool,
 }
 
+/// Refuses an async callable for `option` (`why`: what would go wrong).
+fn check_sync(py: Python<'_>, option: &str, f: &Bound<'_, PyAny>, why: &str) -> PyResult<()> {
+    support(py)?.getattr("check_sync")?.call1((option, f, why)).map(drop)
+}
+
 /// A callable argument (`None`: absent), checked.
 fn callable(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
     match v {
@@ -261,26 +293,14 @@ impl Host {
                 "needs a clock of your own (such as time.time): the default one counts from this process's start";
             return Err(option_error(py, false, "shared_clock", problem));
         }
-        let exclude = match exclude {
-            None => Exclude::Nothing,
-            Some(e) if e.is_instance_of::<PyType>() => Exclude::Types(PyTuple::new(py, [e])?.unbind()),
-            Some(e) if e.is_instance_of::<PyTuple>() => {
-                let all_types = e.try_iter()?.all(|t| t.is_ok_and(|t| t.is_instance_of::<PyType>()));
-                if !all_types {
-                    return Err(option_error(py, true, "exclude", "must be exception classes or a predicate"));
-                }
-                Exclude::Types(e.cast::<PyTuple>()?.clone().unbind())
-            }
-            Some(e) if e.is_callable() => Exclude::Predicate(e.clone().unbind()),
-            Some(e) => {
-                let problem = format!("must be exception classes or a predicate, got {}", type_name(e));
-                return Err(option_error(py, true, "exclude", &problem));
-            }
-        };
+        let exclude = Exclude::new(py, exclude)?;
         let clock = callable(py, "clock", clock)?;
+        if let Some(clock) = &clock {
+            check_sync(py, "clock", clock.bind(py), "its reading would be a coroutine, not a number")?;
+        }
         let fallback = callable(py, "fallback", fallback)?;
         let extras = OnceLock::new();
-        if clock.is_some() || fallback.is_some() || !matches!(exclude, Exclude::Nothing) {
+        if clock.is_some() || fallback.is_some() || !exclude.is_empty() {
             let _ = extras.set(Box::new(Extras { clock, shared_clock, exclude, fallback, ..Extras::default() }));
         }
         static IDS: AtomicU64 = AtomicU64::new(1);
@@ -324,9 +344,15 @@ impl Host {
         self.extras.get()?.fallback.as_ref()
     }
 
-    /// Adds a listener (checked callable).
+    /// Adds a listener (checked: a callable, not an async one).
     pub(crate) fn listen(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(callback) = callable(py, "callback", Some(callback))? else { return Ok(()) };
+        check_sync(
+            py,
+            "callback",
+            callback.bind(py),
+            "listeners are called, never awaited (start a task from a plain one)",
+        )?;
         let x = self.extras();
         x.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(callback);
         x.listening.store(true, Ordering::Release);
@@ -399,10 +425,9 @@ impl Host {
         let Some(x) = self.extras.get() else { return Ok(()) };
         visit.call(&x.clock)?;
         visit.call(&x.fallback)?;
-        match &x.exclude {
-            Exclude::Nothing => {}
-            Exclude::Types(t) => visit.call(t)?,
-            Exclude::Predicate(p) => visit.call(p)?,
+        visit.call(&x.exclude.classes)?;
+        for p in &x.exclude.predicates {
+            visit.call(p)?;
         }
         // A lock held elsewhere means a thread is using them: they are alive.
         if let Ok(listeners) = x.listeners.try_lock() {
@@ -442,12 +467,8 @@ impl Host {
         if cancellations(py).is_ok_and(|c| value.is_instance(c).unwrap_or(false)) {
             return Outcome::Cancelled;
         }
-        let excluded = match self.extras.get().map_or(&Exclude::Nothing, |x| &x.exclude) {
-            Exclude::Nothing => Ok(false),
-            Exclude::Types(types) => value.is_instance(types.bind(py).as_any()),
-            Exclude::Predicate(p) => p.bind(py).call1((value,)).and_then(|r| r.is_truthy()),
-        };
-        match excluded {
+        let Some(x) = self.extras.get() else { return Outcome::Failure };
+        match x.exclude.excludes(py, value) {
             Ok(true) => Outcome::Ignored,
             Ok(false) => Outcome::Failure,
             Err(e) => {

@@ -5,6 +5,7 @@ otherwise."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any, List
 
@@ -108,3 +109,128 @@ def test_handle_timeout_can_be_scheduled_from_poll_timeout_and_now_with_the_defa
         ("a", State.HALF_OPEN, "open_timeout"),
     ]
     assert [(c.to_state, c.reason) for c in queued if c is not None] == [(State.HALF_OPEN, "open_timeout")]
+
+
+# 3. An async predicate's coroutine is true (every error excluded); an async listener never ran.
+
+
+async def async_predicate(exc: BaseException) -> bool:
+    return False
+
+
+async def async_generator_predicate(exc: BaseException) -> Any:
+    yield False
+
+
+class AsyncCallable:
+    async def __call__(self, arg: Any) -> bool:
+        return False
+
+    async def method(self, arg: Any) -> bool:
+        return False
+
+
+ASYNC_CALLABLES = [
+    async_predicate,
+    async_generator_predicate,
+    AsyncCallable(),
+    AsyncCallable().method,
+    functools.partial(async_predicate),
+    functools.partial(functools.partial(AsyncCallable())),
+]
+
+
+async def post(message: Any) -> None:
+    pass
+
+
+@pytest.mark.parametrize("fn", ASYNC_CALLABLES)
+def test_an_async_predicate_listener_or_clock_is_refused_when_given(fn: Any) -> None:
+    refused_by = [
+        (lambda: CircuitBreaker("x", exclude=fn), "exclude"),
+        (lambda: CircuitBreaker("x", exclude=[KeyError, fn]), "exclude"),
+        (lambda: halfopen.Registry(exclude=fn), "exclude"),
+        (lambda: CircuitBreaker("x").on_state_change(fn), "callback"),
+        (lambda: halfopen.Registry().on_state_change(fn), "callback"),
+        (lambda: CircuitBreaker("x", clock=fn), "clock"),
+        (lambda: halfopen.RetentionQueue("q", concurrency_limit=1, clock=fn), "clock"),
+        (lambda: halfopen.Dispatcher("d", post, concurrency_limit=1, is_failure=fn), "is_failure"),
+        (lambda: halfopen.Dispatcher("d", post, concurrency_limit=1, on_event=fn), "on_event"),
+    ]
+    for make, option in refused_by:
+        with pytest.raises(TypeError, match="not an async one") as refused:
+            make()
+        assert refused.value.option == option  # type: ignore[attr-defined]
+
+
+def test_plain_callables_are_still_taken_where_async_ones_are_refused() -> None:
+    class Plain:
+        def __call__(self, exc: BaseException) -> bool:
+            return isinstance(exc, KeyError)
+
+    b = CircuitBreaker("x", failure_threshold=1, exclude=functools.partial(Plain()), clock=Clock())
+    with pytest.raises(KeyError):
+        b.call(lambda: {}["k"])
+    assert b.state is State.CLOSED and b.metrics()["ignored"] == 1
+
+
+# 4. exclude in the forms pybreaker users write: lists, mixed, nested; a class that is no exception's refused.
+
+
+class Widget:
+    pass
+
+
+def is_429(e: BaseException) -> bool:
+    return "429" in str(e)
+
+
+@pytest.mark.parametrize(
+    "exclude",
+    [
+        lambda: [KeyError],
+        lambda: [KeyError, is_429],
+        lambda: (KeyError, is_429),
+        lambda: ((KeyError, (LookupError, [is_429])),),
+        lambda: [[KeyError], ([is_429],)],
+        lambda: {KeyError},
+        lambda: (e for e in (KeyError, is_429)),
+    ],
+)
+def test_exclude_takes_any_iterable_of_classes_and_predicates_nested(exclude: Any) -> None:
+    clock = Clock()
+    for source in (
+        CircuitBreaker("x", failure_threshold=2, exclude=exclude(), clock=clock),
+        halfopen.Registry(failure_threshold=2, exclude=exclude(), clock=clock).get("x"),
+    ):
+        with pytest.raises(KeyError):
+            source.call(lambda: {}["k"])
+        with pytest.raises(RuntimeError):
+            source.call(fail)
+        m = source.metrics()
+        assert m is not None and (m["ignored"], m["failures"]) == (1, 1)
+
+
+def test_exclude_with_a_predicate_in_a_list_ignores_what_it_says() -> None:
+    def throttled() -> None:
+        raise RuntimeError("429 too many requests")
+
+    b = CircuitBreaker("x", failure_threshold=1, exclude=[KeyError, is_429], clock=Clock())
+    with pytest.raises(RuntimeError):
+        b.call(throttled)
+    assert b.state is State.CLOSED and b.metrics()["ignored"] == 1
+
+
+@pytest.mark.parametrize("exclude", [Widget, [KeyError, Widget], ((Widget,),), "KeyError", [1], [None], b"x"])
+def test_exclude_refuses_what_is_neither_an_exception_class_nor_a_predicate(exclude: Any) -> None:
+    for make in (lambda: CircuitBreaker("x", exclude=exclude), lambda: halfopen.Registry(exclude=exclude)):
+        with pytest.raises(TypeError, match="^exclude ") as refused:
+            make()
+        assert refused.value.option == "exclude"  # type: ignore[attr-defined]
+
+
+def test_exclude_that_holds_itself_is_refused() -> None:
+    loop: List[Any] = [KeyError]
+    loop.append(loop)
+    with pytest.raises(TypeError, match="^exclude "):
+        CircuitBreaker("x", exclude=loop)

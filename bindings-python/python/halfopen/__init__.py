@@ -155,9 +155,12 @@ class CircuitBreaker(_Protects, NativeBreaker):
     ``CircuitBreaker(name, *, failure_threshold=5, window=60.0, open_timeout=30.0,
     half_open_max_attempts=3, ...)``: every core option under its snake_case
     name, times in seconds; unset options take the core's defaults (seed
-    000's breaker), ``None`` unsets a policy. Also ``exclude`` (exception
-    classes, or a predicate on the exception, that never count), ``clock``
-    (a callable returning seconds; monotonic by default, read in Rust),
+    000's breaker), ``None`` unsets a policy. Also ``exclude`` (what never
+    counts: an exception class, a predicate on the exception, or any
+    iterable of them, nested ones flattened, as ``[KeyError, is_throttle]``;
+    a class that is not an exception's, or an ``async`` predicate, is a
+    ``TypeError``), ``clock`` (a plain callable returning seconds; monotonic
+    by default, read in Rust),
     ``shared_clock`` (``True`` when ``clock`` reads the same in every process
     that restores this breaker's snapshots, such as ``time.time``: a restore
     then counts the time since the snapshot was taken; by default it resumes

@@ -1,6 +1,6 @@
 """Types of the native extension (src/*.rs); `halfopen` builds on it."""
 
-from typing import Any, Callable, Literal, Optional, Tuple, Type, TypeVar, Union, final
+from typing import Any, Callable, Iterable, Literal, Optional, Tuple, Type, TypeVar, Union, final
 
 from typing_extensions import disjoint_base
 
@@ -38,7 +38,9 @@ class StateChange:
     @property
     def at(self) -> float: ...
 
-_Exclude = Union[Type[BaseException], Tuple[Type[BaseException], ...], Callable[[BaseException], bool]]
+_ExcludeItem = Union[Type[BaseException], Callable[[BaseException], object]]
+#: A class, a predicate, or any iterable of them (nested ones flattened).
+_Exclude = Union[_ExcludeItem, Iterable[Union[_ExcludeItem, Iterable[Any]]]]
 
 @disjoint_base
 class NativeBreaker:

@@ -9,10 +9,12 @@ import concurrent.futures
 import decimal
 import enum
 import fractions
+import functools
+import inspect
 import logging
 import numbers
 import types
-from typing import Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Type
 
 logger = logging.getLogger("halfopen")
 
@@ -119,6 +121,66 @@ def exact_micros(value: object) -> Optional[int]:
     if not isinstance(value, numbers.Rational):
         return None
     return round(fractions.Fraction(value) * 1_000_000)
+
+
+def option_error(kind: Type[Exception], option: str, message: str) -> Exception:
+    """A ``TypeError``/``ValueError`` whose ``option`` attribute names the option."""
+    err = kind(message)
+    setattr(err, "option", option)  # noqa: B010 - an attribute of this instance
+    return err
+
+
+def is_async(fn: object) -> bool:
+    """Whether calling ``fn`` gives a coroutine or an async generator instead
+    of doing its work: an ``async def`` (or ``async`` generator) function, a
+    method or ``functools.partial`` of one, or an object whose ``__call__`` is."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return True
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return False
+    call = getattr(type(fn), "__call__", None)
+    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+
+
+def check_sync(option: str, fn: object, why: str) -> None:
+    """Refuses an async callable for ``option`` (``why``: what would go wrong)."""
+    if is_async(fn):
+        raise option_error(TypeError, option, f"{option} must be a plain function, not an async one: {why}")
+
+
+def exclusions(exclude: object) -> Tuple[Tuple[Type[BaseException], ...], Tuple[Callable[[BaseException], Any], ...]]:
+    """``exclude`` as exception classes and predicates: a class, a predicate,
+    or any iterable of them (lists, tuples, sets, nested ones flattened, in
+    order). A class that is not an exception's, an async predicate, or
+    anything else is a ``TypeError`` naming ``exclude``."""
+    classes: List[Type[BaseException]] = []
+    predicates: List[Callable[[BaseException], Any]] = []
+
+    def add(item: object, within: Tuple[int, ...]) -> None:
+        if isinstance(item, type):
+            if not issubclass(item, BaseException):
+                problem = f"exclude must hold exception classes or predicates; {item.__qualname__} is not an exception class"
+                raise option_error(TypeError, "exclude", problem)
+            classes.append(item)
+            return
+        if callable(item):
+            check_sync("exclude", item, "it would return a coroutine, which is true, so every error would be excluded")
+            predicates.append(item)
+            return
+        problem = f"exclude must be exception classes or predicates, got {type(item).__name__}"
+        if isinstance(item, (str, bytes, bytearray)) or id(item) in within:
+            raise option_error(TypeError, "exclude", problem)
+        try:
+            items = iter(item)  # type: ignore[call-overload]
+        except TypeError:
+            raise option_error(TypeError, "exclude", problem) from None
+        for each in items:
+            add(each, within + (id(item),))
+
+    add(exclude, ())
+    return tuple(classes), tuple(predicates)
 
 
 def log_error(what: str, error: BaseException) -> None:

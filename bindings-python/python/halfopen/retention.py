@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
 
 from ._native import NativeRetentionQueue, StateChange
-from ._support import CANCELLATIONS, State, log_error
+from ._support import CANCELLATIONS, State, check_sync, log_error, option_error
 
 M = TypeVar("M")
 
@@ -68,13 +68,6 @@ class RetentionEvent:
     change: Optional[StateChange]
 
 
-def _option_error(kind: type, option: str, message: str) -> Exception:
-    """A ``TypeError``/``ValueError`` whose ``option`` names the option."""
-    err: Exception = kind(message)
-    setattr(err, "option", option)
-    return err
-
-
 def default_size(message: Any) -> int:
     """Bytes of a message by default (see the module)."""
     if isinstance(message, (bytes, bytearray, memoryview)):
@@ -107,7 +100,7 @@ class RetentionQueue(NativeRetentionQueue, Generic[M]):
 
     def __init__(self, name: str, /, *, size: Optional[Callable[[Any], int]] = None, **options: Any) -> None:
         if size is not None and not callable(size):
-            raise _option_error(TypeError, "size", f"size must be a callable, got {type(size).__name__}")
+            raise option_error(TypeError, "size", f"size must be a callable, got {type(size).__name__}")
         self._size = size or default_size
 
     def submit(self, message: M) -> Tuple[str, Optional[int]]:
@@ -115,7 +108,7 @@ class RetentionQueue(NativeRetentionQueue, Generic[M]):
         ``next()`` hands it out later; ``("refused", None)``: a bound is reached."""
         size = self._size(message)
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 2**53 - 1:
-            raise _option_error(TypeError, "size", f"size must return a whole number of bytes from 0 to 2**53 - 1, got {size!r}")
+            raise option_error(TypeError, "size", f"size must return a whole number of bytes from 0 to 2**53 - 1, got {size!r}")
         return self._submit(message, size)
 
     @property
@@ -158,9 +151,11 @@ class Dispatcher(Generic[M]):
     ) -> None:
         for option, value in (("send", send), ("is_failure", is_failure), ("on_event", on_event)):
             if value is not None and not callable(value):
-                raise _option_error(TypeError, option, f"{option} must be a callable, got {type(value).__name__}")
+                raise option_error(TypeError, option, f"{option} must be a callable, got {type(value).__name__}")
+        check_sync("is_failure", is_failure, "it would return a coroutine, which is true: every error would count")
+        check_sync("on_event", on_event, "events are handed over, never awaited (start a task from a plain one)")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")):
-            raise _option_error(ValueError, "timeout", f"timeout must be a finite number of seconds above 0, got {timeout!r}")
+            raise option_error(ValueError, "timeout", f"timeout must be a finite number of seconds above 0, got {timeout!r}")
         self.queue: RetentionQueue[M] = RetentionQueue(name, **options)
         self.name = name
         self._send = send
