@@ -50,25 +50,38 @@ impl NativeBreaker {
     }
 
     /// Runs `op` on the core, noting the transitions it returns for the
-    /// listeners under the lock, then delivers them with the lock released.
-    fn change<R, T: IntoIterator<Item = Transition>>(&self, py: Python<'_>, op: impl FnOnce(&mut Core) -> (R, T)) -> R {
+    /// listeners under the lock, then delivers them with the lock released;
+    /// what a listener raised that must propagate comes back beside the result.
+    fn change<R, T: IntoIterator<Item = Transition>>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut Core) -> (R, T),
+    ) -> (R, PyResult<()>) {
         let result = {
             let mut core = self.lock();
             let (result, transitions) = op(&mut core);
             self.host.note(|| self.text(py), transitions);
             result
         };
-        self.host.deliver(py);
-        result
+        (result, self.host.deliver(py))
     }
 
-    /// Admits a call or says why not (delivering what it observed).
+    /// Admits a call or says why not (delivering what it observed). If a
+    /// listener raised what must propagate, a permit is reported (cancelled)
+    /// and that is raised.
     fn admit(&self, py: Python<'_>) -> PyResult<Result<CorePermit, Rejection>> {
         let now = self.host.now(py)?;
-        Ok(self.change(py, |core| {
+        let (decision, delivered) = self.change(py, |core| {
             let admission = core.try_acquire(now);
             (admission.decision, admission.transition)
-        }))
+        });
+        if let Err(e) = delivered {
+            if let Ok(permit) = decision {
+                self.settle(py, permit, Outcome::Cancelled)?;
+            }
+            return Err(e);
+        }
+        Ok(decision)
     }
 
     /// Admits a call or raises the refusal.
@@ -77,9 +90,21 @@ impl NativeBreaker {
     }
 
     /// Reports `outcome` of a permit's call, then delivers what it caused.
-    fn settle(&self, py: Python<'_>, permit: CorePermit, outcome: Outcome) {
-        let now = self.host.now_for_report(py);
-        self.change(py, |core| ((), core.record(permit, outcome, now)));
+    /// It is reported whatever happens; an interrupt, an exit or a signal
+    /// handler's exception from the clock or a listener is raised after.
+    fn settle(&self, py: Python<'_>, permit: CorePermit, outcome: Outcome) -> PyResult<()> {
+        let (now, read) = self.host.now_for_report(py);
+        let ((), delivered) = self.change(py, |core| ((), core.record(permit, outcome, now)));
+        read.and(delivered)
+    }
+
+    /// Reports the call that raised `err` as `classify` counts it, and gives
+    /// back the exception to raise: `err`, or what interrupted the
+    /// bookkeeping.
+    fn settle_error(&self, py: Python<'_>, permit: CorePermit, err: PyErr) -> PyErr {
+        let (outcome, classified) = self.host.classify(py, &err);
+        let settled = self.settle(py, permit, outcome);
+        settled.and(classified).err().unwrap_or(err)
     }
 
     /// A manual operation at the clock's reading, then its transitions delivered.
@@ -89,27 +114,25 @@ impl NativeBreaker {
         op: impl FnOnce(&mut Core, Instant) -> T,
     ) -> PyResult<()> {
         let now = self.host.now(py)?;
-        self.change(py, |core| ((), op(core, now)));
-        Ok(())
+        self.change(py, |core| ((), op(core, now))).1
     }
 
     /// Admits a `with` block's call and notes the block (by the statement
     /// `depth` frames up), or raises.
     fn enter(&self, py: Python<'_>, depth: u32) -> PyResult<()> {
         let permit = self.acquire(py)?;
-        blocks::enter(py, self.host.blocks(), None, permit, depth).map_err(|(e, permit)| {
-            self.settle(py, permit, Outcome::Cancelled);
-            e
-        })
+        blocks::enter(py, self.host.blocks(), None, permit, depth)
+            .or_else(|(e, permit)| self.settle(py, permit, Outcome::Cancelled).and(Err(e)))
     }
 
     /// Reports the call of the block the statement `depth` frames up leaves,
-    /// as ended by `exc` (`None`: a success).
+    /// as ended by `exc` (`None`: a success). A block is left once whatever
+    /// `exc` is: with something that is not an exception, its call is
+    /// reported as cancelled, then that is a `TypeError`.
     fn leave(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
-        let outcome = self.host.exit_outcome(py, exc)?;
         let permit = blocks::leave(py, self.host.blocks(), None, depth)?;
-        self.settle(py, permit, outcome);
-        Ok(())
+        let (outcome, classified) = self.host.exit_outcome(py, exc).unwrap_or_else(|e| (Outcome::Cancelled, Err(e)));
+        self.settle(py, permit, outcome).and(classified)
     }
 
     fn restore(&self, snapshot: Result<Snapshot, halfopen::SnapshotError>, py: Python<'_>) -> PyResult<()> {
@@ -272,18 +295,14 @@ impl NativeBreaker {
         };
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
-                self.settle(py, permit, Outcome::Cancelled);
+                self.settle(py, permit, Outcome::Cancelled)?;
                 Err(unfinished_error(py, "fn", &value))
             }
             Ok(value) => {
-                self.settle(py, permit, Outcome::Success);
+                self.settle(py, permit, Outcome::Success)?;
                 Ok(value.unbind())
             }
-            Err(err) => {
-                let outcome = self.host.classify(py, &err);
-                self.settle(py, permit, outcome);
-                Err(err)
-            }
+            Err(err) => Err(self.settle_error(py, permit, err)),
         }
     }
 
@@ -332,17 +351,15 @@ impl NativeBreaker {
     fn record(&self, py: Python<'_>, permit: &Bound<'_, Permit>, outcome: &str) -> PyResult<()> {
         let outcome = outcome_of(py, outcome)?;
         let p = permit.get().take(py, self.host.id)?;
-        self.settle(py, p, outcome);
-        Ok(())
+        self.settle(py, p, outcome)
     }
 
     /// Reports a permitted call that raised `exc`, counted as `call` counts it.
     fn record_exception(&self, py: Python<'_>, permit: &Bound<'_, Permit>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         check_exception(py, exc)?;
         let p = permit.get().take(py, self.host.id)?;
-        let outcome = self.host.classify(py, &PyErr::from_value(exc.clone()));
-        self.settle(py, p, outcome);
-        Ok(())
+        let (outcome, classified) = self.host.classify(py, &PyErr::from_value(exc.clone()));
+        self.settle(py, p, outcome).and(classified)
     }
 
     /// The state now, counting elapsed time: `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"`.
@@ -409,7 +426,9 @@ impl NativeBreaker {
     }
 
     /// Calls `callback(change)` after every change of state, with no lock
-    /// held; an exception it raises is logged (logger `halfopen`).
+    /// held; an exception it raises is logged (logger `halfopen`), except an
+    /// interrupt, an exit or a signal handler's exception: that propagates
+    /// from the call that caused the change, once the call is reported.
     fn on_state_change(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         self.host.listen(py, callback)
     }

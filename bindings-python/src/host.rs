@@ -331,12 +331,16 @@ impl Host {
 
     /// A reading for a report: a call already made is reported even if the
     /// clock fails now (at the latest good reading; the failure is logged).
-    pub(crate) fn now_for_report(&self, py: Python<'_>) -> Instant {
-        self.now(py).unwrap_or_else(|e| {
-            log(py, "the clock failed; reporting at its latest reading", e);
-            let last = self.extras.get().map_or(0, |x| x.last_reading.load(Ordering::Relaxed));
-            Instant::from_micros(last)
-        })
+    /// An interrupt, an exit or a signal handler's exception from the clock
+    /// is handed back to be raised once the report is made.
+    pub(crate) fn now_for_report(&self, py: Python<'_>) -> (Instant, PyResult<()>) {
+        match self.now(py) {
+            Ok(now) => (now, Ok(())),
+            Err(e) => {
+                let last = self.extras.get().map_or(0, |x| x.last_reading.load(Ordering::Relaxed));
+                (Instant::from_micros(last), log_or_escape(py, "the clock failed; reporting at its latest reading", e))
+            }
+        }
     }
 
     /// What a refused call returns instead of raising, if given.
@@ -384,16 +388,19 @@ impl Host {
     /// held — unless a thread is delivering already (this one, from a
     /// listener that changed the breaker; or another): then that thread
     /// delivers them after the change it is delivering. A listener's
-    /// exception is logged.
-    pub(crate) fn deliver(&self, py: Python<'_>) {
-        let Some(x) = self.extras.get() else { return };
+    /// exception is logged, except an interrupt, an exit or a signal
+    /// handler's: the change still reaches every listener, then the
+    /// delivery stops (what is still queued goes with the next one, in
+    /// order) and the exception is returned, to be raised.
+    pub(crate) fn deliver(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(x) = self.extras.get() else { return Ok(()) };
         if x.pending.load(Ordering::Acquire) == 0 {
-            return;
+            return Ok(());
         }
         {
             let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
             if events.delivering || events.queue.is_empty() {
-                return;
+                return Ok(());
             }
             events.delivering = true;
         }
@@ -407,14 +414,19 @@ impl Host {
                 events.delivering = next.is_some();
                 next
             };
-            let Some((name, t)) = next else { return };
+            let Some((name, t)) = next else { return Ok(()) };
             let listeners: Vec<Py<PyAny>> =
                 x.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|l| l.clone_ref(py)).collect();
             let Ok(change) = Py::new(py, StateChange::new(py, name, t)) else { continue };
+            let mut escaped = Ok(());
             for listener in &listeners {
                 if let Err(e) = listener.bind(py).call1((change.clone_ref(py),)) {
-                    log(py, "a state-change listener raised", e);
+                    escaped = escaped.and(log_or_escape(py, "a state-change listener raised", e));
                 }
+            }
+            if escaped.is_err() {
+                x.events.lock().unwrap_or_else(|e| e.into_inner()).delivering = false;
+                return escaped;
             }
         }
     }
@@ -451,9 +463,9 @@ impl Host {
 
     /// What a `with` block's exit says of its call: a success without an
     /// exception, else as `classify` counts `exc` (which must be one).
-    pub(crate) fn exit_outcome(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+    pub(crate) fn exit_outcome(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<(Outcome, PyResult<()>)> {
         if exc.is_none() {
-            return Ok(Outcome::Success);
+            return Ok((Outcome::Success, Ok(())));
         }
         check_exception(py, exc)?;
         Ok(self.classify(py, &PyErr::from_value(exc.clone())))
@@ -461,20 +473,27 @@ impl Host {
 
     /// What an exception from the call says: cancellations (`asyncio`'s, an
     /// interrupt, an exit) and excluded errors count nothing; anything else
-    /// is a failure (so is an exception an `exclude` predicate raises).
-    pub(crate) fn classify(&self, py: Python<'_>, err: &PyErr) -> Outcome {
+    /// is a failure (so is an exception an `exclude` predicate raises). A
+    /// predicate interrupted (an interrupt, an exit, a signal handler's
+    /// exception) says nothing: the call counts as cancelled, and that
+    /// exception comes back, to be raised (its context the call's) once
+    /// the call is reported.
+    pub(crate) fn classify(&self, py: Python<'_>, err: &PyErr) -> (Outcome, PyResult<()>) {
         let value = err.value(py);
         if cancellations(py).is_ok_and(|c| value.is_instance(c).unwrap_or(false)) {
-            return Outcome::Cancelled;
+            return (Outcome::Cancelled, Ok(()));
         }
-        let Some(x) = self.extras.get() else { return Outcome::Failure };
+        let Some(x) = self.extras.get() else { return (Outcome::Failure, Ok(())) };
         match x.exclude.excludes(py, value) {
-            Ok(true) => Outcome::Ignored,
-            Ok(false) => Outcome::Failure,
-            Err(e) => {
-                log(py, "the exclude predicate raised; the call counts as a failure", e);
-                Outcome::Failure
-            }
+            Ok(true) => (Outcome::Ignored, Ok(())),
+            Ok(false) => (Outcome::Failure, Ok(())),
+            Err(e) => match log_or_escape(py, "the exclude predicate raised; the call counts as a failure", e) {
+                Ok(()) => (Outcome::Failure, Ok(())),
+                Err(e) => {
+                    let _ = e.value(py).setattr("__context__", value);
+                    (Outcome::Cancelled, Err(e))
+                }
+            },
         }
     }
 }
@@ -534,9 +553,17 @@ pub(crate) fn snapshot_error(py: Python<'_>, e: halfopen::SnapshotError) -> PyEr
     build().unwrap_or_else(|err| err)
 }
 
-/// Logs `err` on the `halfopen` logger (a callback's failure never breaks a call).
-pub(crate) fn log(py: Python<'_>, what: &str, err: PyErr) {
+/// Logs `err` on the `halfopen` logger (a callback's failure never breaks a
+/// call), unless it is an interrupt, an exit or a signal handler's exception
+/// (`_support.escapes`): that is handed back, to be raised once the
+/// breaker's bookkeeping is done.
+pub(crate) fn log_or_escape(py: Python<'_>, what: &str, err: PyErr) -> PyResult<()> {
+    // If asking fails (an interrupt meanwhile), what made it fail is raised.
+    if support(py)?.getattr("escapes")?.call1((err.value(py), err.traceback(py)))?.is_truthy()? {
+        return Err(err);
+    }
     let _ = support(py).and_then(|m| m.getattr("log_error")).and_then(|f| f.call1((what, err.value(py))));
+    Ok(())
 }
 
 /// A clock's reading in µs: seconds as an `int` (exact), a `float`

@@ -63,33 +63,41 @@ impl NativeRegistry {
 
     /// Runs `op` on the registry, noting the transitions of `name`'s breaker
     /// it returns for the listeners under the lock, then delivers them with
-    /// the lock released.
+    /// the lock released; what a listener raised that must propagate comes
+    /// back beside the result.
     fn change<R, T: IntoIterator<Item = Transition>>(
         &self,
         py: Python<'_>,
         name: &str,
         op: impl FnOnce(&mut Registry<Gauges>) -> (R, T),
-    ) -> R {
+    ) -> (R, PyResult<()>) {
         let result = {
             let mut core = self.lock();
             let (result, transitions) = op(&mut core);
             self.host.note(|| name.to_owned(), transitions);
             result
         };
-        self.host.deliver(py);
-        result
+        (result, self.host.deliver(py))
     }
 
     /// Admits a call through `name`'s breaker, or says why not: `Ok(Err(_))`
     /// is a refusal (the breaker's, or a registry full of busy breakers),
-    /// built as an exception only if no fallback takes it.
+    /// built as an exception only if no fallback takes it. If a listener
+    /// raised what must propagate, a permit is reported (cancelled) and that
+    /// is raised.
     fn admit(&self, py: Python<'_>, name: &str) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
         let now = self.host.now(py)?;
         // No Python code runs while the lock is held: errors are built after.
-        let admission = self.change(py, name, |core| match core.try_acquire(name, now) {
+        let (admission, delivered) = self.change(py, name, |core| match core.try_acquire(name, now) {
             Ok(admission) => (Ok(admission.decision), admission.transition),
             Err(e) => (Err(e), None),
         });
+        if let Err(e) = delivered {
+            if let Ok(Ok(permit)) = admission {
+                self.settle(py, name, permit, Outcome::Cancelled)?;
+            }
+            return Err(e);
+        }
         match admission {
             Ok(decision) => Ok(decision.map_err(Some)),
             Err(RegistryError::Full { .. }) => Ok(Err(None)),
@@ -102,9 +110,18 @@ impl NativeRegistry {
         self.admit(py, text)?.map_err(|refused| refused_error(py, name, text, refused))
     }
 
-    fn settle(&self, py: Python<'_>, name: &str, permit: CorePermit, outcome: Outcome) {
-        let now = self.host.now_for_report(py);
-        self.change(py, name, |core| ((), core.record(name, permit, outcome, now)));
+    /// Reports `outcome` of a permit's call, as `NativeBreaker` does.
+    fn settle(&self, py: Python<'_>, name: &str, permit: CorePermit, outcome: Outcome) -> PyResult<()> {
+        let (now, read) = self.host.now_for_report(py);
+        let ((), delivered) = self.change(py, name, |core| ((), core.record(name, permit, outcome, now)));
+        read.and(delivered)
+    }
+
+    /// Reports the call that raised `err`, as `NativeBreaker` does.
+    fn settle_error(&self, py: Python<'_>, name: &str, permit: CorePermit, err: PyErr) -> PyErr {
+        let (outcome, classified) = self.host.classify(py, &err);
+        let settled = self.settle(py, name, permit, outcome);
+        settled.and(classified).err().unwrap_or(err)
     }
 
     fn manual<T: IntoIterator<Item = Transition> + Default>(
@@ -114,11 +131,12 @@ impl NativeRegistry {
         op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> T,
     ) -> PyResult<()> {
         let now = self.host.now(py)?;
-        let done = self.change(py, name, |core| match core.get(name, now) {
+        let (done, delivered) = self.change(py, name, |core| match core.get(name, now) {
             Ok(breaker) => (Ok(()), op(breaker, now)),
             Err(e) => (Err(e), T::default()),
         });
-        done.map_err(|e| registry_error(py, name, e))
+        done.map_err(|e| registry_error(py, name, e))?;
+        delivered
     }
 
     fn take(&self, py: Python<'_>, permit: &Bound<'_, Permit>) -> PyResult<(String, CorePermit)> {
@@ -141,8 +159,9 @@ impl NativeRegistry {
                 }
             })
         };
-        self.host.deliver(py);
-        result.map_err(|e| snapshot_error(py, e))
+        let delivered = self.host.deliver(py);
+        result.map_err(|e| snapshot_error(py, e))?;
+        delivered
     }
 }
 
@@ -217,18 +236,14 @@ impl NativeRegistry {
         let name = text;
         match fn_.call(args, kwargs) {
             Ok(value) if unfinished(py, &value) => {
-                self.settle(py, &name, permit, Outcome::Cancelled);
+                self.settle(py, &name, permit, Outcome::Cancelled)?;
                 Err(unfinished_error(py, "fn", &value))
             }
             Ok(value) => {
-                self.settle(py, &name, permit, Outcome::Success);
+                self.settle(py, &name, permit, Outcome::Success)?;
                 Ok(value.unbind())
             }
-            Err(err) => {
-                let outcome = self.host.classify(py, &err);
-                self.settle(py, &name, permit, outcome);
-                Err(err)
-            }
+            Err(err) => Err(self.settle_error(py, &name, permit, err)),
         }
     }
 
@@ -247,38 +262,34 @@ impl NativeRegistry {
     fn _enter(&self, py: Python<'_>, name: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
         let text = name_of(py, name)?;
         let permit = self.acquire(py, name, &text)?;
-        blocks::enter(py, self.host.blocks(), Some(text.clone()), permit, depth).map_err(|(e, permit)| {
-            self.settle(py, &text, permit, Outcome::Cancelled);
-            e
-        })
+        blocks::enter(py, self.host.blocks(), Some(text.clone()), permit, depth)
+            .or_else(|(e, permit)| self.settle(py, &text, permit, Outcome::Cancelled).and(Err(e)))
     }
 
     /// Leaves a `with` block of `name`'s breaker (see `_enter`), reporting
-    /// its call as ended by `exc` (`None`: a success).
+    /// its call as ended by `exc` (`None`: a success; as `CircuitBreaker`'s
+    /// `__exit__` does with anything else).
     #[pyo3(signature = (name, exc, depth = 1))]
     fn _leave(&self, py: Python<'_>, name: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>, depth: u32) -> PyResult<()> {
         let text = name_of(py, name)?;
-        let outcome = self.host.exit_outcome(py, exc)?;
         let permit = blocks::leave(py, self.host.blocks(), Some(&text), depth)?;
-        self.settle(py, &text, permit, outcome);
-        Ok(())
+        let (outcome, classified) = self.host.exit_outcome(py, exc).unwrap_or_else(|e| (Outcome::Cancelled, Err(e)));
+        self.settle(py, &text, permit, outcome).and(classified)
     }
 
     /// Reports how a permitted call ended (see `CircuitBreaker.record`).
     fn record(&self, py: Python<'_>, permit: &Bound<'_, Permit>, outcome: &str) -> PyResult<()> {
         let outcome = outcome_of(py, outcome)?;
         let (name, p) = self.take(py, permit)?;
-        self.settle(py, &name, p, outcome);
-        Ok(())
+        self.settle(py, &name, p, outcome)
     }
 
     /// Reports a permitted call that raised `exc`, counted as `call` counts it.
     fn record_exception(&self, py: Python<'_>, permit: &Bound<'_, Permit>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         check_exception(py, exc)?;
         let (name, p) = self.take(py, permit)?;
-        let outcome = self.host.classify(py, &PyErr::from_value(exc.clone()));
-        self.settle(py, &name, p, outcome);
-        Ok(())
+        let (outcome, classified) = self.host.classify(py, &PyErr::from_value(exc.clone()));
+        self.settle(py, &name, p, outcome).and(classified)
     }
 
     /// Gives `name` its own options (the registry's, changed by these; at
@@ -289,11 +300,12 @@ impl NativeRegistry {
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
         let now = self.host.now(py)?;
-        let done = self.change(py, &name, |core| match core.configure(&name, config, now) {
+        let (done, delivered) = self.change(py, &name, |core| match core.configure(&name, config, now) {
             Ok(t) => (Ok(()), t),
             Err(e) => (Err(e), None),
         });
-        done.map_err(|e| registry_error(py, &name, e))
+        done.map_err(|e| registry_error(py, &name, e))?;
+        delivered
     }
 
     /// `name`'s state, or `"CLOSED"` if it has no breaker (a new one would be).

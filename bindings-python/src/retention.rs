@@ -295,8 +295,10 @@ impl NativeRetentionQueue {
             return Err(option_error(py, true, "seq", &format!("must be an int, got {}", type_name(seq))));
         }
         let Ok(seq) = seq.extract::<u64>() else { return Ok("unknown") };
-        let now = self.host.now_for_report(py);
+        let (now, read) = self.host.now_for_report(py);
         let reported = self.lock().report(seq, outcome, now);
+        // Reported whatever the clock did; an interrupt from it is raised after.
+        read?;
         Ok(match reported {
             Some(Reported::Delivered(_message)) => "delivered",
             Some(Reported::Retained) => "retained",

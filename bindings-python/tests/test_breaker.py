@@ -711,12 +711,21 @@ def test_leaving_more_with_blocks_than_entered_or_with_garbage_is_an_error() -> 
     breaker, _ = clocked()
     with pytest.raises(RuntimeError):
         breaker.__exit__(None, None, None)
-    with pytest.raises(TypeError):
+    # Issue 21: a bad exit kept the block's permit. It is reported (cancelled:
+    # nothing is known) exactly once, then refused; the statement's own exit
+    # then finds the block left already.
+    with pytest.raises(RuntimeError, match="left more times"):
         with breaker:
-            breaker.__exit__(None, "not an exception", None)
-    # The bad exit left nothing; the block's own exit reported its TypeError.
+            with pytest.raises(TypeError):
+                breaker.__exit__(None, "not an exception", None)
     m = breaker.metrics()
-    assert (m["admitted"], m["failures"], m["in_flight"]) == (1, 1, 0)
+    assert (m["admitted"], m["cancelled"], m["failures"], m["in_flight"]) == (1, 1, 0, 0)
+    registry = halfopen.Registry()
+    with pytest.raises(TypeError):
+        registry.get("a").__enter__()
+        registry.get("a").__exit__(None, 42, None)
+    m = registry.metrics("a")  # type: ignore[assignment]
+    assert (m["admitted"], m["cancelled"], m["in_flight"]) == (1, 1, 0)
 
 
 def test_a_breaker_has_no_instance_dict_but_can_be_weakly_referenced() -> None:

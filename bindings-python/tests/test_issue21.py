@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import signal
 import time
 from typing import Any, List
 
@@ -234,3 +235,131 @@ def test_exclude_that_holds_itself_is_refused() -> None:
     loop.append(loop)
     with pytest.raises(TypeError, match="^exclude "):
         CircuitBreaker("x", exclude=loop)
+
+
+# 2. An interrupt, an exit or a signal handler's exception from a listener, a
+# predicate or the clock was only logged; it propagates, after the bookkeeping.
+
+
+def test_an_interrupt_from_a_listener_propagates_after_the_call_is_reported() -> None:
+    b = CircuitBreaker("x", failure_threshold=1, clock=Clock())
+    seen: List[Any] = []
+
+    def interrupting(change: halfopen.StateChange) -> None:
+        seen.append(("first", change.to_state))
+        raise KeyboardInterrupt
+
+    b.on_state_change(interrupting)
+    b.on_state_change(lambda change: seen.append(("second", change.to_state)))
+    with pytest.raises(KeyboardInterrupt):
+        b.call(fail)
+    # The change reached every listener; the failure was counted once.
+    assert seen == [("first", State.OPEN), ("second", State.OPEN)]
+    m = b.metrics()
+    assert (m["admitted"], m["failures"], m["in_flight"], b.state) == (1, 1, 0, State.OPEN)
+
+
+@pytest.mark.parametrize("escaping", [KeyboardInterrupt, SystemExit])
+def test_an_exit_from_a_listener_at_admission_reports_the_permit_as_cancelled(escaping: type) -> None:
+    clock = Clock()
+    b = CircuitBreaker("x", failure_threshold=1, open_timeout=1.0, half_open_max_attempts=1, clock=clock)
+    registry = halfopen.Registry(failure_threshold=1, open_timeout=1.0, half_open_max_attempts=1, clock=clock)
+    for source in (b, registry.get("a")):
+        trip(source)
+        source_listen = b.on_state_change if source is b else registry.on_state_change
+
+        def exiting(change: halfopen.StateChange) -> None:
+            if change.to_state is State.HALF_OPEN:
+                raise escaping
+
+        source_listen(exiting)
+    clock.now = 2.0
+    for source in (b, registry.get("a")):
+        called: List[int] = []
+        with pytest.raises(escaping):
+            source.call(called.append, 1)
+        # Not called; its permit (the probe's) reported: the next call is the probe.
+        m = source.metrics()
+        assert called == [] and m is not None and (m["cancelled"], m["in_flight"]) == (1, 0)
+        assert source.call(len, "x") == 1 and source.state is State.CLOSED
+
+
+def test_an_interrupt_from_a_listener_leaves_later_changes_queued_in_order() -> None:
+    b = CircuitBreaker("x", clock=Clock())
+    seen: List[Any] = []
+
+    def listener(change: halfopen.StateChange) -> None:
+        seen.append(change.to_state)
+        if change.to_state is State.OPEN:
+            b.force_close()  # noted behind this change
+            raise KeyboardInterrupt
+
+    b.on_state_change(listener)
+    with pytest.raises(KeyboardInterrupt):
+        b.force_open()
+    assert seen == [State.OPEN] and b.state is State.CLOSED
+    b.call(len, "x")  # the next operation delivers what is queued
+    assert seen == [State.OPEN, State.CLOSED]
+
+
+def test_an_interrupt_from_an_exclude_predicate_propagates_and_counts_the_call_as_cancelled() -> None:
+    def interrupted(exc: BaseException) -> bool:
+        raise KeyboardInterrupt
+
+    b = CircuitBreaker("x", failure_threshold=1, exclude=interrupted, clock=Clock())
+    registry = halfopen.Registry(failure_threshold=1, exclude=[KeyError, interrupted], clock=Clock())
+    for source in (b, registry.get("a")):
+        with pytest.raises(KeyboardInterrupt) as raised:
+            source.call(fail)
+        assert isinstance(raised.value.__context__, RuntimeError)
+        m = source.metrics()
+        assert m is not None and (m["failures"], m["cancelled"], m["in_flight"]) == (0, 1, 0)
+        permit = source.try_acquire()
+        with pytest.raises(KeyboardInterrupt):
+            source.record_exception(permit, RuntimeError("x"))
+        with pytest.raises(ValueError, match="already reported"):
+            source.record(permit, "failure")
+
+
+def test_an_interrupt_from_the_clock_at_the_report_propagates_after_the_report() -> None:
+    readings = iter([0.0])
+
+    def clock() -> float:
+        try:
+            return next(readings)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+
+    b = CircuitBreaker("x", clock=clock)
+    with pytest.raises(KeyboardInterrupt):
+        b.call(len, "x")  # admitted at 0.0; the report's reading is interrupted
+    readings = iter([5.0])
+    m = b.metrics()
+    assert (m["admitted"], m["successes"], m["in_flight"]) == (1, 1, 0)
+
+
+class AlarmTimeout(Exception):
+    pass
+
+
+def test_a_signal_handlers_exception_from_a_listener_propagates() -> None:
+    def handler(signum: int, frame: Any) -> None:
+        raise AlarmTimeout("deadline")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        b = CircuitBreaker("x", failure_threshold=1, clock=Clock())
+        b.on_state_change(lambda change: signal.raise_signal(signal.SIGUSR1))
+        with pytest.raises(AlarmTimeout):
+            b.call(fail)
+        assert b.metrics()["failures"] == 1 and b.state is State.OPEN
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_listeners_ordinary_exception_is_still_logged(caplog: pytest.LogCaptureFixture) -> None:
+    b = CircuitBreaker("x", failure_threshold=1, clock=Clock())
+    b.on_state_change(lambda change: 1 / 0)
+    with pytest.raises(RuntimeError):
+        b.call(fail)
+    assert "a state-change listener raised" in caplog.text

@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 import numbers
+import signal
 import types
 from typing import Any, Callable, List, Optional, Tuple, Type
 
@@ -181,6 +182,37 @@ def exclusions(exclude: object) -> Tuple[Tuple[Type[BaseException], ...], Tuple[
 
     add(exclude, ())
     return tuple(classes), tuple(predicates)
+
+
+def escapes(error: BaseException, tb: Optional[types.TracebackType]) -> bool:
+    """Whether an exception from a listener, an ``exclude`` predicate or the
+    clock must propagate instead of being logged: one that is not an
+    ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, ...), or one that a
+    signal handler raised (its traceback passes through the function
+    installed for a signal: a ``SIGALRM`` timeout, say). ``tb`` is its
+    traceback (not yet on the exception while the extension holds it)."""
+    if not isinstance(error, Exception):
+        return True
+    handlers = set()
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):  # pragma: no cover - a signal Python cannot name
+            continue
+        while isinstance(handler, functools.partial):
+            handler = handler.func
+        if not callable(handler):  # SIG_DFL, SIG_IGN, None
+            continue
+        if not inspect.isroutine(handler):
+            handler = getattr(type(handler), "__call__", None)
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        if code is not None:
+            handlers.add(code)
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def log_error(what: str, error: BaseException) -> None:
