@@ -148,6 +148,11 @@ export declare class NativeDispatcher {
    * retained ones, then those in flight), for a store to check against.
    */
   held(): Array<number>
+  /**
+   * The core's default time a send may take (ms) before the driver
+   * aborts it.
+   */
+  defaultSendTimeoutMs(): number
 }
 
 export declare class NativeRegistry {

@@ -3,7 +3,7 @@
 // through the user's `send` when the breaker admits, else holds it and sends
 // it later, in order and paced; the promise it returns settles when the
 // message is delivered (fulfilled) or given up (rejected with a
-// DeadLetterError). A full queue throws at once (RetentionFullError): no
+// DeadLetterError). A full queue rejects at once (RetentionFullError): no
 // message is lost silently. It drives a RetentionQueue (lib/retention.js):
 // every decision is the core's; here are the sends, their timeouts, the
 // timer that wakes the queue, and the store that keeps messages across a
@@ -15,6 +15,19 @@
 // upstream's health dead-letters the message at once (sending it again
 // cannot help). The timer is not unref'd while messages are held: a process
 // does not exit with messages it promised to deliver.
+//
+// A send has `timeoutMs` (the core's default, 10 s, unless `null`): then its
+// signal aborts, and its outcome is what it settles with (a send that ends
+// well after all was delivered); a send that ignores its signal and has not
+// settled after as long again is reported as failed, with a warning (its
+// retry may then overlap it). So with `concurrencyLimit: 1` a retry starts
+// only after the attempt before it ended. A send that fulfils with `false`
+// or with an Error object (a forgotten `throw`) failed: with `false` the
+// partner's failure, with an Error as if it were thrown.
+//
+// Delivery is at least once: a send whose outcome is ambiguous (the partner
+// answered after the timeout, the connection reset after the partner
+// recorded the event, a crash before the outcome was stored) is sent again.
 
 const { FAILURE, SUCCESS, classify } = require('./call.js')
 const { read } = require('./clock.js')
@@ -43,19 +56,18 @@ class Dispatcher extends EventEmitter {
     const { send, isFailure, timeoutMs, store } = Object.assign(Object.create(null), options)
     if (typeof send !== 'function') throw typeError('send', 'a function', send)
     if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
-    if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS))) {
-      throw typeError('timeoutMs', `a number above 0 and at most ${MAX_TIMER_MS}`, timeoutMs)
-    }
     if (store !== undefined) {
       const missing = STORE_METHODS.find((m) => store === null || typeof store[m] !== 'function')
       if (missing !== undefined) throw typeError('store', `an object with ${STORE_METHODS.join(', ')} methods`, store)
     }
+    // Checks the options (timeoutMs among them: a TypeError or RangeError naming it).
     this.queue = new RetentionQueue(options, 'dispatcher')
     this.name = this.queue.name
     this._queue = null // events (lib/events.js)
     this._send = send
     this._isFailure = isFailure
-    this._timeoutMs = timeoutMs
+    // null: none; absent: the core's default.
+    this._timeoutMs = timeoutMs === null ? undefined : (timeoutMs ?? this.queue._native.defaultSendTimeoutMs())
     this._store = store
     this._storeOps = 0 // store operations not yet done
     this._storeIdle = [] // resolvers of `persisted()`
@@ -153,11 +165,12 @@ class Dispatcher extends EventEmitter {
 
   /**
    * Submits `message`: the promise fulfils when it is delivered and rejects
-   * with a DeadLetterError when it is given up. Throws a RetentionFullError
-   * when a bound is reached (nothing is held), a TypeError for a bad size.
+   * with a DeadLetterError when it is given up, at once with a
+   * RetentionFullError when a bound is reached (nothing is held) or an
+   * Error when the dispatcher is closed. Throws a TypeError for a bad size.
    */
   submit(message) {
-    if (this._closing) throw new Error(`Dispatcher[${this.name}] is closed`)
+    if (this._closing) return Promise.reject(new Error(`Dispatcher[${this.name}] is closed`))
     // The queue's events (a message dropped for this one) wait until this
     // message has its promise and its place in the store: a listener that
     // submits again finds everything in order.
@@ -171,7 +184,8 @@ class Dispatcher extends EventEmitter {
     }
     if (result.status === 'refused') {
       drain(queue)
-      throw new RetentionFullError(this.name)
+      // Not marked handled: a refusal nobody looks at is an unhandled rejection, not silence.
+      return Promise.reject(new RetentionFullError(this.name))
     }
     const promise = this._promise(result.seq)
     this._stored((s) => s.add(result.seq, message))
@@ -199,7 +213,7 @@ class Dispatcher extends EventEmitter {
     const finish = (outcome) => {
       if (done) return
       done = true
-      if (timer !== undefined) clearTimeout(timer)
+      clearTimeout(timer)
       try {
         this.queue.report(seq, OUTCOME_NAMES[outcome])
       } catch (err) {
@@ -211,17 +225,23 @@ class Dispatcher extends EventEmitter {
       // A signal only where something aborts it (`timeoutMs`): an
       // AbortController per send costs more than the rest of the send's bookkeeping.
       let controller
-      if (this._timeoutMs !== undefined) {
+      const timeoutMs = this._timeoutMs
+      if (timeoutMs !== undefined) {
         controller = new AbortController()
         timer = setTimeout(() => {
-          finish(FAILURE)
-          controller.abort(new CircuitBreakerTimeoutError(this.name, this._timeoutMs))
-        }, this._timeoutMs)
+          // Aborted; reported when it settles (its slot is held until then),
+          // or failed after as long again if it ignores its signal.
+          timer = setTimeout(() => {
+            warnCallback(new Error(`a send ignored its abort signal for ${timeoutMs} ms: reported as failed, its retry may overlap it`), `the dispatcher '${this.name}'`)
+            finish(FAILURE)
+          }, timeoutMs)
+          controller.abort(new CircuitBreakerTimeoutError(this.name, timeoutMs))
+        }, timeoutMs)
       }
       // Whatever `send` returns or throws, even a value whose `then` or
       // `constructor` throws when read, ends in one report.
       Promise.resolve(this._send(message, { signal: controller?.signal, seq })).then(
-        () => finish(SUCCESS),
+        (value) => finish(fulfilled(this, value)),
         (err) => finish(classify(this, err)),
       )
     } catch (err) {
@@ -383,6 +403,21 @@ class Dispatcher extends EventEmitter {
     this.queue.release()
     this._pump()
   }
+}
+
+/**
+ * The outcome of a send that fulfilled with `value`: `false` is the
+ * partner's failure, an Error object is classified as if thrown (a
+ * forgotten `throw`), anything else (however odd: a Proxy whose prototype
+ * cannot be read included) is a delivery.
+ */
+function fulfilled(dispatcher, value) {
+  if (value === false) return FAILURE
+  let error = false
+  try {
+    error = value instanceof Error
+  } catch {}
+  return error ? classify(dispatcher, value) : SUCCESS
 }
 
 /** What `store.load()` gave, checked: a TypeError naming `store` for anything but `{ snapshot, messages }`. */

@@ -116,8 +116,9 @@ function translate(given, where) {
   if (latencyHistogram !== undefined && typeof latencyHistogram !== 'boolean') {
     throw typeError('latencyHistogram', 'a boolean', latencyHistogram)
   }
-  if (timeoutMs !== undefined) {
-    if (typeof timeoutMs !== 'number') throw typeError('timeoutMs', 'a number', timeoutMs)
+  // null: no timeout (a Dispatcher's default is the core's; see lib/dispatcher.js).
+  if (timeoutMs !== undefined && timeoutMs !== null) {
+    if (typeof timeoutMs !== 'number') throw typeError('timeoutMs', 'a number or null', timeoutMs)
     if (!(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS)) {
       const err = new RangeError(`option timeoutMs must be a number above 0 and at most ${MAX_TIMER_MS} (a timer's limit), got ${timeoutMs}`)
       err.option = 'timeoutMs'
@@ -137,7 +138,7 @@ function translate(given, where) {
     // Whether a restore counts the time since its snapshot was taken: the
     // clock's readings mean the same in the process that took it.
     sharedClock: sharedClock === true,
-    timeoutMs,
+    timeoutMs: timeoutMs ?? undefined,
     latencyHistogram: latencyHistogram === true,
     capacity: capacity === undefined ? 10000 : capacity,
   }

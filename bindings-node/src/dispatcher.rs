@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::breaker::{Gauges, metrics_of, transition_of};
 use crate::error::{Buffer, Error, Refusal, Result, config as refused};
 use crate::options::NativeOptions;
-use crate::time::{duration, elapsed, instant, micros, ms_at};
+use crate::time::{duration, elapsed, instant, micros, ms, ms_at};
 use crate::{NativeMetrics, NativeTransition};
 use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionSnapshot, Submitted,
@@ -346,6 +346,13 @@ impl NativeDispatcher {
     #[cfg_attr(feature = "node", napi)]
     pub fn held(&self) -> Vec<f64> {
         self.dispatcher.held().map(|seq| seq as f64).collect()
+    }
+
+    /// The core's default time a send may take (ms) before the driver
+    /// aborts it.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn default_send_timeout_ms(&self) -> f64 {
+        ms(halfopen::retention::DEFAULT_SEND_TIMEOUT)
     }
 }
 

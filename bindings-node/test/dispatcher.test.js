@@ -29,6 +29,8 @@ function dispatcher(extra = {}) {
     concurrencyLimit: 1,
     clock: () => clock.now,
     send: p.send,
+    // The test settles every send (the default timeout is real time).
+    timeoutMs: null,
     ...extra,
   })
   return { clock, p, d }
@@ -83,24 +85,26 @@ test('an outage: nothing lost, delivered once and in order, only probes reach th
   await d.drained()
 })
 
-test('a full queue throws RetentionFullError at once and holds nothing of the message', () => {
+test('a full queue rejects with RetentionFullError at once and holds nothing of the message', async () => {
   const { d } = dispatcher({ maxMessages: 2 })
   d.submit('a')
   d.submit('b')
-  assert.throws(() => d.submit('c'), RetentionFullError)
-  assert.equal(d.stats().refused, 1)
+  // A rejection, as for every other way a submission can end: `.catch()` sees it.
+  const refused = d.submit('c')
+  assert.equal(d.stats().refused, 1, 'refused at once')
   assert.equal(d.stats().retained + d.stats().inFlight, 2)
+  await assert.rejects(refused, RetentionFullError)
 })
 
-test('maxBytes counts UTF-8 bytes of strings by default, or what size says', () => {
+test('maxBytes counts UTF-8 bytes of strings by default, or what size says', async () => {
   const { d } = dispatcher({ maxBytes: 6 })
   d.submit('éé') // 4 bytes
-  assert.throws(() => d.submit('abc'), RetentionFullError)
+  await assert.rejects(d.submit('abc'), RetentionFullError)
   d.submit('ab')
   assert.equal(d.stats().bytes, 6)
   const sized = dispatcher({ maxBytes: 3, size: () => 1 }).d
   for (const m of [{}, [], 'x']) sized.submit(m)
-  assert.throws(() => sized.submit('y'), RetentionFullError)
+  await assert.rejects(sized.submit('y'), RetentionFullError)
 })
 
 test('a message that fails maxAttempts times rejects with a DeadLetterError and is a dead event', async () => {
@@ -182,21 +186,74 @@ test('a send that throws, returns garbage or a hostile thenable is reported once
   assert.equal(s.failed, 2)
 })
 
-test('timeoutMs fails a send that hangs, aborts its signal, and a late answer changes nothing', async () => {
+test('timeoutMs aborts a send that hangs; its retry starts only once it has ended, and it ends as it settles', async () => {
   const { p, d } = dispatcher({ timeoutMs: 20, consecutiveFailures: 10 })
   d.submit('slow')
+  d.submit('next')
   const first = p.calls[0]
   await new Promise((resolve) => first.signal.addEventListener('abort', resolve))
   await tick()
   assert.equal(first.signal.reason.name, 'CircuitBreakerTimeoutError')
-  assert.equal(d.stats().failed, 1)
-  first.resolve() // late: ignored
+  // Aborted, not yet settled: it still holds the only slot, so nothing else is sent.
+  assert.deepEqual([p.calls.length, d.stats().inFlight, d.stats().failed], [1, 1, 0])
+  first.reject(first.signal.reason)
   await tick()
-  assert.equal(d.stats().delivered, 0)
-  assert.equal(p.calls.length, 2, 'sent again')
-  p.calls[1].resolve()
-  await d.drained()
+  assert.equal(d.stats().failed, 1)
+  assert.deepEqual(p.calls.map((c) => c.message), ['slow', 'slow'], 'sent again, after the first ended')
+  // An answer that comes after the abort is still the answer: delivered, not sent a third time.
+  const second = p.calls[1]
+  await new Promise((resolve) => second.signal.addEventListener('abort', resolve))
+  second.resolve()
+  await tick()
   assert.equal(d.stats().delivered, 1)
+  p.calls[2].resolve()
+  await d.drained()
+  assert.deepEqual([d.stats().delivered, d.stats().sent], [2, 3])
+})
+
+test('a send that ignores its abort signal is reported as failed after as long again, with a warning', async () => {
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  try {
+    const { p, d } = dispatcher({ timeoutMs: 20, consecutiveFailures: 10, maxAttempts: 1 })
+    const dead = d.submit('deaf')
+    await assert.rejects(dead, (err) => err instanceof DeadLetterError && err.reason === 'attempts')
+    assert.equal(p.calls.length, 1)
+    await tick()
+    assert.ok(warnings.some((w) => /ignored its abort signal for 20 ms/.test(w.message)), warnings.map(String).join('; '))
+  } finally {
+    process.off('warning', onWarning)
+  }
+})
+
+test('timeoutMs: 10 s unless given; null for none', () => {
+  const plain = new Dispatcher({ name: 't', concurrencyLimit: 1, send: () => {} })
+  assert.equal(plain._timeoutMs, 10_000, "the core's default (seed 001)")
+  const none = new Dispatcher({ name: 't', concurrencyLimit: 1, send: () => {}, timeoutMs: null })
+  assert.equal(none._timeoutMs, undefined)
+  assert.throws(() => new Dispatcher({ name: 't', concurrencyLimit: 1, send: () => {}, timeoutMs: 0 }), (e) => e instanceof RangeError && e.option === 'timeoutMs')
+  assert.throws(() => new Dispatcher({ name: 't', concurrencyLimit: 1, send: () => {}, timeoutMs: '5' }), (e) => e instanceof TypeError && e.option === 'timeoutMs')
+})
+
+test('a send that fulfils with false or with an Error object failed', async () => {
+  const results = [false, new Error('forgotten throw'), Object.assign(new Error('bad request'), { status: 400 }), undefined]
+  let i = 0
+  const d = new Dispatcher({
+    name: 'f',
+    concurrencyLimit: 1,
+    consecutiveFailures: 10,
+    failureThreshold: null,
+    timeoutMs: null,
+    isFailure: (err) => err.status !== 400,
+    send: async () => results[i++],
+  })
+  const settled = d.submit('m').then(
+    () => 'delivered',
+    (err) => err.reason,
+  )
+  assert.equal(await settled, 'refused', 'false and an Error are failures; the 400 is not the partner\'s health')
+  assert.deepEqual([d.stats().failed, d.stats().dead, d.stats().sent], [2, 1, 3])
 })
 
 test('a throwing listener or a send that submits again changes nothing else', async () => {
@@ -251,7 +308,7 @@ test('close() waits for the sends in flight, then refuses submissions', async ()
   })
   await tick()
   assert.equal(closed, false)
-  assert.throws(() => d.submit('c'), /closed/)
+  await assert.rejects(d.submit('c'), /closed/)
   p.calls.shift().resolve()
   await closing
   assert.equal(p.calls.length, 0, 'nothing more is sent once closing')
@@ -350,7 +407,7 @@ test('a graceful restart through a store loses nothing and sends nothing twice, 
 test('after a crash (no state saved) the stored messages are sent again, in order', async () => {
   const store = memoryStore()
   const sent = []
-  const options = { name: 'p', concurrencyLimit: 1, store, send: (m) => sent.push(m) && new Promise(() => {}) }
+  const options = { name: 'p', concurrencyLimit: 1, store, send: (m) => sent.push(m) && new Promise(() => {}), timeoutMs: null }
   const first = await Dispatcher.open(options)
   for (const m of ['a', 'b', 'c']) first.submit(m)
   await first.persisted()
@@ -387,7 +444,7 @@ test('after a crash the new copies are stored before the old ones are forgotten'
   const ops = []
   const logged = { ...store, add: (seq, m) => ops.push(`add ${seq}`) && store.add(seq, m), remove: (seq) => ops.push(`remove ${seq}`) && store.remove(seq) }
   for (const [seq, m] of [[7, 'a'], [8, 'b']]) store.data.messages.set(seq, m)
-  const d = await Dispatcher.open({ name: 'p', concurrencyLimit: 1, store: logged, send: () => new Promise(() => {}) })
+  const d = await Dispatcher.open({ name: 'p', concurrencyLimit: 1, store: logged, send: () => new Promise(() => {}), timeoutMs: null })
   await d.persisted()
   assert.deepEqual(ops, ['add 0', 'add 1', 'remove 7', 'remove 8'])
   assert.deepEqual([...store.data.messages], [[0, 'a'], [1, 'b']])
@@ -418,7 +475,7 @@ test('a send whose result throws when read (a hostile constructor getter) is rep
 
 test("a dropped message's listener that submits again: every promise settles and the store matches what is held", async () => {
   const store = memoryStore()
-  const d = await Dispatcher.open({ name: 'r', concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest', store, send: () => new Promise(() => {}) })
+  const d = await Dispatcher.open({ name: 'r', concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest', store, send: () => new Promise(() => {}), timeoutMs: null })
   const settled = []
   d.on('dropped', (e) => {
     if (e.message === 'B') d.submit('D').catch(() => settled.push('D dropped'))

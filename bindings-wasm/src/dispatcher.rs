@@ -147,4 +147,9 @@ impl NativeDispatcher {
     pub fn held(&self) -> Result<Vec<f64>, JsError> {
         Ok(open(&self.0)?.held())
     }
+
+    #[wasm_bindgen(js_name = defaultSendTimeoutMs)]
+    pub fn default_send_timeout_ms(&self) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.default_send_timeout_ms())
+    }
 }

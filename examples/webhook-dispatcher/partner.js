@@ -4,11 +4,13 @@
 // back. Each records the ids it accepted, in arrival order, and how many
 // calls it got while down, so a run can check that every event arrived
 // exactly once and in order, and what a sick partner had to take.
+// `answers` (event id -> statuses) makes a partner answer an event with
+// those statuses first, one a call (a 429, then a 400, ...).
 
 const http = require('node:http')
 
 function startPartners(names) {
-  const partners = Object.fromEntries(names.map((name) => [name, { up: true, received: [], callsWhileDown: 0 }]))
+  const partners = Object.fromEntries(names.map((name) => [name, { up: true, received: [], callsWhileDown: 0, answers: new Map() }]))
   const server = http.createServer((req, res) => {
     const match = /^\/hooks\/([^/]+)$/.exec(req.url)
     const partner = match && partners[match[1]]
@@ -24,7 +26,13 @@ function startPartners(names) {
         res.writeHead(503).end('down')
         return
       }
-      partner.received.push(JSON.parse(body).id)
+      const { id } = JSON.parse(body)
+      const status = partner.answers.get(id)?.shift()
+      if (status !== undefined) {
+        res.writeHead(status, status === 429 ? { 'retry-after': '1' } : {}).end()
+        return
+      }
+      partner.received.push(id)
       res.writeHead(204).end()
     })
   })

@@ -31,8 +31,28 @@ function post(agent, url, event, signal) {
   })
 }
 
-/** A Dispatcher for each partner (`urls`: name -> endpoint), its messages kept in Redis. */
-async function startSender({ redis, urls, scale = 1, maxMessages = 100_000 }) {
+/**
+ * Whether a failed POST says the partner is unwell (a timeout, a network
+ * error, a 5xx, or a 408/425/429: try again later) rather than that it
+ * refuses this event (any other 4xx: sending it again cannot help, so it is
+ * a dead letter at once).
+ */
+function partnerUnwell(err) {
+  const s = err.status
+  return !(s >= 400 && s < 500) || s === 408 || s === 425 || s === 429
+}
+
+/** A dead letter, told: one JSON line on stderr (`onDead` replaces it). */
+function logDead({ message, reason, attempts }) {
+  process.stderr.write(`${JSON.stringify({ dead: message, reason, attempts })}\n`)
+}
+
+/**
+ * A Dispatcher for each partner (`urls`: name -> endpoint), its messages
+ * kept in Redis. Its clock is the wall clock (`sharedClock`): a restart
+ * counts the time it took (an open period that ended meanwhile has ended).
+ */
+async function startSender({ redis, urls, scale = 1, maxMessages = 100_000, onDead = logDead }) {
   const seed = Math.round(SEED_MS * scale)
   const dispatchers = {}
   for (const [name, url] of Object.entries(urls)) {
@@ -46,11 +66,13 @@ async function startSender({ redis, urls, scale = 1, maxMessages = 100_000 }) {
       concurrencyLimit: 1,
       timeoutMs: seed,
       maxMessages,
-      // 4xx: the partner refused this event (it is not down): a dead letter.
-      isFailure: (err) => !(err.status >= 400 && err.status < 500),
+      clock: Date.now,
+      sharedClock: true,
+      isFailure: partnerUnwell,
       store: new RedisStore(redis, { key: `webhooks:${name}` }),
       send: (event, { signal }) => post(agent, url, event, signal),
     })
+    dispatchers[name].on('dead', onDead)
     dispatchers[name].agent = agent
   }
   return dispatchers
@@ -78,4 +100,4 @@ async function main() {
 
 if (require.main === module) main()
 
-module.exports = { startSender }
+module.exports = { partnerUnwell, startSender }

@@ -7,6 +7,12 @@ use core::fmt;
 use crate::error::Problem;
 use crate::time::Duration;
 
+/// How long a driver that runs the sends (the bindings' `Dispatcher`s) lets
+/// one send take before it aborts it and reports a failure, unless told
+/// otherwise: seed 001's 10 s. A send that never settles would otherwise
+/// hold its place, and every message behind it, for ever.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What to do with a message that would exceed a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
@@ -31,6 +37,8 @@ pub enum Probe {
     /// submitted message is the probe (it goes before the retained ones).
     /// A new message refused because a bound is full lets the oldest
     /// retained one probe in its place: a full queue cannot wait forever.
+    /// Once a probe has succeeded, the rest of the probes the breaker needs
+    /// are the retained messages, oldest first.
     NewMessage,
 }
 

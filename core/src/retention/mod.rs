@@ -57,7 +57,7 @@ mod saved;
 use alloc::collections::VecDeque;
 use core::borrow::Borrow;
 
-pub use config::{Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
+pub use config::{DEFAULT_SEND_TIMEOUT, Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
 pub use exposition::RetentionReading;
 #[cfg(feature = "snapshot")]
 pub use saved::RetentionSnapshot;
