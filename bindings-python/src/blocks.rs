@@ -76,6 +76,15 @@ pub(crate) fn leave(py: Python<'_>, blocks: &Blocks, name: Option<&str>, depth: 
     Ok(permit)
 }
 
+/// Takes out the blocks entered by frames that ran on threads a fork left
+/// behind (see `fork.rs`).
+pub(crate) fn take_orphans(blocks: &Blocks) -> Vec<Block> {
+    let mut held = blocks.lock().unwrap_or_else(|e| e.into_inner());
+    let (orphans, kept) = std::mem::take(&mut *held).into_iter().partition(|b| crate::fork::orphaned(&b.0));
+    *held = kept;
+    orphans
+}
+
 /// Shows the collector the frames of blocks not yet left (a suspended
 /// generator inside a block may refer to the breaker).
 pub(crate) fn traverse(blocks: &Blocks, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -49,6 +49,17 @@ impl NativeBreaker {
         self.name.bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
     }
 
+    /// The clock's reading. In a fork's child, first (once) the `with`
+    /// blocks that threads left behind by the fork entered are reported, as
+    /// cancelled: they will never be left (see `fork.rs`).
+    fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
+        let now = self.host.now(py)?;
+        for (_frame, _, permit) in self.host.orphans() {
+            self.change(py, |core| ((), core.record(permit, Outcome::Cancelled, now))).1?;
+        }
+        Ok(now)
+    }
+
     /// Runs `op` on the core, noting the transitions it returns for the
     /// listeners under the lock, then delivers them with the lock released;
     /// what a listener raised that must propagate comes back beside the result.
@@ -70,7 +81,7 @@ impl NativeBreaker {
     /// listener raised what must propagate, a permit is reported (cancelled)
     /// and that is raised.
     fn admit(&self, py: Python<'_>) -> PyResult<Result<CorePermit, Rejection>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let (decision, delivered) = self.change(py, |core| {
             let admission = core.try_acquire(now);
             (admission.decision, admission.transition)
@@ -113,7 +124,7 @@ impl NativeBreaker {
         py: Python<'_>,
         op: impl FnOnce(&mut Core, Instant) -> T,
     ) -> PyResult<()> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         self.change(py, |core| ((), op(core, now))).1
     }
 
@@ -136,7 +147,7 @@ impl NativeBreaker {
     }
 
     fn restore(&self, snapshot: Result<Snapshot, halfopen::SnapshotError>, py: Python<'_>) -> PyResult<()> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         // No Python code runs while the lock is held: the error is built after.
         let result = {
             let mut core = self.lock();
@@ -364,19 +375,19 @@ impl NativeBreaker {
 
     /// The state now, counting elapsed time: `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"`.
     fn state_name(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(state_name(self.lock().state(now)))
     }
 
     /// `"NORMAL"`, `"FORCED_OPEN"` or `"DISABLED"`.
     fn mode(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(mode_name(self.lock().mode(now)))
     }
 
     /// Seconds until a call is worth trying: 0.0 now, `None` while held open.
     fn retry_after(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(self.lock().retry_after(now).map(secs))
     }
 
@@ -422,7 +433,7 @@ impl NativeBreaker {
     /// The breaker's clock reading, in seconds (what `poll_timeout` and
     /// `StateChange.at` are on; the default clock's origin is private).
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
-        Ok(secs_at(self.host.now(py)?))
+        Ok(secs_at(self.clock(py)?))
     }
 
     /// Calls `callback(change)` after every change of state, with no lock
@@ -435,7 +446,7 @@ impl NativeBreaker {
 
     /// Counters, times (seconds), error rate and the breaker's counts, as a dict.
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let reading = {
             let core = self.lock();
             (core.metrics(now), core.counts(now))
@@ -445,7 +456,7 @@ impl NativeBreaker {
 
     /// The Prometheus text exposition of this breaker.
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let m = self.lock().metrics(now);
         let mut out = String::new();
         // Writing into a String cannot fail.
@@ -456,13 +467,13 @@ impl NativeBreaker {
 
     /// The breaker's state as JSON text (the core's versioned snapshot).
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(self.lock().snapshot(now).to_json())
     }
 
     /// The breaker's state as compact bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let bytes = self.lock().snapshot(now).to_bytes();
         Ok(PyBytes::new(py, &bytes))
     }

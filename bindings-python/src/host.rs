@@ -16,6 +16,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks::{self, Blocks};
+use crate::fork;
 use crate::options::{option_error, type_name};
 use crate::time::{micros, monotonic, secs, secs_at};
 
@@ -245,14 +246,17 @@ struct Extras {
     pending: AtomicUsize,
     /// The `with` blocks entered and not yet left.
     blocks: Blocks,
+    /// The fork generation whose orphaned blocks were taken out of `blocks`.
+    orphans_taken: AtomicU64,
 }
 
 /// State changes noted (in the core's order: under its lock) and not yet
-/// delivered, and whether a thread is delivering them.
+/// delivered, and whether a thread is delivering them: the fork generation
+/// it was set in (a fork's child has no thread delivering).
 #[derive(Default)]
 struct Events {
     queue: VecDeque<(String, Transition)>,
-    delivering: bool,
+    delivering: Option<u64>,
 }
 
 /// Refuses an async callable for `option` (`why`: what would go wrong).
@@ -368,6 +372,18 @@ impl Host {
         &self.extras().blocks
     }
 
+    /// In a fork's child, once: the `with` blocks entered by frames that ran
+    /// on threads the fork left behind (they are never left), taken out, for
+    /// their permits to be reported as cancelled. Two atomic reads otherwise.
+    pub(crate) fn orphans(&self) -> Vec<blocks::Block> {
+        let Some(x) = self.extras.get() else { return Vec::new() };
+        let generation = fork::generation();
+        if x.orphans_taken.swap(generation, Ordering::AcqRel) == generation {
+            return Vec::new();
+        }
+        blocks::take_orphans(&x.blocks)
+    }
+
     /// Notes the transitions of the breaker `name()` for the listeners, if
     /// any listen. Called with the core's lock held, so that changes are
     /// delivered in the order the core made them; runs no Python code.
@@ -399,10 +415,11 @@ impl Host {
         }
         {
             let mut events = x.events.lock().unwrap_or_else(|e| e.into_inner());
-            if events.delivering || events.queue.is_empty() {
+            let generation = fork::generation();
+            if events.delivering == Some(generation) || events.queue.is_empty() {
                 return Ok(());
             }
-            events.delivering = true;
+            events.delivering = Some(generation);
         }
         loop {
             let next = {
@@ -411,7 +428,7 @@ impl Host {
                 if next.is_some() {
                     x.pending.fetch_sub(1, Ordering::Release);
                 }
-                events.delivering = next.is_some();
+                events.delivering = events.delivering.filter(|_| next.is_some());
                 next
             };
             let Some((name, t)) = next else { return Ok(()) };
@@ -425,7 +442,7 @@ impl Host {
                 }
             }
             if escaped.is_err() {
-                x.events.lock().unwrap_or_else(|e| e.into_inner()).delivering = false;
+                x.events.lock().unwrap_or_else(|e| e.into_inner()).delivering = None;
                 return escaped;
             }
         }

@@ -5,6 +5,7 @@
 
 mod blocks;
 mod breaker;
+mod fork;
 mod host;
 mod options;
 mod registry;
@@ -20,5 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host::StateChange>()?;
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
+    m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     Ok(())
 }

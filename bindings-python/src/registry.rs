@@ -61,6 +61,17 @@ impl NativeRegistry {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The clock's reading, after the orphaned `with` blocks of a fork's
+    /// child are reported (as `NativeBreaker` does).
+    fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
+        let now = self.host.now(py)?;
+        for (_frame, name, permit) in self.host.orphans() {
+            let name = name.unwrap_or_default();
+            self.change(py, &name, |core| ((), core.record(&name, permit, Outcome::Cancelled, now))).1?;
+        }
+        Ok(now)
+    }
+
     /// Runs `op` on the registry, noting the transitions of `name`'s breaker
     /// it returns for the listeners under the lock, then delivers them with
     /// the lock released; what a listener raised that must propagate comes
@@ -86,7 +97,7 @@ impl NativeRegistry {
     /// raised what must propagate, a permit is reported (cancelled) and that
     /// is raised.
     fn admit(&self, py: Python<'_>, name: &str) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         // No Python code runs while the lock is held: errors are built after.
         let (admission, delivered) = self.change(py, name, |core| match core.try_acquire(name, now) {
             Ok(admission) => (Ok(admission.decision), admission.transition),
@@ -130,7 +141,7 @@ impl NativeRegistry {
         name: &str,
         op: impl FnOnce(&mut halfopen::Keyed<Gauges>, Instant) -> T,
     ) -> PyResult<()> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let (done, delivered) = self.change(py, name, |core| match core.get(name, now) {
             Ok(breaker) => (Ok(()), op(breaker, now)),
             Err(e) => (Err(e), T::default()),
@@ -299,7 +310,7 @@ impl NativeRegistry {
         let name = name_of(py, name)?;
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let (done, delivered) = self.change(py, &name, |core| match core.configure(&name, config, now) {
             Ok(t) => (Ok(()), t),
             Err(e) => (Err(e), None),
@@ -310,20 +321,20 @@ impl NativeRegistry {
 
     /// `name`'s state, or `"CLOSED"` if it has no breaker (a new one would be).
     fn state_name(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(self.lock().peek(&name).map_or("CLOSED", |b| state_name(b.state(now))))
     }
 
     /// `name`'s mode (`"NORMAL"` if it has no breaker).
     fn mode(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(self.lock().peek(&name).map_or("NORMAL", |b| mode_name(b.mode(now))))
     }
 
     /// Seconds until a call for `name` is worth trying (0.0 now; `None`:
     /// held open, or the registry full of busy breakers).
     fn retry_after(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<Option<f64>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let core = self.lock();
         Ok(match core.peek(&name) {
             Some(b) => b.retry_after(now).map(secs),
@@ -371,7 +382,7 @@ impl NativeRegistry {
     /// The registry's clock reading, in seconds (what `poll_timeout` and
     /// `StateChange.at` are on; the default clock's origin is private).
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
-        Ok(secs_at(self.host.now(py)?))
+        Ok(secs_at(self.clock(py)?))
     }
 
     /// `name`'s metrics and counts, or `None` if it has no breaker.
@@ -380,7 +391,7 @@ impl NativeRegistry {
         py: Python<'py>,
         #[pyo3(from_py_with = checked_name)] name: String,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let reading = self.lock().peek(&name).map(|b| (b.metrics(now), b.counts(now)));
         reading.map(|r| metrics_dict(py, r)).transpose()
     }
@@ -412,7 +423,7 @@ impl NativeRegistry {
 
     /// The Prometheus text exposition of every breaker.
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = self.lock().render_prometheus(&mut out, now);
@@ -421,13 +432,13 @@ impl NativeRegistry {
 
     /// Every breaker's state as JSON text.
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         Ok(self.lock().snapshot(now).to_json())
     }
 
     /// Every breaker's state as compact bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let bytes = self.lock().snapshot(now).to_bytes();
         Ok(PyBytes::new(py, &bytes))
     }
@@ -435,14 +446,14 @@ impl NativeRegistry {
     /// Replaces every breaker with a JSON snapshot's (transitions emitted).
     fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = snapshot_text(py, text)?;
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let elapsed = self.host.elapsed();
         self.restore(py, |core| core.restore_json(&text, now, elapsed))
     }
 
     /// Replaces every breaker with a compact snapshot's.
     fn restore_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
-        let now = self.host.now(py)?;
+        let now = self.clock(py)?;
         let elapsed = self.host.elapsed();
         self.restore(py, |core| core.restore_bytes(data, now, elapsed))
     }

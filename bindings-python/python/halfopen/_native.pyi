@@ -6,7 +6,9 @@ from typing_extensions import disjoint_base
 
 from ._support import State
 
-__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange"]
+__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_forked"]
+
+def _forked(frames: list[Any]) -> None: ...
 
 _T = TypeVar("_T")
 _B = TypeVar("_B", bound="NativeBreaker")

@@ -13,9 +13,14 @@ import functools
 import inspect
 import logging
 import numbers
+import os
 import signal
+import sys
+import threading
 import types
 from typing import Any, Callable, List, Optional, Tuple, Type
+
+from . import _native
 
 logger = logging.getLogger("halfopen")
 
@@ -221,3 +226,30 @@ def log_error(what: str, error: BaseException) -> None:
         logger.error("halfopen: %s", what, exc_info=error)
     except Exception:  # noqa: BLE001 - nothing a callback raises may escape
         pass
+
+
+#: The frames running on the other threads while this thread forks.
+_forking: List[types.FrameType] = []
+
+
+def _before_fork() -> None:
+    me = threading.get_ident()
+    for thread, frame in sys._current_frames().items():
+        while thread != me and frame is not None:
+            _forking.append(frame)
+            frame = frame.f_back  # type: ignore[assignment]
+
+
+def _after_fork_in_parent() -> None:
+    _forking.clear()
+
+
+def _after_fork_in_child() -> None:
+    # Those threads do not exist in the child: their frames never run again.
+    frames = list(_forking)
+    _forking.clear()
+    _native._forked(frames)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
