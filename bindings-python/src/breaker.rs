@@ -12,6 +12,7 @@ use halfopen::{
     Rejection, Snapshot, Transition,
 };
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
@@ -30,8 +31,8 @@ type Core = Breaker<Arc<Config>, Gauges>;
 
 #[pyclass(frozen, subclass, module = "halfopen._native")]
 pub struct NativeBreaker {
-    /// The breaker's name (its Prometheus label).
-    #[pyo3(get)]
+    /// The name it was made with: `_UNCONFIGURED` for a subclass's breaker
+    /// until `__init__` configures it (then its name is the host's).
     name: Py<PyString>,
     core: Mutex<Core>,
     host: Host,
@@ -44,9 +45,14 @@ impl NativeBreaker {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The breaker's name.
+    fn name_ref(&self) -> &Py<PyString> {
+        self.host.renamed().unwrap_or(&self.name)
+    }
+
     /// The name as Rust text (for events and Prometheus labels).
     fn text(&self, py: Python<'_>) -> String {
-        self.name.bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
+        self.name_ref().bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
     }
 
     /// The clock's reading. In a fork's child, first (once) the `with`
@@ -97,7 +103,7 @@ impl NativeBreaker {
 
     /// Admits a call or raises the refusal.
     fn acquire(&self, py: Python<'_>) -> PyResult<CorePermit> {
-        self.admit(py)?.map_err(|r| refusal(py, self.name.bind(py).as_any(), r))
+        self.admit(py)?.map_err(|r| refusal(py, self.name_ref().bind(py).as_any(), r))
     }
 
     /// Reports `outcome` of a permit's call, then delivers what it caused.
@@ -160,6 +166,13 @@ impl NativeBreaker {
         };
         result.map_err(|e| snapshot_error(py, e))
     }
+}
+
+/// The name a subclass's `__new__` gives a breaker its `__init__` configures
+/// (`_native._UNCONFIGURED`: that object, not any equal string).
+pub(crate) fn unconfigured(py: Python<'_>) -> &Bound<'_, PyString> {
+    static NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+    NAME.get_or_init(py, || PyString::new(py, "<unconfigured: CircuitBreaker.__init__ not called>").unbind()).bind(py)
 }
 
 /// Seconds of `seconds` for `force_open` (a number, finite, not negative).
@@ -265,6 +278,48 @@ impl NativeBreaker {
         Ok(NativeBreaker { name, core: Mutex::new(core), host })
     }
 
+    /// Configures a breaker that a subclass with
+    /// an `__init__` of its own made unconfigured (`__new__` was given
+    /// `_UNCONFIGURED` as its name, so that the subclass's keywords never
+    /// reach it), from what that `__init__` passes on, checked as `__new__`
+    /// checks it. Does nothing on a breaker `__new__` configured, or once
+    /// configured.
+    #[pyo3(signature = (
+        name, /, *, exclude = None, clock = None, shared_clock = None, fallback = None, latency_histogram = None,
+        **options
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn __init__(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        exclude: Option<&Bound<'_, PyAny>>,
+        clock: Option<&Bound<'_, PyAny>>,
+        shared_clock: Option<&Bound<'_, PyAny>>,
+        fallback: Option<&Bound<'_, PyAny>>,
+        latency_histogram: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        if !self.name.bind(py).is(unconfigured(py)) || self.host.renamed().is_some() {
+            return Ok(());
+        }
+        let built = Self::new(py, name, exclude, clock, shared_clock, fallback, latency_histogram, options)?;
+        let NativeBreaker { name, core, host } = built;
+        if !self.host.adopt(host, name) {
+            let problem = "must run before the breaker is used (a listener or a with block came first)";
+            return Err(option_error(py, true, "CircuitBreaker.__init__", problem));
+        }
+        let old = std::mem::replace(&mut *self.lock(), core.into_inner().unwrap_or_else(|e| e.into_inner()));
+        drop(old);
+        Ok(())
+    }
+
+    /// The breaker's name (its Prometheus label).
+    #[getter]
+    fn name(&self, py: Python<'_>) -> Py<PyString> {
+        self.name_ref().clone_ref(py)
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         self.host.traverse(&visit)
     }
@@ -300,7 +355,7 @@ impl NativeBreaker {
             Err(rejection) => {
                 return match self.host.fallback() {
                     Some(fallback) => fall_back(py, fallback, args, kwargs),
-                    None => Err(refusal(py, self.name.bind(py).as_any(), rejection)),
+                    None => Err(refusal(py, self.name_ref().bind(py).as_any(), rejection)),
                 };
             }
         };

@@ -248,6 +248,8 @@ struct Extras {
     blocks: Blocks,
     /// The fork generation whose orphaned blocks were taken out of `blocks`.
     orphans_taken: AtomicU64,
+    /// The name a subclass's `__init__` gave (see `NativeBreaker::__init__`).
+    name: Option<Py<PyString>>,
 }
 
 /// State changes noted (in the core's order: under its lock) and not yet
@@ -313,6 +315,19 @@ impl Host {
 
     fn extras(&self) -> &Extras {
         self.extras.get_or_init(Box::default)
+    }
+
+    /// Takes `built`'s clock, `exclude` and `fallback`, and `name`, if
+    /// nothing has been given to this host yet (else changes nothing: false).
+    pub(crate) fn adopt(&self, built: Host, name: Py<PyString>) -> bool {
+        let mut extras = built.extras.into_inner().unwrap_or_default();
+        extras.name = Some(name);
+        self.extras.set(extras).is_ok()
+    }
+
+    /// The name `adopt` gave.
+    pub(crate) fn renamed(&self) -> Option<&Py<PyString>> {
+        self.extras.get()?.name.as_ref()
     }
 
     /// The clock's reading; a custom clock's bad value is a `TypeError`/`ValueError`.

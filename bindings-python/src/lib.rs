@@ -22,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
+    m.add("_UNCONFIGURED", breaker::unconfigured(m.py()))?;
     Ok(())
 }

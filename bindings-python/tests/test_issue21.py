@@ -363,3 +363,69 @@ def test_a_listeners_ordinary_exception_is_still_logged(caplog: pytest.LogCaptur
     with pytest.raises(RuntimeError):
         b.call(fail)
     assert "a state-change listener raised" in caplog.text
+
+
+# 9. A subclass could not take a keyword of its own ("team is not an option").
+
+
+class TeamBreaker(CircuitBreaker):
+    def __init__(self, name: str, *, team: str, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.team = team
+
+
+def test_a_subclass_takes_keywords_of_its_own_and_passes_the_options_on() -> None:
+    clock = Clock()
+    b = TeamBreaker("payments", team="core", failure_threshold=1, open_timeout=5.0, exclude=[KeyError], clock=clock)
+    assert (b.name, b.team, b.state) == ("payments", "core", State.CLOSED)
+    with pytest.raises(KeyError):
+        b.call(lambda: {}["k"])
+    trip(b)
+    assert b.state is State.OPEN and b.poll_timeout() == 5.0  # the options took effect, the clock too
+    with pytest.raises(CircuitOpenError) as refused:
+        b.call(len, "x")
+    assert refused.value.breaker_name == "payments"
+    restored = TeamBreaker.from_json("payments", b.to_json(), team="core", failure_threshold=1, open_timeout=5.0, clock=clock)
+    assert restored.state is State.OPEN and restored.team == "core"
+
+
+def test_a_subclass_may_derive_the_name_and_its_options_are_still_checked() -> None:
+    class Derived(CircuitBreaker):
+        def __init__(self, team: str, **options: Any) -> None:
+            super().__init__(f"team-{team}", **options)
+
+    b = Derived("core", failure_threshold=2)
+    assert b.name == "team-core" and "team-core" in b.prometheus()
+    with pytest.raises(TypeError, match="failur_threshold is not an option"):
+        TeamBreaker("p", team="core", failur_threshold=1)
+    with pytest.raises(ValueError) as refused:
+        TeamBreaker("p", team="core", failure_threshold=0)
+    assert refused.value.option == "failure_threshold"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="team is not an option"):
+        CircuitBreaker("p", team="core")  # type: ignore[call-arg]
+
+
+def test_a_subclass_must_configure_before_use_and_one_with_its_own_new_is_left_alone() -> None:
+    class Early(CircuitBreaker):
+        def __init__(self, name: str, **options: Any) -> None:
+            self.on_state_change(print)
+            super().__init__(name, **options)
+
+    with pytest.raises(TypeError, match="must run before the breaker is used"):
+        Early("x")
+
+    class OwnNew(CircuitBreaker):
+        def __new__(cls, name: str, *, team: str, **options: Any) -> "OwnNew":
+            return super().__new__(cls, name, **options)  # type: ignore[return-value]
+
+        def __init__(self, name: str, *, team: str, **options: Any) -> None:
+            self.team = team
+
+    b = OwnNew("x", team="core", failure_threshold=1)
+    trip(b)
+    assert (b.name, b.team, b.state) == ("x", "core", State.OPEN)
+    # Configured once: calling __init__ again changes nothing.
+    b2 = TeamBreaker("y", team="a", failure_threshold=1)
+    CircuitBreaker.__init__(b2, "z", failure_threshold=9)
+    trip(b2)
+    assert b2.name == "y" and b2.state is State.OPEN

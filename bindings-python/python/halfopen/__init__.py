@@ -12,6 +12,7 @@ import functools
 import inspect
 from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
 
+from . import _native
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from .retention import DeadLetterError, Dispatcher, RetentionEvent, RetentionFullError, RetentionQueue
 from ._support import (
@@ -180,6 +181,20 @@ class CircuitBreaker(_Protects, NativeBreaker):
     # No __dict__: a breaker is its native struct and an object header.
     __slots__ = ("__weakref__",)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass with an ``__init__`` of its own (taking keywords of its
+        own: ``def __init__(self, name, *, team, **options)``) gets a
+        ``__new__`` that ignores the arguments and makes an unconfigured
+        breaker; ``CircuitBreaker.__init__`` (``super().__init__(name,
+        **options)``, which that ``__init__`` must call before using the
+        breaker) configures it, checking the options as the constructor
+        does (on a breaker made configured it does nothing). A subclass that
+        defines ``__new__`` itself is left alone."""
+        super().__init_subclass__(**kwargs)
+        below = cls.__mro__[: cls.__mro__.index(CircuitBreaker)]
+        if any("__init__" in c.__dict__ for c in below) and not any("__new__" in c.__dict__ for c in below):
+            cls.__new__ = _unconfigured  # type: ignore[method-assign, assignment]
+
     call = NativeBreaker.call
     try_acquire = NativeBreaker.try_acquire
     record = NativeBreaker.record
@@ -208,6 +223,11 @@ class CircuitBreaker(_Protects, NativeBreaker):
         breaker = cls(name, **options)
         breaker.restore_bytes(snapshot)
         return breaker
+
+
+def _unconfigured(cls: "type[CircuitBreaker]", *args: Any, **kwargs: Any) -> CircuitBreaker:
+    """``__new__`` of a subclass with an ``__init__`` of its own."""
+    return NativeBreaker.__new__(cls, _native._UNCONFIGURED)  # type: ignore[return-value]
 
 
 class Registry(NativeRegistry):

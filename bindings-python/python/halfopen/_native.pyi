@@ -6,9 +6,12 @@ from typing_extensions import disjoint_base
 
 from ._support import State
 
-__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_forked"]
+__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_UNCONFIGURED", "_forked"]
 
 def _forked(frames: list[Any]) -> None: ...
+
+#: The name a subclass's ``__new__`` gives a breaker that ``__init__`` configures.
+_UNCONFIGURED: str
 
 _T = TypeVar("_T")
 _B = TypeVar("_B", bound="NativeBreaker")
@@ -78,6 +81,36 @@ class NativeBreaker:
         concurrency_limit: Optional[int] = ...,
         adaptive_limit: Optional[Tuple[int, int]] = ...,
     ) -> "NativeBreaker": ...
+    def __init__(
+        self,
+        name: str,
+        /,
+        *,
+        exclude: Optional[_Exclude] = None,
+        clock: Optional[Callable[[], Any]] = None,
+        shared_clock: Optional[bool] = None,
+        fallback: Optional[Callable[..., Any]] = None,
+        latency_histogram: Optional[bool] = None,
+        preset: str = ...,
+        failure_threshold: Optional[int] = ...,
+        window: float = ...,
+        window_calls: int = ...,
+        consecutive_failures: Optional[int] = ...,
+        failure_rate_threshold: Optional[float] = ...,
+        minimum_calls: int = ...,
+        slow_call_duration: Optional[float] = ...,
+        slow_call_rate_threshold: Optional[float] = ...,
+        open_timeout: float = ...,
+        backoff_factor: float = ...,
+        max_open_timeout: Optional[float] = ...,
+        jitter: float = ...,
+        jitter_seed: int = ...,
+        half_open_max_attempts: int = ...,
+        half_open_successes: Optional[int] = ...,
+        probe_timeout: float = ...,
+        concurrency_limit: Optional[int] = ...,
+        adaptive_limit: Optional[Tuple[int, int]] = ...,
+    ) -> None: ...
     @property
     def fallback(self) -> Optional[Callable[..., Any]]: ...
     def call(self, fn_: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T: ...
