@@ -177,8 +177,7 @@ function guarded(method, parse = same) {
     try {
       return parse(method.call(this, a, b, c, d, e))
     } catch (err) {
-      if (entered !== undefined) stackPointer.value = entered
-      throw err
+      throw unwound(entered, err)
     }
   }
 }
@@ -200,24 +199,48 @@ function guardedClass(Base, names, built, getters = []) {
   return Guarded
 }
 
+/** Puts the module's stack pointer back to `entered` (a call that did not return moved it) and rethrows `err`. */
+function unwound(entered, err) {
+  if (entered !== undefined) stackPointer.value = entered
+  return err
+}
+
+// Constructors are guarded as methods are: a construction that did not
+// return (the stack running out inside it) loses nothing but that object.
+
 /** The module's breaker, built from an options object as the addon's is. */
 class OptionsBreaker extends WasmBreaker {
   constructor(options, latencyHistogram) {
-    super(...flatOptions(options), latencyHistogram)
+    const entered = stackPointer?.value
+    try {
+      super(...flatOptions(options), latencyHistogram)
+    } catch (err) {
+      throw unwound(entered, err)
+    }
   }
 }
 
 /** The module's dispatcher, built from options objects as the addon's is. */
 class OptionsDispatcher extends WasmDispatcher {
   constructor(options, latencyHistogram, retention) {
-    super(...flatOptions(options), latencyHistogram, ...flatRetention(retention))
+    const entered = stackPointer?.value
+    try {
+      super(...flatOptions(options), latencyHistogram, ...flatRetention(retention))
+    } catch (err) {
+      throw unwound(entered, err)
+    }
   }
 }
 
 /** The module's registry, configured with options objects as the addon's is. */
 class OptionsRegistry extends WasmRegistry {
   constructor(options, capacity) {
-    super(...flatOptions(options), capacity)
+    const entered = stackPointer?.value
+    try {
+      super(...flatOptions(options), capacity)
+    } catch (err) {
+      throw unwound(entered, err)
+    }
   }
 
   configure(name, options, nowMs) {

@@ -58,6 +58,46 @@ test('the JavaScript stack running out inside the module loses at most that brea
   assert.equal(other.metrics().admitted, 0)
 })
 
+test('the stack running out inside a constructor or a static method leaves the module working', () => {
+  // A constructor that did not return left the module's stack pointer moved
+  // and the shared-configuration lock held: every later construction trapped.
+  const snapshot = new CircuitBreaker({ name: 'saved' }).toJSON()
+  let interrupted = 0
+  // Stack traces taken this deep make each error cost a millisecond.
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  for (let round = 0; round < 10; round++) {
+    // Construct in the innermost frames only, where the stack is about to run out.
+    let near = 0
+    const deep = () => {
+      try {
+        deep()
+      } catch {
+        near = 1000
+      }
+      if (near-- <= 0) return
+      for (const make of [
+        () => new CircuitBreaker({ name: 'deep', failureThreshold: round + 1 }),
+        () => CircuitBreaker.fromJSON({ name: 'deep' }, snapshot),
+        () => new Registry({ failureThreshold: round + 1 }),
+      ]) {
+        try {
+          make()
+        } catch (err) {
+          if (err instanceof RangeError && /call stack/.test(err.message)) interrupted += 1
+        }
+      }
+    }
+    deep()
+    const fresh = new CircuitBreaker({ name: 'fresh', failureThreshold: round + 1 })
+    assert.equal(fresh.getState(), 'CLOSED')
+    assert.equal(CircuitBreaker.fromJSON({ name: 'again' }, snapshot).getState(), 'CLOSED')
+    assert.equal(new Registry({}).get('k').getState(), 'CLOSED')
+  }
+  Error.stackTraceLimit = limit
+  assert.ok(interrupted > 0, 'some construction ran out of stack (the test tests something)')
+})
+
 test('an accessor on Object.prototype named like a result field changes nothing', () => {
   for (const key of ['kind', 'state', 'generation', 'untilMs', 'gauge', 'admitted', 'from']) {
     Object.defineProperty(Object.prototype, key, {

@@ -4,7 +4,7 @@
 //! (`Breaker<Arc<Config>, _>`). For the bindings; made at construction,
 //! never on the hot path.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, TryLockError, Weak};
 
 // hashbrown's map with the registry's hasher, not std's: one hash table's
 // code in a build, not two (the WebAssembly module's size).
@@ -21,8 +21,18 @@ static CONFIGS: Mutex<(Option<Alive>, u32)> = Mutex::new((None, 0));
 
 /// The shared `Arc` for `config`: the one a live breaker with an equal
 /// configuration uses, or a new one.
+///
+/// In a WebAssembly module without threads, a call the stack ran out in
+/// while it held the table never releases it (the call never returns):
+/// then configurations are not shared any more, rather than every later
+/// construction trapping.
 pub fn shared_config(config: Config) -> Arc<Config> {
-    let mut guard = CONFIGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = match CONFIGS.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) if cfg!(target_family = "wasm") => return Arc::new(config),
+        Err(TryLockError::WouldBlock) => CONFIGS.lock().unwrap_or_else(|e| e.into_inner()),
+    };
     let (configs, added) = &mut *guard;
     let configs = configs.get_or_insert_with(HashMap::new);
     let same = configs.entry(config.fingerprint()).or_default();
