@@ -55,6 +55,13 @@ impl NativeBreaker {
         self.name_ref().bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
     }
 
+    /// The name and the metrics now (for `_native._collect`).
+    pub(crate) fn reading(&self, py: Python<'_>) -> PyResult<(String, halfopen::MetricsReading)> {
+        let now = self.clock(py)?;
+        let m = self.lock().metrics(now);
+        Ok((self.text(py), m))
+    }
+
     /// The clock's reading. In a fork's child, first (once) the `with`
     /// blocks that threads left behind by the fork entered are reported, as
     /// cancelled: they will never be left (see `fork.rs`).
@@ -499,7 +506,9 @@ impl NativeBreaker {
         self.host.listen(py, callback)
     }
 
-    /// Counters, times (seconds), error rate and the breaker's counts, as a dict.
+    /// Counters, times (seconds), error rate and the breaker's counts, as a
+    /// dict. `error_rate` is a percentage (0 to 100; the exposition's
+    /// `circuit_upstream_error_ratio` is the same figure as a ratio, 0 to 1).
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.clock(py)?;
         let reading = {

@@ -5,6 +5,7 @@
 
 mod blocks;
 mod breaker;
+mod collector;
 mod fork;
 mod host;
 mod options;
@@ -22,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
+    m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
     m.add("_UNCONFIGURED", breaker::unconfigured(m.py()))?;
     Ok(())
 }

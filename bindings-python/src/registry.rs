@@ -12,7 +12,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
-use crate::breaker::{Gauges, force_open_for, metrics_dict};
+use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict};
 use crate::host::{
     Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
     state_name, support, unfinished, unfinished_error,
@@ -24,6 +24,8 @@ use crate::time::{secs, secs_at};
 pub struct NativeRegistry {
     core: Mutex<Registry<Gauges>>,
     host: Host,
+    /// Whether each breaker keeps a latency histogram (`latency_histogram`).
+    latency: bool,
 }
 
 /// A registry's refusal of a new name (full of busy breakers), or its
@@ -59,6 +61,15 @@ fn checked_name(name: &Bound<'_, PyAny>) -> PyResult<String> {
 impl NativeRegistry {
     fn lock(&self) -> MutexGuard<'_, Registry<Gauges>> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every breaker's name and metrics now, the breakers held and the
+    /// evictions (for `_native._collect`).
+    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<(crate::collector::Named, u64, u64)> {
+        let now = self.clock(py)?;
+        let core = self.lock();
+        let breakers = core.iter().map(|(name, b)| (name.to_owned(), b.metrics(now))).collect();
+        Ok((breakers, core.len() as u64, core.evictions()))
     }
 
     /// The clock's reading, after the orphaned `with` blocks of a fork's
@@ -100,7 +111,17 @@ impl NativeRegistry {
         let now = self.clock(py)?;
         // No Python code runs while the lock is held: errors are built after.
         let (admission, delivered) = self.change(py, name, |core| match core.try_acquire(name, now) {
-            Ok(admission) => (Ok(admission.decision), admission.transition),
+            Ok(admission) => {
+                // A breaker the registry made (or restored) has no histogram yet.
+                if self.latency
+                    && admission.decision.is_ok()
+                    && let Ok(breaker) = core.get(name, now)
+                    && breaker.meter().1.is_none()
+                {
+                    breaker.meter_mut().1 = Some(Box::default());
+                }
+                (Ok(admission.decision), admission.transition)
+            }
             Err(e) => (Err(e), None),
         });
         if let Err(e) = delivered {
@@ -179,7 +200,11 @@ impl NativeRegistry {
 #[pymethods]
 impl NativeRegistry {
     #[new]
-    #[pyo3(signature = (*, capacity = None, exclude = None, clock = None, shared_clock = None, fallback = None, **options))]
+    #[pyo3(signature = (
+        *, capacity = None, exclude = None, clock = None, shared_clock = None, fallback = None, latency_histogram = None,
+        **options
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         capacity: Option<&Bound<'_, PyAny>>,
@@ -187,8 +212,10 @@ impl NativeRegistry {
         clock: Option<&Bound<'_, PyAny>>,
         shared_clock: Option<&Bound<'_, PyAny>>,
         fallback: Option<&Bound<'_, PyAny>>,
+        latency_histogram: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let latency = histogram(py, latency_histogram)?;
         let capacity = match capacity {
             None => 10_000,
             Some(c) if c.is_instance_of::<PyInt>() && !c.is_instance_of::<PyBool>() => c
@@ -204,7 +231,7 @@ impl NativeRegistry {
         let config = options::config(py, options.unwrap_or(&empty))?;
         let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
         let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e))?;
-        Ok(NativeRegistry { core: Mutex::new(core), host })
+        Ok(NativeRegistry { core: Mutex::new(core), host, latency })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionSnapshot,
-    Submitted, exposition,
+    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionReading,
+    RetentionSnapshot, Submitted, exposition,
 };
 use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
 use pyo3::prelude::*;
@@ -131,6 +131,17 @@ pub struct NativeRetentionQueue {
 impl NativeRetentionQueue {
     fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The name, the breaker's metrics and the retention's reading now (for
+    /// `_native._collect`).
+    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<(String, halfopen::MetricsReading, RetentionReading)> {
+        let now = self.host.now(py)?;
+        let (m, r) = {
+            let core = self.lock();
+            (core.breaker().metrics(now), core.reading())
+        };
+        Ok((self.text(py), m, r))
     }
 
     fn text(&self, py: Python<'_>) -> String {

@@ -429,3 +429,27 @@ def test_a_subclass_must_configure_before_use_and_one_with_its_own_new_is_left_a
     CircuitBreaker.__init__(b2, "z", failure_threshold=9)
     trip(b2)
     assert b2.name == "y" and b2.state is State.OPEN
+
+
+# Low: Registry(latency_histogram=True) was a TypeError.
+
+
+def test_a_registry_keeps_latency_histograms_when_asked() -> None:
+    clock = Clock()
+    registry = halfopen.Registry(latency_histogram=True, clock=clock)
+
+    def slow() -> int:
+        clock.now += 0.5
+        return 1
+
+    assert registry.get("a").call(slow) == 1
+    m = registry.metrics("a")
+    assert m is not None and (m["latency_count"], m["latency_max"]) == (1, 0.5)
+    assert 'circuit_latency_seconds_count{name="a"} 1' in registry.prometheus()
+    assert halfopen.Registry(clock=clock).metrics("a") is None
+    plain = halfopen.Registry(clock=clock)
+    plain.get("a").call(len, "x")
+    assert plain.metrics("a")["latency_count"] is None  # type: ignore[index]
+    with pytest.raises(TypeError) as refused:
+        halfopen.Registry(latency_histogram=1)  # type: ignore[arg-type]
+    assert refused.value.option == "latency_histogram"  # type: ignore[attr-defined]

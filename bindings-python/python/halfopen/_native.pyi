@@ -6,9 +6,10 @@ from typing_extensions import disjoint_base
 
 from ._support import State
 
-__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_UNCONFIGURED", "_forked"]
+__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_UNCONFIGURED", "_collect", "_forked"]
 
 def _forked(frames: list[Any]) -> None: ...
+def _collect(sources: list[Any], sample: type) -> list[Tuple[str, str, str, list[Any]]]: ...
 
 #: The name a subclass's ``__new__`` gives a breaker that ``__init__`` configures.
 _UNCONFIGURED: str
@@ -152,6 +153,7 @@ class NativeRegistry:
         clock: Optional[Callable[[], Any]] = None,
         shared_clock: Optional[bool] = None,
         fallback: Optional[Callable[..., Any]] = None,
+        latency_histogram: Optional[bool] = None,
         **options: Any,
     ) -> "NativeRegistry": ...
     @property
