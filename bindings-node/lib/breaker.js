@@ -22,7 +22,7 @@ const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
-const { checkForceOpenMs, translate } = require('./options.js')
+const { checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
@@ -108,6 +108,7 @@ class CircuitBreaker {
     } catch (err) {
       throw fromNative(err, { options })
     }
+    checkName(this.name, 'name', this._native.maxNameBytes())
     this._last = 0 // the latest clock reading (readings are never below 0)
     this._kind = UNKNOWN // the licence
     this._generation = 0

@@ -171,6 +171,11 @@ function fromNative(err, { options = {}, name } = {}) {
       return new SnapshotError(e.problem, e.message)
     case 'registry_full':
       return new RegistryFullError(name)
+    case 'name': {
+      const out = new RangeError(e.message)
+      out.option = 'name'
+      return out
+    }
     case 'too_many_configured':
     case 'capacity': {
       const out = new RangeError(e.message)

@@ -48,10 +48,38 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 /** The default clock: monotonic milliseconds (one function for every breaker). */
 const monotonic = () => performance.now()
 
-/** Throws a TypeError unless `name` is a string of well-formed UTF-16 (no lone surrogates). */
-function checkName(name, what = 'name') {
+/**
+ * Throws a TypeError unless `name` is a string of well-formed UTF-16 (no
+ * lone surrogates), a RangeError if it is longer than `maxBytes` in UTF-8
+ * (the core's MAX_NAME_BYTES, which the native half gives).
+ */
+function checkName(name, what = 'name', maxBytes = Infinity) {
   if (typeof name !== 'string') throw typeError(what, 'a string', name)
   if (!wellFormed(name)) throw typeError(what, 'a well-formed string (it has a lone surrogate)', name)
+  // A UTF-16 unit is at most 3 bytes of UTF-8: most names need no count.
+  if (name.length * 3 > maxBytes) {
+    const bytes = utf8Length(name)
+    if (bytes > maxBytes) {
+      const err = new RangeError(`${what} must be at most ${maxBytes} bytes in UTF-8, got ${bytes}`)
+      err.option = what
+      throw err
+    }
+  }
+}
+
+/** The length of well-formed `text` in UTF-8. */
+function utf8Length(text) {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) bytes += 1
+    else if (c < 0x800) bytes += 2
+    else if (c >= 0xd800 && c < 0xdc00) {
+      bytes += 4 // a surrogate pair: one code point
+      i += 1
+    } else bytes += 3
+  }
+  return bytes
 }
 
 /**

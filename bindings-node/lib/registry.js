@@ -43,11 +43,12 @@ class Registry extends EventEmitter {
     } catch (err) {
       throw fromNative(err, { options })
     }
+    this._maxNameBytes = this._native.maxNameBytes()
   }
 
   /** The breaker for `name` (made on its first call). */
   get(name) {
-    checkName(name)
+    checkName(name, 'name', this._maxNameBytes)
     return new KeyedBreaker(this, name)
   }
 
@@ -58,7 +59,7 @@ class Registry extends EventEmitter {
    * 'stateChange' are emitted with reason 'reconfigured'.
    */
   configure(name, options) {
-    checkName(name)
+    checkName(name, 'name', this._maxNameBytes)
     translate(options, 'configure')
     const base = { ...this._options }
     // The name's own window replaces the Registry's, whichever kind it is;
@@ -85,7 +86,7 @@ class Registry extends EventEmitter {
 
   /** Whether `name` has a breaker now. */
   has(name) {
-    checkName(name)
+    checkName(name, 'name', this._maxNameBytes)
     return this._native.has(name)
   }
 

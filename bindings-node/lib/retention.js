@@ -10,7 +10,7 @@ const { NativeDispatcher } = require('../native.js')
 const { read, readToReport } = require('./clock.js')
 const { SnapshotError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue } = require('./events.js')
-const { checkForceOpenMs, translate } = require('./options.js')
+const { checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
@@ -94,6 +94,7 @@ class RetentionQueue extends EventEmitter {
     } catch (err) {
       throw fromNative(err, { options })
     }
+    checkName(this.name, 'name', this._native.maxNameBytes())
   }
 
   /** The size of `message` as `size` says: a whole number of bytes, or a TypeError. */

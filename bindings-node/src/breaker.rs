@@ -314,6 +314,12 @@ impl NativeBreaker {
         self.breaker.snapshot(instant(now_ms)).to_bytes().into()
     }
 
+    /// The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn max_name_bytes(&self) -> u32 {
+        halfopen::MAX_NAME_BYTES as u32
+    }
+
     /// Replaces this breaker's state with a snapshot (JSON text or bytes),
     /// leaving it as it was on error; `counted`: the time since the
     /// snapshot was taken counts (the clock is shared).

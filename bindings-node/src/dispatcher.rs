@@ -348,6 +348,12 @@ impl NativeDispatcher {
         self.dispatcher.held().map(|seq| seq as f64).collect()
     }
 
+    /// The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn max_name_bytes(&self) -> u32 {
+        halfopen::MAX_NAME_BYTES as u32
+    }
+
     /// The core's default time a send may take (ms) before the driver
     /// aborts it.
     #[cfg_attr(feature = "node", napi)]

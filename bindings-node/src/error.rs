@@ -66,6 +66,7 @@ impl From<Refusal> for Error {
                 structured("too_many_configured", None, None, &e.to_string())
             }
             Refusal::Registry(e @ RegistryError::Capacity) => structured("capacity", None, None, &e.to_string()),
+            Refusal::Registry(e @ RegistryError::NameTooLong { .. }) => structured("name", None, None, &e.to_string()),
             Refusal::Snapshot(e) => structured("snapshot", None, Some(e.kind()), &e.to_string()),
         }
     }

@@ -67,6 +67,12 @@ impl NativeRegistry {
         Ok(self.keep(&name, t))
     }
 
+    /// The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn max_name_bytes(&self) -> u32 {
+        halfopen::MAX_NAME_BYTES as u32
+    }
+
     /// Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
     /// or -0.5 when the registry is full.
     #[cfg_attr(feature = "node", napi(catch_unwind))]

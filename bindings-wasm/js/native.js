@@ -273,6 +273,7 @@ export const NativeBreaker = guardedClass(
     'snapshotJson',
     'snapshotBytes',
     'restore',
+    'maxNameBytes',
     '__panicForTests',
   ],
   { licence: licenceOf, takeTransitions: transitionsOf, metrics: metricsOf },
@@ -296,6 +297,7 @@ export const NativeRegistry = guardedClass(
     'prometheus',
     'snapshotJson',
     'restoreJson',
+    'maxNameBytes',
   ],
   { takeTransitions: transitionsOf, licence: licenceOf, refusal: refusalOf, metrics: metricsOf },
   ['size', 'evictions'],
@@ -303,6 +305,6 @@ export const NativeRegistry = guardedClass(
 
 export const NativeDispatcher = guardedClass(
   OptionsDispatcher,
-  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs'],
+  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs', 'maxNameBytes'],
   { next: Array.from, held: Array.from, takeEvents: eventsOf, stats: statsOf, metrics: metricsOf },
 )

@@ -131,6 +131,11 @@ impl NativeBreaker {
         Ok(open(&self.0)?.prometheus(name, now_ms))
     }
 
+    #[wasm_bindgen(js_name = maxNameBytes)]
+    pub fn max_name_bytes(&self) -> Result<u32, JsError> {
+        Ok(open(&self.0)?.max_name_bytes())
+    }
+
     #[wasm_bindgen(js_name = snapshotJson)]
     pub fn snapshot_json(&self, now_ms: f64) -> Result<String, JsError> {
         Ok(open(&self.0)?.snapshot_json(now_ms))

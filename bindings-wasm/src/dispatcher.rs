@@ -148,6 +148,11 @@ impl NativeDispatcher {
         Ok(open(&self.0)?.held())
     }
 
+    #[wasm_bindgen(js_name = maxNameBytes)]
+    pub fn max_name_bytes(&self) -> Result<u32, JsError> {
+        Ok(open(&self.0)?.max_name_bytes())
+    }
+
     #[wasm_bindgen(js_name = defaultSendTimeoutMs)]
     pub fn default_send_timeout_ms(&self) -> Result<f64, JsError> {
         Ok(open(&self.0)?.default_send_timeout_ms())

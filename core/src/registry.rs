@@ -44,6 +44,22 @@ pub type Keyed<M> = Breaker<Arc<Config>, M>;
 /// How many breakers an insertion at capacity looks at for an idle one.
 pub const EVICTION_SAMPLE: usize = 16;
 
+/// The longest name a registry takes, in UTF-8 bytes. A name is kept once
+/// per breaker (and once more per name configured) and written in every
+/// family of the Prometheus exposition, so it bounds what one name can cost:
+/// a registry's names take at most `capacity` × 1 KiB, and a name that is
+/// really a payload (a URL with a query, a message body) is refused instead
+/// of exhausting memory.
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// Whether a registry takes `name` (at most [`MAX_NAME_BYTES`]).
+pub fn check_name(name: &str) -> Result<(), RegistryError> {
+    match name.len() {
+        bytes if bytes > MAX_NAME_BYTES => Err(RegistryError::NameTooLong { bytes }),
+        _ => Ok(()),
+    }
+}
+
 /// Why the registry refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegistryError {
@@ -62,6 +78,11 @@ pub enum RegistryError {
         /// The configured capacity.
         capacity: usize,
     },
+    /// A name longer than [`MAX_NAME_BYTES`].
+    NameTooLong {
+        /// Its length in UTF-8 bytes.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -72,6 +93,9 @@ impl fmt::Display for RegistryError {
             }
             RegistryError::Config(e) => e.fmt(f),
             RegistryError::Capacity => f.write_str("registry capacity must be between 1 and 2^32 - 1"),
+            RegistryError::NameTooLong { bytes } => {
+                write!(f, "a breaker name of {bytes} bytes: at most {MAX_NAME_BYTES} (UTF-8)")
+            }
             RegistryError::TooManyConfigured { capacity } => {
                 write!(f, "registry capacity {capacity} reached: no more names can be given their own configuration")
             }
@@ -199,6 +223,7 @@ impl<M: Meter + Default> Registry<M> {
     /// breaker); if it was not closed, the returned
     /// transition says so (reason [`Reconfigured`](crate::Reason::Reconfigured)).
     pub fn configure(&mut self, name: &str, config: Config, now: Instant) -> Result<Option<Transition>, RegistryError> {
+        check_name(name)?;
         config.validate()?;
         if !self.overrides.contains_key(name) && self.overrides.len() >= self.capacity {
             return Err(RegistryError::TooManyConfigured { capacity: self.capacity });
@@ -346,6 +371,7 @@ impl<M: Meter + Default> Registry<M> {
     /// Makes the breaker for `name` (evicting an idle one at capacity) and
     /// returns its index.
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
+        check_name(name)?;
         let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
         let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, earlier: Earlier::default(), breaker };
         let i = if self.entries.len() < self.capacity {
@@ -545,6 +571,9 @@ mod saved {
             for (name, saved) in &snapshot.breakers {
                 if restored.find(name).is_some() {
                     return Err(SnapshotError::Corrupt("a name appears twice"));
+                }
+                if check_name(name).is_err() {
+                    return Err(SnapshotError::Corrupt("a name longer than MAX_NAME_BYTES"));
                 }
                 let mut breaker = Keyed::restore(restored.config_for(name), saved, now, elapsed)?;
                 let (from, earlier) = match self.find(name) {
