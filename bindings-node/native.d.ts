@@ -67,6 +67,8 @@ export declare class NativeBreaker {
   snapshotJson(nowMs: number): string
   /** The breaker's state as compact bytes. */
   snapshotBytes(nowMs: number): Buffer
+  /** The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`). */
+  maxNameBytes(): number
   /**
    * Replaces this breaker's state with a snapshot (JSON text or bytes),
    * leaving it as it was on error; `counted`: the time since the
@@ -148,6 +150,8 @@ export declare class NativeDispatcher {
    * retained ones, then those in flight), for a store to check against.
    */
   held(): Array<number>
+  /** The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`). */
+  maxNameBytes(): number
   /**
    * The core's default time a send may take (ms) before the driver
    * aborts it.
@@ -163,6 +167,8 @@ export declare class NativeRegistry {
    * transition waits.
    */
   configure(name: string, options: NativeOptions, nowMs: number): boolean
+  /** The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`). */
+  maxNameBytes(): number
   /**
    * Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
    * or -0.5 when the registry is full.
