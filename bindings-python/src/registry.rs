@@ -28,28 +28,41 @@ pub struct NativeRegistry {
     latency: bool,
 }
 
-/// A registry's refusal of a new name (full of busy breakers), or its
-/// configuration errors.
-fn registry_error(py: Python<'_>, name: &str, e: RegistryError) -> PyErr {
+/// Why a call got no permit: its breaker's refusal, or a registry full of
+/// breakers none of which the core's sample found idle (`room`: the next
+/// sample, which a retry draws, holds an idle one).
+enum Refused {
+    Breaker(halfopen::Rejection),
+    Full { room: bool },
+}
+
+/// A registry's refusal of a new name (full: `room` as for [`Refused`]), or
+/// its configuration errors.
+fn registry_error(py: Python<'_>, name: &str, e: RegistryError, room: bool) -> PyErr {
     match e {
-        RegistryError::Full { .. } => registry_full(py, name),
+        RegistryError::Full { .. } => registry_full(py, name, room),
         RegistryError::Config(c) => option_error(py, false, c.field.name(), c.problem.describe()),
-        other => option_error(py, false, "capacity", &other.to_string()),
+        RegistryError::Capacity => option_error(py, false, "capacity", "must be from 1 to 4294967295"),
+        // What a name cannot have (its own configuration past the capacity, ...).
+        other => option_error(py, false, "name", &format!("refused: {other}")),
     }
 }
 
-/// `RegistryFullError` for `name`.
-fn registry_full(py: Python<'_>, name: &str) -> PyErr {
-    let build =
-        || -> PyResult<PyErr> { Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name,))?)) };
+/// `RegistryFullError` for `name`: `retry_after` 0.0 if a retry now would
+/// find an idle breaker to evict (`room`), else `None` (none is known to be).
+fn registry_full(py: Python<'_>, name: &str, room: bool) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let retry_after = room.then_some(0.0);
+        Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name, retry_after))?))
+    };
     build().unwrap_or_else(|err| err)
 }
 
-/// The exception for a refusal from `admit` (`None`: the registry is full).
-fn refused_error(py: Python<'_>, name: &Bound<'_, PyAny>, text: &str, refused: Option<halfopen::Rejection>) -> PyErr {
+/// The exception for a refusal from `admit`.
+fn refused_error(py: Python<'_>, name: &Bound<'_, PyAny>, text: &str, refused: Refused) -> PyErr {
     match refused {
-        Some(rejection) => refusal(py, name, rejection),
-        None => registry_full(py, text),
+        Refused::Breaker(rejection) => refusal(py, name, rejection),
+        Refused::Full { room } => registry_full(py, text, room),
     }
 }
 
@@ -107,7 +120,7 @@ impl NativeRegistry {
     /// built as an exception only if no fallback takes it. If a listener
     /// raised what must propagate, a permit is reported (cancelled) and that
     /// is raised.
-    fn admit(&self, py: Python<'_>, name: &str) -> PyResult<Result<CorePermit, Option<halfopen::Rejection>>> {
+    fn admit(&self, py: Python<'_>, name: &str) -> PyResult<Result<CorePermit, Refused>> {
         let now = self.clock(py)?;
         // No Python code runs while the lock is held: errors are built after.
         let (admission, delivered) = self.change(py, name, |core| match core.try_acquire(name, now) {
@@ -122,7 +135,10 @@ impl NativeRegistry {
                 }
                 (Ok(admission.decision), admission.transition)
             }
-            Err(e) => (Err(e), None),
+            Err(e) => {
+                let room = matches!(e, RegistryError::Full { .. }) && core.has_room(now);
+                (Err((e, room)), None)
+            }
         });
         if let Err(e) = delivered {
             if let Ok(Ok(permit)) = admission {
@@ -131,9 +147,9 @@ impl NativeRegistry {
             return Err(e);
         }
         match admission {
-            Ok(decision) => Ok(decision.map_err(Some)),
-            Err(RegistryError::Full { .. }) => Ok(Err(None)),
-            Err(e) => Err(registry_error(py, name, e)),
+            Ok(decision) => Ok(decision.map_err(Refused::Breaker)),
+            Err((RegistryError::Full { .. }, room)) => Ok(Err(Refused::Full { room })),
+            Err((e, room)) => Err(registry_error(py, name, e, room)),
         }
     }
 
@@ -165,9 +181,12 @@ impl NativeRegistry {
         let now = self.clock(py)?;
         let (done, delivered) = self.change(py, name, |core| match core.get(name, now) {
             Ok(breaker) => (Ok(()), op(breaker, now)),
-            Err(e) => (Err(e), T::default()),
+            Err(e) => {
+                let room = matches!(e, RegistryError::Full { .. }) && core.has_room(now);
+                (Err((e, room)), T::default())
+            }
         });
-        done.map_err(|e| registry_error(py, name, e))?;
+        done.map_err(|(e, room)| registry_error(py, name, e, room))?;
         delivered
     }
 
@@ -230,7 +249,7 @@ impl NativeRegistry {
         let empty = PyDict::new(py);
         let config = options::config(py, options.unwrap_or(&empty))?;
         let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
-        let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e))?;
+        let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e, false))?;
         Ok(NativeRegistry { core: Mutex::new(core), host, latency })
     }
 
@@ -342,7 +361,7 @@ impl NativeRegistry {
             Ok(t) => (Ok(()), t),
             Err(e) => (Err(e), None),
         });
-        done.map_err(|e| registry_error(py, &name, e))?;
+        done.map_err(|e| registry_error(py, &name, e, false))?;
         delivered
     }
 

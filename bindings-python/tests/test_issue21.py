@@ -453,3 +453,52 @@ def test_a_registry_keeps_latency_histograms_when_asked() -> None:
     with pytest.raises(TypeError) as refused:
         halfopen.Registry(latency_histogram=1)  # type: ignore[arg-type]
     assert refused.value.option == "latency_histogram"  # type: ignore[attr-defined]
+
+
+# 6. A full registry refused a new name while idle breakers existed (the core
+# samples), with retry_after None ("held open until released").
+
+
+def test_a_full_registrys_refusal_says_whether_a_retry_now_would_be_admitted() -> None:
+    clock = Clock()
+    registry = halfopen.Registry(capacity=100, failure_threshold=5, clock=clock)
+    for i in range(95):  # counting a failure: never evicted
+        with pytest.raises(RuntimeError):
+            registry.get(f"failing-{i}").call(fail)
+    for i in range(5):  # idle
+        registry.get(f"idle-{i}").call(len, "x")
+    hints = []
+    for i in range(60):
+        name = f"new-{i}"
+        try:
+            registry.get(name).call(len, "x")
+            continue
+        except halfopen.RegistryFullError as full:
+            hints.append(full.retry_after)
+            assert full.reason == "registry_full" and full.state is State.CLOSED
+        # The hint is what a retry now meets: 0.0 admitted, None refused again.
+        if hints[-1] == 0.0:
+            assert registry.get(name).call(len, "x") == 1
+        else:
+            assert hints[-1] is None
+            with pytest.raises(halfopen.RegistryFullError):
+                registry.get(name).call(len, "x")
+    assert 0.0 in hints and None in hints  # both happen with 5 idle in 100
+    assert registry.evictions > 0
+
+
+def test_a_registry_full_of_failing_breakers_gives_no_retry_time() -> None:
+    registry = halfopen.Registry(capacity=20, failure_threshold=5, clock=Clock())
+    for i in range(20):
+        with pytest.raises(RuntimeError):
+            registry.get(f"failing-{i}").call(fail)
+    for _ in range(5):
+        with pytest.raises(halfopen.RegistryFullError) as full:
+            registry.get("new").try_acquire()
+        assert full.value.retry_after is None
+    assert registry.retry_after("new") is None
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(halfopen.RegistryFullError("n", 0.0)))
+    assert (copy.breaker_name, copy.retry_after, copy.state) == ("n", 0.0, State.CLOSED)
+    assert "until released" not in str(full.value) and "none is known to become idle" in str(full.value)

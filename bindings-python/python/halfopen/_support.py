@@ -97,11 +97,30 @@ class ConcurrencyLimitError(CircuitBreakerError):
 
 
 class RegistryFullError(CircuitBreakerError):
-    """Refused because the registry is full and none of its breakers is idle
-    (the name has no breaker, and none could be evicted for it)."""
+    """Refused because the registry is full and no idle breaker was found
+    to evict for the name (which has no breaker).
 
-    def __init__(self, breaker_name: str, *_: object) -> None:
-        super().__init__(breaker_name, State.CLOSED, None, "registry_full")
+    What that means: at more than 16 breakers the core looks at 16 drawn at
+    random (as Redis evicts), not at all of them, so a refusal says that
+    none of those 16 was idle — not that none is. With a share ``f`` of
+    idle breakers a new name is refused with probability ``(1 - f) ** 16``
+    (5 idle in 100: 44 %), and each try draws another sample. So
+    ``retry_after`` is ``0.0`` when the next sample (the one a retry draws)
+    holds an idle breaker: a retry now is admitted unless another new name
+    takes that breaker first. It is ``None`` when the next sample holds
+    none either: the registry cannot say when a breaker will become idle
+    (here ``None`` does not mean "held open"). ``state`` is ``CLOSED``
+    (what a new breaker would be)."""
+
+    def __init__(self, breaker_name: str, retry_after: Optional[float] = None) -> None:
+        super().__init__(breaker_name, State.CLOSED, retry_after, "registry_full")
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.breaker_name, self.retry_after))
+
+    def __str__(self) -> str:
+        wait = "a retry now would find one" if self.retry_after == 0.0 else "none is known to become idle"
+        return f"Registry full: no idle breaker was found to evict for {self.breaker_name!r}; {wait}"
 
 
 class SnapshotError(ValueError):
