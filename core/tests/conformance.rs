@@ -438,13 +438,14 @@ impl Run {
             "restore" => return self.restore(map),
             _ => {}
         }
-        let refused = map.get("refused");
-        if refused.is_some_and(|r| r != "full") {
-            return Err("refused must be \"full\"".into());
+        let refused = map.get("refused").map(|r| r.as_str());
+        if refused.is_some_and(|r| r != Some("full") && r != Some("name_too_long")) {
+            return Err("refused must be \"full\" or \"name_too_long\"".into());
         }
-        let breaker = match (breaker_of(&mut self.breakers, now, map)?, refused) {
+        let breaker = match (breaker_of(&mut self.breakers, now, map)?, refused.flatten()) {
             (Ok(b), None) => b,
-            (Err(RegistryError::Full { .. }), Some(_)) if op == "acquire" => return Ok(()),
+            (Err(RegistryError::Full { .. }), Some("full")) if op == "acquire" => return Ok(()),
+            (Err(RegistryError::NameTooLong { .. }), Some("name_too_long")) if op == "acquire" => return Ok(()),
             (Ok(_), Some(_)) => return Err("expected the registry to refuse a new key".into()),
             (Err(e), _) => return Err(format!("registry: {e}")),
         };

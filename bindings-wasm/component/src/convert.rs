@@ -122,6 +122,7 @@ pub(crate) fn registry_error(e: ho::RegistryError) -> wit::RegistryError {
         ho::RegistryError::Config(c) => wit::RegistryError::Config(config_error(c)),
         ho::RegistryError::Capacity => wit::RegistryError::Capacity,
         ho::RegistryError::TooManyConfigured { .. } => wit::RegistryError::TooManyConfigured,
+        ho::RegistryError::NameTooLong { bytes } => wit::RegistryError::NameTooLong(bytes as u64),
     }
 }
 
