@@ -33,7 +33,7 @@ test-msrv:
 	@rustup toolchain list | grep -q "^$(MSRV)-" || rustup toolchain install $(MSRV) --profile minimal >/dev/null
 	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) test -q -p halfopen
 
-# The property test with 1,000,000 random sequences (about half a minute).
+# The property tests with many more random sequences (about two minutes; .ci/run runs them).
 test-long:
 	HALFOPEN_MODEL_SEQUENCES=1000000 $(CARGO) test --release -p halfopen --test model -- --nocapture
 	HALFOPEN_LIMIT_SEQUENCES=300000 HALFOPEN_LICENCE_SEQUENCES=300000 $(CARGO) test --release -p halfopen --test limit --test licence -- --nocapture
