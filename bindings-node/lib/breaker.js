@@ -48,7 +48,11 @@ function retryOf(code) {
 const OPTIONAL_METRICS = ['concurrencyLimit', 'meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
 function metricsOf(m) {
   m.state = STATE_OF[m.state]
-  for (const key of OPTIONAL_METRICS) if (m[key] === undefined) m[key] = null
+  // Own properties only: an accessor on Object.prototype with the same name
+  // must neither stand in for an absent metric nor run (define, not assign).
+  for (const key of OPTIONAL_METRICS) {
+    if (!Object.hasOwn(m, key)) Object.defineProperty(m, key, { value: null, writable: true, enumerable: true, configurable: true })
+  }
   return m
 }
 

@@ -30,8 +30,9 @@ class Registry extends EventEmitter {
   constructor(options = {}) {
     super()
     const t = translate(options, 'registry')
-    // The core options, which `configure` starts from.
-    this._options = Object.fromEntries(Object.entries(options).filter(([key]) => !OWN.includes(key)))
+    // The core options, which `configure` starts from: from the copy
+    // `translate` read (an option's getter is read once, not once more here).
+    this._options = Object.fromEntries(Object.entries(t.given).filter(([key]) => !OWN.includes(key)))
     this._isFailure = t.isFailure
     this._clock = t.clock
     this._sharedClock = t.sharedClock

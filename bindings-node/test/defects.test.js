@@ -39,6 +39,7 @@ const {
   CircuitBreakerTimeoutError,
   Registry,
   RegistryFullError,
+  RetentionQueue,
 } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 // ---- helpers -----------------------------------------------------------
@@ -959,8 +960,8 @@ describe('snapshots', () => {
 
   test('#21 a newer registry snapshot is newer_version, whatever else it holds', () => {
     const newer = (err) => err.name === 'SnapshotError' && err.kind === 'newer_version'
-    assert.throws(() => new Registry({}).restore('{"version":3,"whatever":[]}'), newer)
-    assert.throws(() => new Registry({ capacity: 1 }).restore(`{"version":3,"breakers":[${'0,'.repeat(50)}0]}`), newer)
+    assert.throws(() => new Registry({}).restore('{"version":4,"whatever":[]}'), newer)
+    assert.throws(() => new Registry({ capacity: 1 }).restore(`{"version":4,"breakers":[${'0,'.repeat(50)}0]}`), newer)
   })
 
   test('#21 snapshot text that is not valid Unicode is malformed, not a name changed to U+FFFD', () => {
@@ -1038,5 +1039,64 @@ describe('prom-client', () => {
       const missing = [...families(source.prometheus())].filter((name) => !theirs.has(name))
       assert.deepEqual(missing, [], `${label}: families missing from prom-client`)
     }
+  })
+})
+
+describe('issue 21: inherited accessors and option getters', () => {
+  test('an accessor on Object.prototype named like an optional metric neither stands in for it nor runs', () => {
+    const names = ['concurrencyLimit', 'latencyP50Ms', 'meanTimeOpenMs']
+    let ran = 0
+    for (const name of names) {
+      Object.defineProperty(Object.prototype, name, {
+        get: () => 'polluted',
+        set: () => {
+          ran += 1
+          throw new Error('setter ran')
+        },
+        configurable: true,
+      })
+    }
+    try {
+      const m = new CircuitBreaker({ name: 'm' }).metrics()
+      for (const name of names) {
+        assert.ok(Object.hasOwn(m, name), `${name} is the metrics' own`)
+        assert.equal(m[name], null)
+      }
+      const keyed = new Registry({}).get('k')
+      keyed.record(keyed.tryAcquire(), 'success')
+      assert.equal(keyed.metrics().latencyP50Ms, null)
+      assert.equal(ran, 0)
+    } finally {
+      for (const name of names) delete Object.prototype[name]
+    }
+  })
+
+  test("a Registry reads each option's getter once: a name configured later gets the same options", async () => {
+    let reads = 0
+    const options = {
+      get failureThreshold() {
+        reads += 1
+        return reads === 1 ? 3 : 50
+      },
+    }
+    const registry = new Registry(options)
+    registry.configure('later', { openTimeoutMs: 1000 })
+    const fail = () => registry.get('later').execute(async () => {
+      throw new Error('down')
+    })
+    for (let i = 0; i < 3; i++) await fail().catch(() => {})
+    assert.equal(registry.get('later').getState(), 'OPEN', 'opened after 3 failures, the first reading')
+    assert.equal(reads, 1)
+  })
+
+  test('a name longer than 1024 bytes of UTF-8 is a RangeError naming name, wherever a name is given', () => {
+    const long = 'é'.repeat(513) // 1026 bytes, 513 UTF-16 units
+    const refused = (err) => err instanceof RangeError && err.option === 'name' && /1024/.test(err.message)
+    assert.throws(() => new CircuitBreaker({ name: long }), refused)
+    assert.throws(() => new Registry({}).get(long), refused)
+    assert.throws(() => new Registry({}).configure(long, {}), refused)
+    assert.throws(() => new RetentionQueue({ name: long, concurrencyLimit: 1 }), refused)
+    assert.equal(new CircuitBreaker({ name: 'é'.repeat(512) }).name.length, 512)
+    assert.equal(new Registry({}).get('😀'.repeat(256)).getState(), 'CLOSED')
   })
 })
