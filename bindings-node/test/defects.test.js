@@ -1100,3 +1100,21 @@ describe('issue 21: inherited accessors and option getters', () => {
     assert.equal(new Registry({}).get('😀'.repeat(256)).getState(), 'CLOSED')
   })
 })
+
+describe('issue 21: typed errors', () => {
+  test("forceOpen('5') is a TypeError, forceOpen(-1) a RangeError", () => {
+    const b = new CircuitBreaker({ name: 'f' })
+    assert.throws(() => b.forceOpen('5'), (e) => e instanceof TypeError && e.option === 'ms')
+    assert.throws(() => b.forceOpen(-1), (e) => e instanceof RangeError && e.option === 'ms')
+    assert.throws(() => new Registry({}).get('k').forceOpen('5'), TypeError)
+  })
+
+  test("a capacity the package cannot hold names the package's own bounds", () => {
+    for (const capacity of [0, 1.5, 2 ** 40]) {
+      assert.throws(
+        () => new Registry({ capacity }),
+        (e) => e instanceof RangeError && e.option === 'capacity' && (process.env.HALFOPEN_PACKAGE ? /1048576/ : /1 and/).test(e.message),
+      )
+    }
+  })
+})

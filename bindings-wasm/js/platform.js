@@ -1,8 +1,9 @@
 // What the JavaScript half takes from its platform, for edge workers and
 // browsers (the Node package's lib/platform.js uses Node's modules): a
 // small EventEmitter, the global monotonic clock, bytes as Uint8Array, and
-// warnings through `process.emitWarning` where there is one (Node, workerd
-// with nodejs_compat), else `console.warn`.
+// warnings through `process.emitWarning` where there is one (Node), else
+// `console.warn` (workerd: its `process`, even with nodejs_compat, has no
+// `emitWarning`).
 
 const LISTENERS = Symbol('halfopen.listeners')
 const MAX = Symbol('halfopen.maxListeners')

@@ -34,7 +34,9 @@ impl NativeRegistry {
         capacity: f64,
     ) -> Result<NativeRegistry, JsError> {
         keep_panics();
-        if capacity > f64::from(MAX_CAPACITY) {
+        // Any capacity this module cannot hold, 0 and fractions included:
+        // the message gives this module's bounds, not the addon's.
+        if !(capacity >= 1.0 && capacity <= f64::from(MAX_CAPACITY) && capacity.fract() == 0.0) {
             // The translation's structured error, as `capacity` is refused
             // in the Node package (a RangeError naming it).
             return Err(JsError::new(&format!(
