@@ -358,6 +358,13 @@ impl NativeRetentionQueue {
         self.lock().held().collect()
     }
 
+    /// The sequence numbers retained (not in flight), in the order `next()`
+    /// hands them out.
+    fn retained_seqs(&self) -> Vec<u64> {
+        let core = self.lock();
+        core.held().take(core.retained()).collect()
+    }
+
     /// `"CLOSED"`, `"OPEN"` or `"HALF_OPEN"`.
     #[getter]
     fn state_name(&self, py: Python<'_>) -> PyResult<&'static str> {

@@ -14,7 +14,14 @@ from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
 
 from . import _native
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
-from .retention import DeadLetterError, Dispatcher, RetentionEvent, RetentionFullError, RetentionQueue
+from .retention import (
+    DeadLetterError,
+    Dispatcher,
+    DispatcherClosedError,
+    RetentionEvent,
+    RetentionFullError,
+    RetentionQueue,
+)
 from ._support import (
     CircuitBreakerError,
     CircuitOpenError,
@@ -31,6 +38,7 @@ __all__ = [
     "ConcurrencyLimitError",
     "DeadLetterError",
     "Dispatcher",
+    "DispatcherClosedError",
     "KeyedBreaker",
     "Permit",
     "Registry",

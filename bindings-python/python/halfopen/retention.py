@@ -9,9 +9,20 @@ Decisions: a message's size (for ``max_bytes``) is, by default, its length
 for ``bytes``-like values, its UTF-8 length for ``str``, and the UTF-8 length
 of its JSON otherwise (pass ``size=`` for anything else). An exception from
 ``send`` that ``is_failure`` says is not the upstream's health dead-letters the
-message at once (sending it again cannot help). A cancelled ``send``
-(``asyncio.CancelledError``) puts the message back without counting an
-attempt.
+message at once (sending it again cannot help). A ``Dispatcher``'s send has
+a timeout, 10 s by default (seed 001's; ``timeout=None`` for none): a
+slower send is a failure. A send the dispatcher gives up on itself (its
+task cancelled: the event loop shutting down) puts the message back
+without counting an attempt; a ``send`` that raises ``CancelledError`` of
+its own (an inner task cancelled) failed, and counts as a failure.
+
+Cancelling a task that awaits ``submit()`` stops the waiting, not the
+message: it is delivered or given up as any other, reported through
+``on_event`` (withdrawing a retained message needs an operation the core
+does not have). ``aclose()`` lets the sends in flight end, then settles
+every ``submit()`` and ``drained()`` still waiting with
+``DispatcherClosedError``: their messages are still held
+(``retained()``, ``queue.to_json()``).
 """
 
 from __future__ import annotations
@@ -27,7 +38,10 @@ from ._support import CANCELLATIONS, State, check_sync, log_error, option_error
 
 M = TypeVar("M")
 
-__all__ = ["DeadLetterError", "Dispatcher", "RetentionEvent", "RetentionFullError", "RetentionQueue"]
+__all__ = ["DeadLetterError", "Dispatcher", "DispatcherClosedError", "RetentionEvent", "RetentionFullError", "RetentionQueue"]
+
+#: A Dispatcher's send timeout unless told (seed 001: a call slower than 10 s fails).
+DEFAULT_TIMEOUT = 10.0
 
 
 class RetentionFullError(Exception):
@@ -52,6 +66,21 @@ class DeadLetterError(Exception):
         self.attempts = attempts
 
 
+class DispatcherClosedError(RuntimeError):
+    """The dispatcher was closed (``aclose()``) with this message not
+    delivered nor given up: it is still held, retained (read it with
+    ``retained()``; ``queue.to_json()`` and the messages keep it for a
+    restart). ``payload`` is the message and ``seq`` its sequence number
+    (``None`` for a ``submit()`` after the close, which took nothing, or
+    for ``drained()``)."""
+
+    def __init__(self, queue_name: str, payload: Any = None, seq: Optional[int] = None) -> None:
+        super().__init__(f"Dispatcher[{queue_name}] is closed")
+        self.queue_name = queue_name
+        self.payload = payload
+        self.seq = seq
+
+
 @dataclass(frozen=True)
 class RetentionEvent:
     """Something a queue did, in the core's order: ``kind`` is
@@ -66,6 +95,12 @@ class RetentionEvent:
     reason: Optional[str]
     attempts: Optional[int]
     change: Optional[StateChange]
+
+
+def _retrieve(future: "asyncio.Future[Any]") -> None:
+    """Marks what ``future`` raised as retrieved (nobody may await it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def default_size(message: Any) -> int:
@@ -130,9 +165,10 @@ class Dispatcher(Generic[M]):
     breaker; holds what cannot go now and sends it later, in order, paced.
 
     ``await submit(message)`` returns once it is delivered, raises
-    ``DeadLetterError`` once it is given up, and ``RetentionFullError`` at
-    once when a bound is reached. ``timeout`` (seconds) fails a send that
-    takes longer; ``is_failure(exc)`` says whether an exception is the
+    ``DeadLetterError`` once it is given up, ``RetentionFullError`` at
+    once when a bound is reached, and ``DispatcherClosedError`` if the
+    dispatcher is closed first. ``timeout`` (seconds, 10 by default,
+    ``None`` for none) fails a send that takes longer; ``is_failure(exc)`` says whether an exception is the
     upstream's failure (default: every one); ``on_event`` receives every
     ``RetentionEvent`` (and ``"delivered"`` ones). The queue's options as for
     ``RetentionQueue``. Use it from one event loop.
@@ -144,7 +180,7 @@ class Dispatcher(Generic[M]):
         send: Callable[[M], Awaitable[Any]],
         /,
         *,
-        timeout: Optional[float] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
         is_failure: Optional[Callable[[BaseException], bool]] = None,
         on_event: Optional[Callable[[RetentionEvent], Any]] = None,
         **options: Any,
@@ -175,7 +211,7 @@ class Dispatcher(Generic[M]):
         """Returns once ``message`` is delivered; raises ``DeadLetterError``
         when it is given up, ``RetentionFullError`` when it is not taken."""
         if self._closing:
-            raise RuntimeError(f"Dispatcher[{self.name}] is closed")
+            raise DispatcherClosedError(self.name, message)
         loop = asyncio.get_running_loop()
         status, seq = self.queue.submit(message)
         if seq is None:
@@ -198,14 +234,12 @@ class Dispatcher(Generic[M]):
         try:
             sent = self._send(message)
             if inspect.isawaitable(sent):
-                if self._timeout is None:
-                    await sent
-                else:
-                    await asyncio.wait_for(sent, self._timeout)
-            outcome = "success"
-        except asyncio.TimeoutError:
-            outcome = "failure"
+                outcome = await self._await(sent)
+            else:
+                outcome = "success"
         except CANCELLATIONS:
+            # This task was cancelled (the loop shutting down), or an
+            # interrupt: the message goes back, no attempt counted.
             outcome = "cancelled"
             raise
         except Exception as exc:  # noqa: BLE001 - every outcome is reported
@@ -213,6 +247,32 @@ class Dispatcher(Generic[M]):
         finally:
             # Reported whatever ended the send (a BaseException included).
             self._report(seq, outcome)
+
+    async def _await(self, sent: Awaitable[Any]) -> str:
+        """Awaits ``sent`` as a task of its own, for ``timeout`` seconds, and
+        says how it went. A cancellation of this task (not of the send)
+        cancels the send and propagates; the send's own ``CancelledError``
+        is a failure (it did not deliver, and was not told to stop)."""
+        task = asyncio.ensure_future(sent)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self._timeout)
+        except BaseException:
+            task.cancel()
+            task.add_done_callback(_retrieve)
+            raise
+        if not done:
+            task.cancel()
+            await asyncio.wait({task})  # as wait_for: the send has stopped when its timeout is reported
+            _retrieve(task)
+            return "failure"
+        if task.cancelled():
+            return "failure"
+        error = task.exception()
+        if error is None:
+            return "success"
+        if isinstance(error, Exception):
+            return self._classify(error)
+        raise error
 
     def _classify(self, exc: BaseException) -> str:
         if self._is_failure is None:
@@ -230,7 +290,10 @@ class Dispatcher(Generic[M]):
                 self._outbox.append(RetentionEvent("delivered", seq, self._messages.pop(seq, None), None, None, None))
         except Exception as err:  # noqa: BLE001
             log_error("reporting a send failed", err)
-        self._pump()
+        # A send whose task was cancelled (the loop shutting down, a task
+        # group cancelled) is not started again from here: the next
+        # submit(), poll() or timer sends it.
+        self._pump(start=outcome != "cancelled")
 
     def _settle(self, seq: int, error: Optional[BaseException]) -> None:
         done = self._waiting.pop(seq, None)
@@ -241,7 +304,7 @@ class Dispatcher(Generic[M]):
         else:
             done.set_exception(error)
             # Handled: a message given up is an event and a count, not a crash.
-            done.add_done_callback(lambda f: f.cancelled() or f.exception())
+            done.add_done_callback(_retrieve)
 
     def _emit(self, event: RetentionEvent) -> None:
         if self._on_event is None:
@@ -251,10 +314,11 @@ class Dispatcher(Generic[M]):
         except Exception as err:  # noqa: BLE001
             log_error("on_event raised", err)
 
-    def _pump(self) -> None:
-        """Sends what may go now, settles what the events say, sets the timer."""
+    def _pump(self, start: bool = True) -> None:
+        """Sends what may go now (if ``start``), settles what the events
+        say, sets the timer (if ``start``)."""
         try:
-            if not self._closing:
+            if start and not self._closing:
                 for seq, message in self.queue.next():
                     self._start(seq, message)
             for event in self.queue.events():
@@ -265,7 +329,8 @@ class Dispatcher(Generic[M]):
                 self._outbox.append(event)
         except Exception as err:  # noqa: BLE001
             log_error("the dispatcher failed to send", err)
-        self._schedule()
+        if start:
+            self._schedule()
         self._check_idle()
         self._deliver()
 
@@ -311,13 +376,24 @@ class Dispatcher(Generic[M]):
             return
         stats = self.queue.stats()
         if stats["retained"] + stats["in_flight"] == 0:
-            for done in self._idle:
-                if not done.done():
-                    done.set_result(None)
-            self._idle.clear()
+            error: Optional[BaseException] = None
+        elif self._closing and stats["in_flight"] == 0:
+            error = DispatcherClosedError(self.name)  # nothing will send what is retained
+        else:
+            return
+        idle, self._idle = self._idle, []
+        for done in idle:
+            if done.done():
+                continue
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+                done.add_done_callback(_retrieve)
 
     async def drained(self) -> None:
-        """Returns once nothing is held."""
+        """Returns once nothing is held; raises ``DispatcherClosedError`` if
+        the dispatcher is closed with messages still retained."""
         done: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
         self._idle.append(done)
         self._check_idle()
@@ -325,14 +401,30 @@ class Dispatcher(Generic[M]):
 
     async def aclose(self) -> None:
         """Stops sending and submitting and waits for the sends in flight
-        to end; messages still retained stay held (``queue.to_json()`` and
-        the messages keep them for a restart)."""
+        to end; then every ``submit()`` still waiting raises
+        ``DispatcherClosedError`` (its message stays held, retained:
+        ``retained()``, ``queue.to_json()`` and the messages keep it for a
+        restart), and so does ``drained()`` if anything is retained."""
         self._closing = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        for seq in list(self._waiting):
+            self._settle(seq, DispatcherClosedError(self.name, self._messages.get(seq), seq))
+        self._check_idle()
+
+    @property
+    def timeout(self) -> Optional[float]:
+        """The send timeout in seconds (``None``: none)."""
+        return self._timeout
+
+    def retained(self) -> List[Tuple[int, M]]:
+        """``[(seq, message)]`` of the messages retained (waiting to be
+        sent; not those in flight), in the order they will be sent: a copy,
+        changing it changes nothing."""
+        return [(seq, self._messages[seq]) for seq in self.queue.retained_seqs() if seq in self._messages]
 
     @property
     def state(self) -> State:
