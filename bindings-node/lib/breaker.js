@@ -107,6 +107,7 @@ class CircuitBreaker {
     this._monotonic = t.monotonic
     this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
+    this._timed = undefined // its calls with a timeout (lib/call.js), while there are some
     try {
       this._native = new NativeBreaker(t.native, t.latencyHistogram)
     } catch (err) {

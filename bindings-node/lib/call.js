@@ -14,8 +14,19 @@
 //                             a warning and the caller still gets `fn`'s outcome
 // Every admitted call is settled exactly once, whatever throws: `fn`,
 // `isFailure`, a listener, the clock, an abort or a timeout.
+//
+// A timeout whose timer never fires: in workerd, a call that outlives its
+// request (the handler answered without waiting for it) loses its pending
+// promises and timers with the request's context, so neither `fn` nor its
+// timer would ever report it, and its permit would hold a concurrency-limit
+// or probe slot for good. So the calls with a timeout are also kept in
+// `host._timed`; when a call is refused while some of them are past their
+// deadline, those time out then (as their timer would have) and the call
+// asks again. (A call without `timeoutMs` has only the core's give-up:
+// `probeTimeoutMs`.)
 
 const { CircuitBreakerTimeoutError, typeError, warnCallback } = require('./errors.js')
+const { performance } = require('./platform.js')
 
 const SUCCESS = 0
 const FAILURE = 1
@@ -48,6 +59,8 @@ function execute(host, fn, options) {
   let permit
   try {
     permit = host._admit()
+    // Calls past their deadline whose timer was lost: time them out, ask again.
+    if (permit === null && host._timed !== undefined && expireOverdue(host)) permit = host._admit()
   } catch (err) {
     return Promise.reject(err)
   }
@@ -102,6 +115,19 @@ function plain(host, fn, permit) {
   )
 }
 
+/** Times out the calls of `host` past their deadline; whether there were any. */
+function expireOverdue(host) {
+  const now = performance.now()
+  let any = false
+  for (const call of [...host._timed]) {
+    if (call.deadline <= now) {
+      call.expire()
+      any = true
+    }
+  }
+  return any
+}
+
 /** Whether `value` is a thenable; a `then` that cannot be read counts as one (it will reject). */
 function isThenable(value) {
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
@@ -146,10 +172,16 @@ function guarded(host, fn, permit, signal) {
     let abortedWhileRunning = false
     let timer
     let unwatch
+    let timed
     const finish = (settle) => {
       if (settled) return
       settled = true
       if (timer !== undefined) clearTimeout(timer)
+      if (timed !== undefined) {
+        const calls = host._timed
+        calls.delete(timed)
+        if (calls.size === 0) host._timed = undefined
+      }
       if (unwatch !== undefined) unwatch()
       settle()
     }
@@ -176,14 +208,17 @@ function guarded(host, fn, permit, signal) {
     try {
       if (signal !== undefined) unwatch = watch(signal, onAbort)
       if (host._timeoutMs !== undefined) {
-        timer = setTimeout(() => {
+        const expire = () =>
           finish(() => {
             const err = new CircuitBreakerTimeoutError(host.name, host._timeoutMs)
             controller.abort(err)
             settle(host, permit, FAILURE, 'failure', err)
             reject(err)
           })
-        }, host._timeoutMs)
+        timer = setTimeout(expire, host._timeoutMs)
+        timed = { deadline: performance.now() + host._timeoutMs, expire }
+        host._timed ??= new Set()
+        host._timed.add(timed)
       }
     } catch (err) {
       // `fn` never ran: the permit goes back, nothing counted.

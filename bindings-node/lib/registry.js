@@ -37,6 +37,7 @@ class Registry extends EventEmitter {
     this._clock = t.clock
     this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
+    this._timed = new Map() // name -> its calls with a timeout (lib/call.js)
     this._last = 0
     this._queue = null
     try {
@@ -157,6 +158,15 @@ class KeyedBreaker {
   }
   get _timeoutMs() {
     return this._registry._timeoutMs
+  }
+  // The name's calls with a timeout (lib/call.js), kept by the registry: a
+  // handle is made per get().
+  get _timed() {
+    return this._registry._timed.get(this.name)
+  }
+  set _timed(calls) {
+    if (calls === undefined) this._registry._timed.delete(this.name)
+    else this._registry._timed.set(this.name, calls)
   }
 
   /** Runs `fn` if this name's breaker admits it (see `CircuitBreaker.execute`). */
