@@ -52,3 +52,39 @@ def test_the_breaker_opens_spares_the_server_and_closes_again() -> None:
     assert (probes, failed_probes) == (4, 3), transitions
     assert Flaky.failed == 5 + failed_probes
     assert refused >= 3 * 10 - 3, f"refused {refused} calls while open (10 s each, two readings per call sent)"
+
+
+class Truncated(http.server.BaseHTTPRequestHandler):
+    """Promises 100 bytes and sends 2: the client raises IncompleteRead, which is not an OSError."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.wfile.write(b"ok")
+        self.close_connection = True
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_call_that_fails_with_any_exception_is_reported_and_holds_no_probe() -> None:
+    # Before, an IncompleteRead escaped protect() with its permit unreported.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Truncated)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tick = [0]
+
+        def clock() -> int:
+            tick[0] += 1_000_000
+            return tick[0]
+
+        lines = []
+        sent, refused = protect(f"http://127.0.0.1:{server.server_port}/", 30, clock=clock, pause=lambda: None, log=lines.append)
+    finally:
+        server.shutdown()
+    transitions = [line.split("s  ", 1)[1] for line in lines]
+    assert transitions[0] == "closed -> open (consecutive-failures)", lines
+    # Every probe was reported (failed), so each open period let one through: none was held busy.
+    assert sum("open -> half-open" in t for t in transitions) == sum("probe-failed" in t for t in transitions) >= 1, transitions
+    assert sent + refused == 30 and sent >= 5 + 1
