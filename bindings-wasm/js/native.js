@@ -35,6 +35,7 @@ const same = (result) => result
  * arguments: preset, values, the bits of those given, the bits of those
  * `null` (`unset`). */
 function flatOptions(options) {
+  if (optionIndex === null) throw new Error("halfopen-wasm: the module is not instantiated: with 'halfopen-wasm/manual', await init() first")
   const values = new Float64Array(optionIndex.size)
   let given = 0
   let unset = 0
