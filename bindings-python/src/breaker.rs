@@ -192,8 +192,8 @@ pub(crate) fn force_open_for(
     if !number {
         return Err(option_error(py, true, "seconds", &format!("must be a number, got {}", type_name(s))));
     }
-    let us = s.extract::<f64>().ok().and_then(micros);
-    let us = us.ok_or_else(|| option_error(py, false, "seconds", "must be a finite, non-negative number"))?;
+    let s = s.extract::<f64>().unwrap_or(f64::INFINITY);
+    let us = micros(s).ok_or_else(|| option_error(py, false, "seconds", crate::time::seconds_problem(s)))?;
     Ok(Some(halfopen::Duration::from_micros(us)))
 }
 

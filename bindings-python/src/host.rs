@@ -570,7 +570,16 @@ pub(crate) fn check_exception(py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResul
 }
 
 /// A JSON snapshot's text: a `str` of valid Unicode, else a `SnapshotError`.
+/// Not a `str` is a `TypeError` (as `restore_bytes` of anything but bytes is).
 pub(crate) fn snapshot_text(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<String> {
+    if !text.is_instance_of::<PyString>() {
+        return Err(option_error(
+            py,
+            true,
+            "text",
+            &format!("must be a str (a JSON snapshot), got {}", type_name(text)),
+        ));
+    }
     text.extract::<String>().map_err(|_| {
         snapshot_error(py, halfopen::SnapshotError::Malformed("a JSON snapshot is a str of valid Unicode".into()))
     })

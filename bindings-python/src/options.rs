@@ -6,7 +6,10 @@
 //! core validates the rest and owns every default (an absent option keeps
 //! it; `None` unsets a policy).
 
-use halfopen::{ConcurrencyLimit, Config, ConfigError, Duration, Field, Window};
+use halfopen::{
+    ConcurrencyLimit, Config, ConfigError, Duration, Field, MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS,
+    MAX_WINDOW_CALLS, Problem, Window,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
@@ -54,21 +57,56 @@ fn option_of(field: Field, options: &Bound<'_, PyDict>) -> &'static str {
     }
 }
 
-/// A `ValueError` for an invalid configuration, naming the option.
+/// A `ValueError` for an invalid configuration, naming the option (never
+/// the core's field: `adaptive_limit`, not `adaptive_limit_min`) and, for a
+/// whole number out of bounds, the bounds.
 pub(crate) fn config_error(py: Python<'_>, e: ConfigError, options: &Bound<'_, PyDict>) -> PyErr {
-    option_error(py, false, option_of(e.field, options), e.problem.describe())
+    let option = option_of(e.field, options);
+    let problem = match e.problem {
+        _ if option == "adaptive_limit" => ADAPTIVE.to_owned(),
+        Problem::Zero | Problem::TooLarge if whole_range(option).is_some() => out_of_range(option),
+        problem => problem.describe().to_owned(),
+    };
+    option_error(py, false, option, &problem)
+}
+
+/// What `adaptive_limit` must be.
+const ADAPTIVE: &str = "must be a (min, max) tuple of whole numbers with 1 <= min <= max <= 1000000";
+
+/// The whole numbers a count option takes, if it is one.
+fn whole_range(option: &str) -> Option<(u64, u64)> {
+    let most = match option {
+        "failure_threshold" | "consecutive_failures" | "minimum_calls" => u32::MAX.into(),
+        "concurrency_limit" => MAX_CONCURRENCY_LIMIT.into(),
+        "window_calls" => MAX_WINDOW_CALLS.into(),
+        "half_open_max_attempts" | "half_open_successes" => MAX_HALF_OPEN_ATTEMPTS.into(),
+        _ => return None,
+    };
+    Some((1, most))
+}
+
+/// "must be a whole number from 1 to N", N the option's largest value.
+fn out_of_range(option: &str) -> String {
+    let (least, most) = whole_range(option).unwrap_or((0, u32::MAX.into()));
+    format!("must be a whole number from {least} to {most}")
 }
 
 fn is_number(v: &Bound<'_, PyAny>) -> bool {
     !v.is_instance_of::<PyBool>() && (v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>())
 }
 
-/// A whole number from 0 to `u32::MAX`.
+/// A whole number that fits a `u32` (the core checks its bounds; beyond a
+/// `u32` the error says the option's own).
 fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(option_error(py, true, option, &format!("must be an int, got {}", type_name(v))));
     }
-    v.extract::<u32>().map_err(|_| option_error(py, false, option, "must be a whole number from 0 to 4294967295"))
+    v.extract::<u32>().map_err(|_| option_error(py, false, option, &out_of_range(option)))
+}
+
+/// A count the core holds in a `u16` (its bounds are smaller still).
+fn small_count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u16> {
+    u16::try_from(count(py, option, v)?).map_err(|_| option_error(py, false, option, &out_of_range(option)))
 }
 
 /// A real number (an `int` or a `float`, not a `bool`).
@@ -84,7 +122,7 @@ fn seconds(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<Durat
     let s = number(py, option, v)?;
     crate::time::micros(s)
         .map(Duration::from_micros)
-        .ok_or_else(|| option_error(py, false, option, "must be a finite, non-negative number of seconds"))
+        .ok_or_else(|| option_error(py, false, option, crate::time::seconds_problem(s)))
 }
 
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -138,11 +176,7 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
             "half_open_successes" if none => c.half_open_successes = None,
             _ if none => return Err(option_error(py, true, key, "cannot be None")),
             "window" => c.window = Window::Time(seconds(py, key, &v)?),
-            "window_calls" => {
-                c.window = Window::Count(
-                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?,
-                )
-            }
+            "window_calls" => c.window = Window::Count(small_count(py, key, &v)?),
             "minimum_calls" => c.minimum_calls = count(py, key, &v)?,
             "open_timeout" => c.open_timeout = seconds(py, key, &v)?,
             "backoff_factor" => c.backoff_factor = number(py, key, &v)?,
@@ -155,14 +189,8 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
                 c.jitter_seed =
                     v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?
             }
-            "half_open_max_attempts" => {
-                c.half_open_max_attempts =
-                    u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?
-            }
-            "half_open_successes" => {
-                c.half_open_successes =
-                    Some(u16::try_from(count(py, key, &v)?).map_err(|_| option_error(py, false, key, "is too large"))?)
-            }
+            "half_open_max_attempts" => c.half_open_max_attempts = small_count(py, key, &v)?,
+            "half_open_successes" => c.half_open_successes = Some(small_count(py, key, &v)?),
             "probe_timeout" => c.probe_timeout = seconds(py, key, &v)?,
             _ => unreachable!("checked against CORE above"),
         }
@@ -176,9 +204,15 @@ fn adaptive(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ConcurrencyLimit> 
     let pair = v.cast::<PyTuple>().ok().filter(|t| t.len() == 2).ok_or_else(|| {
         option_error(py, true, "adaptive_limit", &format!("must be a (min, max) tuple, got {}", type_name(v)))
     })?;
-    let min = count(py, "adaptive_limit", &pair.get_item(0)?)?;
-    let max = count(py, "adaptive_limit", &pair.get_item(1)?)?;
-    Ok(ConcurrencyLimit::Adaptive { min, max })
+    let part = |i: usize| -> PyResult<u32> {
+        let v = pair.get_item(i)?;
+        if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+            let problem = format!("must be a (min, max) tuple of ints, got {} in it", type_name(&v));
+            return Err(option_error(py, true, "adaptive_limit", &problem));
+        }
+        v.extract::<u32>().map_err(|_| option_error(py, false, "adaptive_limit", ADAPTIVE))
+    };
+    Ok(ConcurrencyLimit::Adaptive { min: part(0)?, max: part(1)? })
 }
 
 /// A breaker's name: a non-empty `str` of valid Unicode (no lone surrogate).

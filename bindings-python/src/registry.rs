@@ -26,6 +26,8 @@ pub struct NativeRegistry {
     host: Host,
     /// Whether each breaker keeps a latency histogram (`latency_histogram`).
     latency: bool,
+    /// The most breakers it holds.
+    capacity: usize,
 }
 
 /// Why a call got no permit: its breaker's refusal, or a registry full of
@@ -196,6 +198,27 @@ impl NativeRegistry {
         Ok((p.name.clone().unwrap_or_default(), core))
     }
 
+    /// A snapshot of more breakers than the capacity is refused (kind
+    /// `corrupt`, as the core refuses it) saying so: it may well be a
+    /// larger registry's. What else is wrong with it the restore says.
+    fn check_count(&self, py: Python<'_>, breakers: Result<usize, halfopen::SnapshotError>) -> PyResult<()> {
+        match breakers {
+            Ok(n) if n > self.capacity => {
+                let message = format!(
+                    "the snapshot holds {n} breakers, more than this registry's capacity of {}: \
+                     restore it into a Registry(capacity={n}) or larger (a snapshot of a larger registry \
+                     is not damaged)",
+                    self.capacity
+                );
+                let build = || -> PyResult<PyErr> {
+                    Ok(PyErr::from_value(support(py)?.getattr("SnapshotError")?.call1((message, "corrupt"))?))
+                };
+                Err(build().unwrap_or_else(|e| e))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Restores with `op`, noting each breaker's transitions under the lock.
     fn restore(
         &self,
@@ -250,7 +273,7 @@ impl NativeRegistry {
         let config = options::config(py, options.unwrap_or(&empty))?;
         let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
         let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e, false))?;
-        Ok(NativeRegistry { core: Mutex::new(core), host, latency })
+        Ok(NativeRegistry { core: Mutex::new(core), host, latency, capacity: capacity as usize })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -492,6 +515,7 @@ impl NativeRegistry {
     /// Replaces every breaker with a JSON snapshot's (transitions emitted).
     fn restore_json(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         let text = snapshot_text(py, text)?;
+        self.check_count(py, halfopen::RegistrySnapshot::count_json(&text))?;
         let now = self.clock(py)?;
         let elapsed = self.host.elapsed();
         self.restore(py, |core| core.restore_json(&text, now, elapsed))
@@ -499,6 +523,7 @@ impl NativeRegistry {
 
     /// Replaces every breaker with a compact snapshot's.
     fn restore_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        self.check_count(py, halfopen::RegistrySnapshot::count_bytes(data))?;
         let now = self.clock(py)?;
         let elapsed = self.host.elapsed();
         self.restore(py, |core| core.restore_bytes(data, now, elapsed))

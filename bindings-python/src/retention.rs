@@ -11,7 +11,7 @@ use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionReading,
     RetentionSnapshot, Submitted, exposition,
 };
-use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
+use halfopen::{Breaker, Config, LatencyHistogram, Metrics, Problem};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
@@ -34,7 +34,8 @@ fn whole(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>, max: u64, r
     }
 }
 
-const U32_RANGE: &str = "must be a whole number from 0 to 4294967295";
+/// What `max_messages`, `max_attempts` and `release_rate`'s parts take (0 refused).
+const U32_RANGE: &str = "must be a whole number from 1 to 4294967295";
 
 /// The retention options (keyword arguments), checked.
 struct RetentionArgs<'a, 'py> {
@@ -57,7 +58,7 @@ impl RetentionArgs<'_, '_> {
                 "max_bytes",
                 self.max_bytes,
                 halfopen::MAX_SAVED_COUNTER,
-                "must be from 0 to 2**53 - 1",
+                "must be a whole number from 1 to 2**53 - 1",
             )?,
             max_attempts: whole(py, "max_attempts", self.max_attempts, u32_max, U32_RANGE)?.map(|n| n as u32),
             ..RetentionConfig::default()
@@ -68,10 +69,9 @@ impl RetentionArgs<'_, '_> {
             if !number {
                 return Err(option_error(py, true, "max_age", &format!("must be a number, got {}", type_name(age))));
             }
-            let us = age.extract::<f64>().ok().and_then(micros);
-            let us = us.ok_or_else(|| {
-                option_error(py, false, "max_age", "must be a finite, non-negative number of seconds")
-            })?;
+            let age = age.extract::<f64>().unwrap_or(f64::INFINITY);
+            let us =
+                micros(age).ok_or_else(|| option_error(py, false, "max_age", crate::time::seconds_problem(age)))?;
             c.max_age = Some(halfopen::Duration::from_micros(us));
         }
         let choice = |option: &str, v: Option<&Bound<'_, PyAny>>, names: [&str; 2]| -> PyResult<bool> {
@@ -106,8 +106,27 @@ impl RetentionArgs<'_, '_> {
     }
 }
 
+/// A `ValueError` naming the option, saying what it takes (not the core's
+/// "invalid max_attempts: ...", which would name it twice).
 fn retention_error(py: Python<'_>, e: RetentionError) -> PyErr {
-    option_error(py, false, e.field.name(), &e.to_string())
+    let option = e.field.name();
+    let problem = match (option, e.problem) {
+        ("max_bytes", Problem::Zero) => "must be a whole number from 1 to 2**53 - 1".to_owned(),
+        ("max_age", Problem::Zero) => "must be above 0 seconds".to_owned(),
+        ("release_rate", Problem::Missing) => "is required: a dispatcher needs a release rate or its breaker a \
+                                               concurrency limit, or a recovered upstream would get the whole \
+                                               backlog at once"
+            .to_owned(),
+        ("release_rate", Problem::Zero) => {
+            "must be (per_second, burst), each a whole number from 1 to 4294967295".to_owned()
+        }
+        (_, Problem::Zero) => U32_RANGE.to_owned(),
+        _ => {
+            let text = e.to_string();
+            text.strip_prefix(&format!("invalid {option}: ")).map_or(text.clone(), str::to_owned)
+        }
+    };
+    option_error(py, false, option, &problem)
 }
 
 /// The breaker and retention configurations a queue was built from, to

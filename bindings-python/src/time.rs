@@ -11,6 +11,18 @@ pub(crate) fn micros(seconds: f64) -> Option<u64> {
     (us.is_finite() && us >= 0.0 && us <= u64::MAX as f64).then_some(us as u64)
 }
 
+/// Why `seconds` has no microseconds (`micros` gave none): what an error
+/// says of it.
+pub(crate) fn seconds_problem(seconds: f64) -> &'static str {
+    if !seconds.is_finite() {
+        "must be a finite number of seconds"
+    } else if seconds < 0.0 {
+        "must not be negative"
+    } else {
+        "is too large: at most 18446744073709 seconds (2**64 - 1 microseconds)"
+    }
+}
+
 /// Seconds of a duration.
 pub(crate) fn secs(d: Duration) -> f64 {
     d.as_micros() as f64 / 1e6

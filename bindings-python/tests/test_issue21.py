@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import signal
 import time
 from typing import Any, List
@@ -502,3 +503,150 @@ def test_a_registry_full_of_failing_breakers_gives_no_retry_time() -> None:
     copy = pickle.loads(pickle.dumps(halfopen.RegistryFullError("n", 0.0)))
     assert (copy.breaker_name, copy.retry_after, copy.state) == ("n", 0.0, State.CLOSED)
     assert "until released" not in str(full.value) and "none is known to become idle" in str(full.value)
+
+
+# Low: error messages naming wrong bounds, the core's field names, a word twice.
+
+
+@pytest.mark.parametrize(
+    "options, option, says",
+    [
+        ({"concurrency_limit": 0}, "concurrency_limit", "from 1 to 1000000"),
+        ({"concurrency_limit": 2**33}, "concurrency_limit", "from 1 to 1000000"),
+        ({"window_calls": 70_000}, "window_calls", "from 1 to 128"),
+        ({"window_calls": 200}, "window_calls", "from 1 to 128"),
+        ({"half_open_max_attempts": 70_000}, "half_open_max_attempts", "from 1 to 1000"),
+        ({"half_open_max_attempts": 2_000}, "half_open_max_attempts", "from 1 to 1000"),
+        ({"failure_threshold": 2**40}, "failure_threshold", "from 1 to 4294967295"),
+        ({"minimum_calls": -1}, "minimum_calls", "from 1 to 4294967295"),
+        ({"adaptive_limit": (0, 5)}, "adaptive_limit", "1 <= min <= max <= 1000000"),
+        ({"adaptive_limit": (5, 2)}, "adaptive_limit", "1 <= min <= max <= 1000000"),
+        ({"adaptive_limit": (1, 2**40)}, "adaptive_limit", "1 <= min <= max <= 1000000"),
+        ({"open_timeout": 1e300}, "open_timeout", "is too large: at most 18446744073709 seconds"),
+        ({"window": -1.0}, "window", "must not be negative"),
+        ({"window": math.nan}, "window", "must be a finite number of seconds"),
+    ],
+)
+def test_a_value_out_of_range_is_refused_naming_the_options_own_bounds(options: Any, option: str, says: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        CircuitBreaker("x", **options)
+    assert refused.value.option == option and says in str(refused.value)  # type: ignore[attr-defined]
+    assert "adaptive_limit_m" not in str(refused.value) and "from 0 to" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "options, option, says",
+    [
+        ({"max_attempts": 0}, "max_attempts", "max_attempts must be a whole number from 1 to 4294967295"),
+        ({"max_messages": -1}, "max_messages", "max_messages must be a whole number from 1 to 4294967295"),
+        ({"max_bytes": 0}, "max_bytes", "max_bytes must be a whole number from 1 to 2**53 - 1"),
+        ({"release_rate": (0, 1)}, "release_rate", "each a whole number from 1 to 4294967295"),
+        ({"max_age": 1e300}, "max_age", "is too large"),
+        ({"max_age": 0}, "max_age", "must be above 0 seconds"),
+    ],
+)
+def test_a_queues_values_out_of_range_are_refused_saying_what_the_option_takes(options: Any, option: str, says: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        halfopen.RetentionQueue("q", concurrency_limit=1, **options)
+    assert refused.value.option == option and says in str(refused.value)  # type: ignore[attr-defined]
+    assert f"invalid {option}" not in str(refused.value)
+
+
+def test_force_open_for_1e300_seconds_says_too_large_and_a_configuration_past_capacity_names_no_word_twice() -> None:
+    with pytest.raises(ValueError, match="is too large"):
+        CircuitBreaker("x").force_open(1e300)
+    registry = halfopen.Registry(capacity=1)
+    registry.configure("a", failure_threshold=2)
+    with pytest.raises(ValueError) as refused:
+        registry.configure("b", failure_threshold=2)
+    assert refused.value.option == "name" and "capacity registry" not in str(refused.value)  # type: ignore[attr-defined]
+    assert "registry capacity 1 reached" in str(refused.value)
+
+
+# Low: the decorator took a generator function, then refused its calls with advice that failed too.
+
+
+def test_decorating_a_generator_function_is_refused_with_advice_that_works() -> None:
+    b = CircuitBreaker("x", clock=Clock())
+
+    def lines() -> Any:
+        yield 1
+
+    async def chunks() -> Any:
+        yield 1
+
+    for fn in (lines, chunks, functools.partial(lines)):
+        with pytest.raises(TypeError, match="generator function") as refused:
+            b(fn)
+        assert refused.value.option == "fn" and "with breaker:" in str(refused.value)  # type: ignore[attr-defined]
+
+    def protected_lines() -> Any:  # the advice
+        with b:
+            yield 1
+
+    assert list(protected_lines()) == [1] and b.metrics()["successes"] == 1
+
+
+# Low: repr() without the name.
+
+
+def test_repr_names_the_breaker_and_its_state() -> None:
+    b = CircuitBreaker("openai", failure_threshold=1, clock=Clock())
+    trip(b)
+    assert repr(b) == "<halfopen.CircuitBreaker 'openai' OPEN>"
+    registry = halfopen.Registry()
+    registry.get("a").call(len, "x")
+    assert repr(registry) == "<halfopen.Registry of 1 breakers>"
+    assert repr(registry.get("a")) == "<halfopen.KeyedBreaker 'a' of <halfopen.Registry of 1 breakers>>"
+
+    def broken() -> float:
+        raise OSError("no clock")
+
+    assert "'x'" in repr(CircuitBreaker("x", clock=broken))
+
+
+# Low: Registry.get("\ud800") was accepted, then every call failed.
+
+
+def test_a_name_with_a_lone_surrogate_is_refused_by_get() -> None:
+    with pytest.raises(ValueError) as refused:
+        halfopen.Registry().get("bad\ud800")
+    assert refused.value.option == "name"  # type: ignore[attr-defined]
+
+
+# Low: a larger registry's snapshot was "corrupt", saying no more.
+
+
+def test_a_larger_registrys_snapshot_is_refused_saying_it_has_more_breakers_than_the_capacity() -> None:
+    big = halfopen.Registry(capacity=50)
+    for i in range(20):
+        big.get(f"n{i}").call(len, "x")
+    small = halfopen.Registry(capacity=10)
+    for restore, snapshot in ((small.restore_json, big.to_json()), (small.restore_bytes, big.to_bytes())):
+        with pytest.raises(halfopen.SnapshotError) as refused:
+            restore(snapshot)  # type: ignore[operator]
+        assert refused.value.kind == "corrupt"
+        assert "holds 20 breakers, more than this registry's capacity of 10" in str(refused.value)
+        assert "Registry(capacity=20)" in str(refused.value)
+    halfopen.Registry(capacity=20).restore_json(big.to_json())
+
+
+# Low: restore_json(None) raised a SnapshotError (a ValueError), restore_bytes("x") a TypeError.
+
+
+def test_a_snapshot_of_the_wrong_type_is_a_type_error_for_both_forms() -> None:
+    queue: halfopen.RetentionQueue[str] = halfopen.RetentionQueue("q", concurrency_limit=1)
+    for restore_json, restore_bytes in (
+        (CircuitBreaker("x").restore_json, CircuitBreaker("x").restore_bytes),
+        (halfopen.Registry().restore_json, halfopen.Registry().restore_bytes),
+        (lambda t: queue.restore_json(t, {}), lambda b: queue.restore_bytes(b, {})),
+    ):
+        for bad in (None, b"{}", 3):
+            with pytest.raises(TypeError) as refused:
+                restore_json(bad)
+            assert not isinstance(refused.value, halfopen.SnapshotError)
+        with pytest.raises(TypeError):
+            restore_bytes("{}")
+    with pytest.raises(halfopen.SnapshotError) as malformed:
+        CircuitBreaker("x").restore_json("{\ud800}")
+    assert malformed.value.kind == "malformed"

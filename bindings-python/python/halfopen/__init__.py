@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Literal, Optional, ParamSpec, TypeVar
 
 from . import _native
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
@@ -24,6 +24,7 @@ from .retention import (
 )
 from ._support import (
     CircuitBreakerError,
+    is_generator,
     CircuitOpenError,
     ConcurrencyLimitError,
     RegistryFullError,
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+#: The protected function's parameters: mypy checks a protected call's arguments.
+Params = ParamSpec("Params")
 
 
 class _Protects:
@@ -66,7 +69,7 @@ class _Protects:
     def fallback(self) -> Optional[Callable[..., Any]]:
         raise NotImplementedError
 
-    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def call(self, fn: Callable[Params, T], /, *args: Params.args, **kwargs: Params.kwargs) -> T:
         raise NotImplementedError
 
     def try_acquire(self) -> Permit:
@@ -84,7 +87,9 @@ class _Protects:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Literal[False]:
         raise NotImplementedError
 
-    async def call_async(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    async def call_async(
+        self, fn: Callable[Params, Awaitable[T]], /, *args: Params.args, **kwargs: Params.kwargs
+    ) -> T:
         """Awaits ``fn(*args, **kwargs)`` if the breaker admits it (see
         ``call``); refused, it raises ``CircuitBreakerError`` or returns the
         fallback's result (awaited if it is awaitable). ``fn`` must return
@@ -121,8 +126,18 @@ class _Protects:
         self.record(permit, "success")
         return result
 
-    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
-        """Decorates ``fn`` (a plain function, or an ``async def``: it gets an async wrapper)."""
+    def __call__(self, fn: Callable[Params, T]) -> Callable[Params, T]:
+        """Decorates ``fn`` (a plain function, or an ``async def``: it gets
+        an async wrapper). A generator function is a ``TypeError`` here: its
+        calls return a generator whose work runs later, outside any call."""
+        if is_generator(fn):
+            name = getattr(fn, "__qualname__", type(fn).__name__)
+            error = TypeError(
+                f"{name} is a generator function: calling it runs none of its work, so there is no call to "
+                "protect; put a `with breaker:` (or `async with`) block inside it around what reaches the upstream"
+            )
+            setattr(error, "option", "fn")  # noqa: B010 - an attribute of this instance
+            raise error
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
 
             coroutine_fn: Callable[..., Awaitable[Any]] = fn  # type: ignore[assignment]
@@ -134,7 +149,7 @@ class _Protects:
             return guarded_async  # type: ignore[return-value]
 
         @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> T:
+        def guarded(*args: Params.args, **kwargs: Params.kwargs) -> T:
             return self.call(fn, *args, **kwargs)
 
         return guarded
@@ -218,6 +233,9 @@ class CircuitBreaker(_Protects, NativeBreaker):
         """The state now, counting elapsed time."""
         return State(self.state_name())
 
+    def __repr__(self) -> str:
+        return f"<halfopen.{type(self).__qualname__} {self.name!r} {_state_of(self)}>"
+
     @classmethod
     def from_json(cls, name: str, snapshot: str, /, **options: Any) -> "CircuitBreaker":
         """A breaker built from ``options`` with the state of a JSON snapshot."""
@@ -250,16 +268,39 @@ class Registry(NativeRegistry):
     """
 
     def get(self, name: str) -> "KeyedBreaker":
-        """``name``'s breaker, as a handle (made on its first call)."""
+        """``name``'s breaker, as a handle (made on its first call). A name
+        that is not a non-empty ``str`` of valid Unicode is refused here."""
         if not isinstance(name, str):
             error: Exception = TypeError(f"name must be a str, got {type(name).__name__}")
         elif not name:
             error = ValueError("name must not be empty")
+        elif not _valid_unicode(name):
+            error = ValueError("name must be valid Unicode (it holds a lone surrogate)")
         else:
             # The str itself: a subclass's methods never run in the handle's checks.
             return KeyedBreaker(self, str.__str__(name))
         setattr(error, "option", "name")  # noqa: B010 - an attribute of this instance
         raise error
+
+
+    def __repr__(self) -> str:
+        return f"<halfopen.{type(self).__qualname__} of {len(self)} breakers>"
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _state_of(breaker: CircuitBreaker) -> str:
+    """The state for a ``repr``, which must not raise (a custom clock may)."""
+    try:
+        return breaker.state_name()
+    except Exception:  # noqa: BLE001
+        return "(state unreadable)"
 
 
 class KeyedBreaker(_Protects):
@@ -271,8 +312,11 @@ class KeyedBreaker(_Protects):
         self.registry = registry
         self.name = name
 
-    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def call(self, fn: Callable[Params, T], /, *args: Params.args, **kwargs: Params.kwargs) -> T:
         return self.registry.call(self.name, fn, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<halfopen.KeyedBreaker {self.name!r} of {self.registry!r}>"
 
     def try_acquire(self) -> Permit:
         return self.registry.try_acquire(self.name)

@@ -169,6 +169,20 @@ def is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
+def is_generator(fn: object) -> bool:
+    """Whether calling ``fn`` gives a generator or an async generator (a
+    generator function, a method or ``functools.partial`` of one, or an
+    object whose ``__call__`` is one)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return True
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return False
+    call = getattr(type(fn), "__call__", None)
+    return inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
+
+
 def check_sync(option: str, fn: object, why: str) -> None:
     """Refuses an async callable for ``option`` (``why``: what would go wrong)."""
     if is_async(fn):
