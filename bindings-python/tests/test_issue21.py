@@ -650,3 +650,40 @@ def test_a_snapshot_of_the_wrong_type_is_a_type_error_for_both_forms() -> None:
     with pytest.raises(halfopen.SnapshotError) as malformed:
         CircuitBreaker("x").restore_json("{\ud800}")
     assert malformed.value.kind == "malformed"
+
+
+# Low: the README's migration guide and units, as the package behaves.
+
+
+def test_the_migration_guides_pybreaker_example_behaves_as_it_says() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(
+        "openai", consecutive_failures=3, failure_threshold=None, open_timeout=30.0, backoff_factor=1.0,
+        half_open_max_attempts=1, exclude=[ValueError], clock=clock,
+    )
+
+    def rejected() -> None:
+        raise ValueError("the API refused this question")
+
+    with pytest.raises(RuntimeError):
+        breaker.call(fail)
+    with pytest.raises(ValueError):  # excluded: counts nothing, not a success
+        breaker.call(rejected)
+    assert breaker.metrics()["consecutive_failures"] == 1
+    for _ in range(2):
+        with pytest.raises(RuntimeError):  # the third failure raises its own error
+            breaker.call(fail)
+    with pytest.raises(halfopen.CircuitOpenError) as refused:
+        breaker.call(fail)
+    assert refused.value.retry_after == 30.0
+    clock.now = 30.0
+    assert breaker.call(len, "x") == 1 and breaker.state is State.CLOSED  # one probe closes
+
+
+def test_error_rate_is_a_percentage_in_metrics_and_a_ratio_in_the_exposition() -> None:
+    b = CircuitBreaker("x", failure_threshold=10, clock=Clock())
+    b.call(len, "x")
+    with pytest.raises(RuntimeError):
+        b.call(fail)
+    assert b.metrics()["error_rate"] == 50.0
+    assert 'circuit_upstream_error_ratio{name="x"} 0.5' in b.prometheus()
