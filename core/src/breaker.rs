@@ -860,9 +860,19 @@ mod saved {
         /// process, half-open probes among them) are stale for it, so a
         /// half-open breaker admits new probes at once instead of waiting
         /// for probes that can never report.
+        ///
+        /// With `Counted`, the saved state resumes at `taken_at` and `now`
+        /// is the latest time the breaker has seen (an earlier reading after
+        /// the restore counts as `now`); a timed change due meanwhile (an
+        /// open period that ended) is applied by the next call, which reports
+        /// it at the time it was due.
         pub fn restore(config: C, snapshot: &Snapshot, now: Instant, elapsed: Elapsed) -> Result<Self, SnapshotError> {
             let s = snapshot;
             check_version(s.version)?;
+            if s.taken_at_us.is_some_and(|t| t > crate::MAX_SAVED_COUNTER) {
+                return Err(SnapshotError::Corrupt("taken_at out of range"));
+            }
+            let latest = now;
             let now = s.resume_at(now, elapsed);
             let c = config.borrow();
             if c.validate().is_err() || s.config != c.fingerprint() {
@@ -898,7 +908,7 @@ mod saved {
             let meter = M::load(s.metrics.as_ref(), now)?;
             Ok(Breaker {
                 window,
-                latest: now,
+                latest,
                 open_for,
                 generation: s.generation.wrapping_add(1),
                 held_from: s.generation.wrapping_add(1),

@@ -162,9 +162,15 @@ impl Config {
             Window::Count(n) if n > MAX_WINDOW_CALLS => return err(Field::Window, Problem::TooLarge),
             _ => {}
         }
-        // A count window holding fewer calls than the threshold never trips.
+        // A count window holding fewer calls than the threshold never trips
+        // by it: refused when it is the only policy (the breaker could never
+        // open). Beside another policy, an unreachable default threshold
+        // (5, with `window_calls: 4` for a rate) is left alone.
         if let (Window::Count(n), Some(threshold)) = (self.window, self.failure_threshold)
             && threshold > u32::from(n)
+            && self.consecutive_failures.is_none()
+            && self.failure_rate_threshold.is_none()
+            && self.slow_call_rate_threshold.is_none()
         {
             return err(Field::FailureThreshold, Problem::ExceedsWindow);
         }

@@ -89,7 +89,9 @@ impl Problem {
             Problem::TooLarge => "is too large",
             Problem::NotFinite => "must be a finite number",
             Problem::OutOfRange => "is out of range",
-            Problem::ExceedsWindow => "exceeds the number of calls the window holds",
+            Problem::ExceedsWindow => {
+                "exceeds the number of calls the window holds (the breaker could never trip by it)"
+            }
             Problem::Missing => "is required by another option that is set",
             Problem::BelowOpenTimeout => "must be at least open_timeout",
             Problem::ExceedsHalfOpenMaxAttempts => "must not exceed half_open_max_attempts",

@@ -590,6 +590,10 @@ mod saved {
                         (State::Closed, earlier)
                     }
                 };
+                // A timed change due by now (an open time that ended while the
+                // snapshot waited) is applied here: the restore reports where
+                // the breaker is, and the next call must not report it again.
+                let _ = breaker.handle_timeout(now);
                 let to = breaker.state(now);
                 if from != to {
                     transitions.push((name.clone(), Transition { from, to, reason: crate::Reason::Restored, at: now }));

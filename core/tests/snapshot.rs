@@ -408,3 +408,19 @@ fn a_breaker_at_the_end_of_time_saves_and_restores() {
         assert_eq!(restored.counts(ms(0)).window.failures, 1);
     }
 }
+
+#[test]
+fn a_counted_restore_keeps_now_as_the_latest_time_an_earlier_reading_counts_as_now() {
+    // Tripped at 0, open 30 s; saved at 1 s; restored on the same clock at 100 s.
+    let mut b = Breaker::new(Config::default()).unwrap();
+    for _ in 0..5 {
+        let p = b.try_acquire(ms(0)).decision.unwrap();
+        b.record(p, Outcome::Failure, ms(0));
+    }
+    let saved = b.snapshot(ms(1_000));
+    let mut restored = Breaker::<Config>::restore(Config::default(), &saved, ms(100_000), Elapsed::Counted).unwrap();
+    assert_eq!(restored.state(ms(100_000)), halfopen::State::HalfOpen);
+    // A reading from before the restore's `now` (a wall clock stepped back) is `now`: still half-open, admitted.
+    assert_eq!(restored.state(ms(1_500)), halfopen::State::HalfOpen);
+    assert!(restored.try_acquire(ms(1_500)).decision.is_ok());
+}

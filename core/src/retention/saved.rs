@@ -125,8 +125,11 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
     ) -> Result<Self, SnapshotError> {
         let s = snapshot;
         crate::snapshot::check_version(s.version)?;
+        let breaker = Breaker::restore(config, &s.breaker, now, elapsed)?;
+        // The messages' ages and the rate's tokens resume where the breaker
+        // does; the latest time seen is `now`.
+        let latest = now;
         let now = s.breaker.resume_at(now, elapsed);
-        let breaker = Breaker::restore(config, &s.breaker, now, Elapsed::Ignored)?;
         let mut d = Dispatcher::new(breaker, retention).map_err(|_| SnapshotError::ConfigMismatch)?;
         let corrupt = |what| Err(SnapshotError::Corrupt(what));
         let counters = RetentionCounters::load(s.counters);
@@ -181,7 +184,7 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
         d.next_seq = s.next_seq;
         d.counters = counters;
         d.probe_owed = s.probe_owed;
-        d.latest = now;
+        d.latest = latest;
         Ok(d)
     }
 }
