@@ -411,12 +411,21 @@ export interface DispatcherStore<M = unknown> {
 }
 
 export interface DispatcherOptions<M = unknown> extends RetentionOptions {
-  /** Sends one message; resolve when the upstream took it, reject when not. Honour `signal` (given with `timeoutMs`, aborted then). */
+  /**
+   * Sends one message; resolve when the upstream took it, reject (throw) when
+   * not. The value it fulfils with is not looked at (`false` too), but an
+   * Error object, which counts as thrown. Honour `signal` (aborted at the
+   * timeout): the send's slot is held until it settles.
+   */
   send: (message: M, context: { signal: AbortSignal | undefined; seq: number }) => unknown
   /** Whether an error from `send` says the upstream is unwell (default: every error). `false`: a dead letter at once. */
   isFailure?: (err: unknown) => boolean
-  /** A send not settled within this is a failure (its signal aborts). */
-  timeoutMs?: number
+  /**
+   * Ms a send may take (default 10,000, the core's; `null`: no limit). Then
+   * its signal aborts, and it fails when it settles (unless it delivered
+   * after all); a send that ignores its signal fails after as long again.
+   */
+  timeoutMs?: number | null
   /** Keeps messages and state across a restart (see `Dispatcher.open`). */
   store?: DispatcherStore<M>
 }
@@ -446,8 +455,10 @@ export declare class Dispatcher<M = unknown> extends EventEmitter {
   readonly queue: RetentionQueue<M>
   /**
    * Fulfils when `message` is delivered; rejects with a DeadLetterError when
-   * given up (unawaited, that rejection does not crash the process). Throws
-   * a RetentionFullError when a bound is reached.
+   * given up (unawaited, that rejection does not crash the process). Rejects
+   * at once with a RetentionFullError when a bound is reached, and with an
+   * Error when the dispatcher is closed: handle those (unhandled, they are
+   * Node's unhandled rejections).
    */
   submit(message: M): Promise<void>
   /** Resolves when nothing is held. */
@@ -456,7 +467,11 @@ export declare class Dispatcher<M = unknown> extends EventEmitter {
   persisted(): Promise<void>
   /** Applies what is due at the clock's reading and sends what may go (after moving an injected clock). */
   poll(): void
-  /** Stops sending, waits for the sends in flight, saves the state in the store. */
+  /**
+   * Stops sending, waits for the sends in flight (up to twice `timeoutMs`
+   * for a send that ignores its signal; without a timeout, as long as they
+   * take), saves the state in the store.
+   */
   close(): Promise<void>
   getState(): CircuitState
   stats(): RetentionStats

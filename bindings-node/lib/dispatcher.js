@@ -21,9 +21,12 @@
 // well after all was delivered); a send that ignores its signal and has not
 // settled after as long again is reported as failed, with a warning (its
 // retry may then overlap it). So with `concurrencyLimit: 1` a retry starts
-// only after the attempt before it ended. A send that fulfils with `false`
-// or with an Error object (a forgotten `throw`) failed: with `false` the
-// partner's failure, with an Error as if it were thrown.
+// only after the attempt before it ended. A send that rejects after its
+// timeout failed (the partner's failure, whatever `isFailure` says of the
+// abort's error). A send that fulfils with an Error object (a forgotten
+// `throw`) failed as if it had thrown it; any other value is a delivery —
+// `false` too: Node APIs such as `writable.write()` fulfil with false for
+// "buffered", not for a failure (throw to fail).
 //
 // Delivery is at least once: a send whose outcome is ambiguous (the partner
 // answered after the timeout, the connection reset after the partner
@@ -102,7 +105,10 @@ class Dispatcher extends EventEmitter {
     } else if (messages.length > 0) {
       dispatcher._resubmit(messages)
     }
-    dispatcher._pump()
+    // Sent, expired (a restore on a shared clock can find messages past
+    // their age) and announced only after `open()` has resolved, so that
+    // listeners attached to what it gives hear every event.
+    setTimeout(() => dispatcher._pump(), 0)
     return dispatcher
   }
 
@@ -225,10 +231,12 @@ class Dispatcher extends EventEmitter {
       // A signal only where something aborts it (`timeoutMs`): an
       // AbortController per send costs more than the rest of the send's bookkeeping.
       let controller
+      let timedOut = false
       const timeoutMs = this._timeoutMs
       if (timeoutMs !== undefined) {
         controller = new AbortController()
         timer = setTimeout(() => {
+          timedOut = true
           // Aborted; reported when it settles (its slot is held until then),
           // or failed after as long again if it ignores its signal.
           timer = setTimeout(() => {
@@ -242,7 +250,7 @@ class Dispatcher extends EventEmitter {
       // `constructor` throws when read, ends in one report.
       Promise.resolve(this._send(message, { signal: controller?.signal, seq })).then(
         (value) => finish(fulfilled(this, value)),
-        (err) => finish(classify(this, err)),
+        (err) => finish(timedOut ? FAILURE : classify(this, err)),
       )
     } catch (err) {
       finish(classify(this, err))
@@ -406,13 +414,12 @@ class Dispatcher extends EventEmitter {
 }
 
 /**
- * The outcome of a send that fulfilled with `value`: `false` is the
- * partner's failure, an Error object is classified as if thrown (a
- * forgotten `throw`), anything else (however odd: a Proxy whose prototype
- * cannot be read included) is a delivery.
+ * The outcome of a send that fulfilled with `value`: an Error object is
+ * classified as if thrown (a forgotten `throw`); anything else (`false`,
+ * and however odd: a Proxy whose prototype cannot be read included) is a
+ * delivery.
  */
 function fulfilled(dispatcher, value) {
-  if (value === false) return FAILURE
   let error = false
   try {
     error = value instanceof Error

@@ -236,8 +236,11 @@ test('timeoutMs: 10 s unless given; null for none', () => {
   assert.throws(() => new Dispatcher({ name: 't', concurrencyLimit: 1, send: () => {}, timeoutMs: '5' }), (e) => e instanceof TypeError && e.option === 'timeoutMs')
 })
 
-test('a send that fulfils with false or with an Error object failed', async () => {
-  const results = [false, new Error('forgotten throw'), Object.assign(new Error('bad request'), { status: 400 }), undefined]
+test('a send that fulfils with an Error object failed as if it threw it; false is a delivery (writable.write)', async () => {
+  const written = new Dispatcher({ name: 'w', concurrencyLimit: 1, timeoutMs: null, send: async () => false })
+  await written.submit('buffered')
+  assert.equal(written.stats().delivered, 1)
+  const results = [new Error('forgotten throw'), new Error('again'), Object.assign(new Error('bad request'), { status: 400 }), undefined]
   let i = 0
   const d = new Dispatcher({
     name: 'f',
@@ -252,7 +255,7 @@ test('a send that fulfils with false or with an Error object failed', async () =
     () => 'delivered',
     (err) => err.reason,
   )
-  assert.equal(await settled, 'refused', 'false and an Error are failures; the 400 is not the partner\'s health')
+  assert.equal(await settled, 'refused', "Errors are failures; the 400 is not the partner's health")
   assert.deepEqual([d.stats().failed, d.stats().dead, d.stats().sent], [2, 1, 3])
 })
 
@@ -530,4 +533,54 @@ test('a restored queue keeps its latency histogram (it was dropped)', () => {
   const restored = RetentionQueue.fromJSON(options, q.toJSON(), q.held())
   restored.report(restored.submit('b').seq, 'success')
   assert.equal(restored.metrics().latencyCount, 1, 'a fresh histogram, still measuring')
+})
+
+test('a send that rejects after its timeout failed, whatever isFailure says of the abort', async () => {
+  // isFailure says only 5xx are the partner's: the abort's error is not one, but a timeout is the partner's failure.
+  const { p, d } = dispatcher({ timeoutMs: 20, consecutiveFailures: 10, maxAttempts: 3, isFailure: (err) => err.status >= 500 })
+  const delivered = d.submit('slow')
+  const first = p.calls[0]
+  await new Promise((resolve) => first.signal.addEventListener('abort', resolve))
+  first.reject(first.signal.reason) // an obedient send
+  await tick()
+  assert.deepEqual([d.stats().failed, d.stats().dead], [1, 0], 'a failure, retried: not a dead letter')
+  p.calls[1].resolve()
+  await delivered
+})
+
+test("a restore on a shared clock announces the messages that aged out meanwhile to the listeners open()'s caller attaches", async () => {
+  const store = memoryStore()
+  let wall = 1_000_000
+  const options = {
+    name: 'aged',
+    concurrencyLimit: 1,
+    consecutiveFailures: 1,
+    failureThreshold: null,
+    openTimeoutMs: 600_000,
+    maxAgeMs: 60_000,
+    timeoutMs: null,
+    clock: () => wall,
+    sharedClock: true,
+    store,
+    send: async () => {
+      throw new Error('down')
+    },
+  }
+  const first = await Dispatcher.open(options)
+  // Their promises stay pending with the closed dispatcher: the messages are the store's now.
+  for (let i = 0; i < 4; i++) first.submit(i)
+  await tick()
+  await first.close()
+  wall += 75_000 // down longer than maxAgeMs
+  const second = await Dispatcher.open(options)
+  const dead = []
+  second.on('dead', (e) => dead.push([e.message, e.reason]))
+  await second.drained()
+  assert.deepEqual(dead, [
+    [0, 'age'],
+    [1, 'age'],
+    [2, 'age'],
+    [3, 'age'],
+  ])
+  assert.equal(store.data.messages.size, 0)
 })

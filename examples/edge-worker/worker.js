@@ -36,11 +36,26 @@ function options(env, host) {
   }
 }
 
+/**
+ * The request's upstream host as the URL parser writes it (lower case,
+ * percent-decoded, default port dropped), so that `LOCALHOST:8000` and
+ * `%6Cocalhost:8000` share the breaker of `localhost:8000`; null if none.
+ */
+function hostOf(request) {
+  const [, segment] = new URL(request.url).pathname.split('/')
+  if (!segment) return null
+  try {
+    return new URL(`http://${segment}`).host || null
+  } catch {
+    return null
+  }
+}
+
 export default {
   /** Hands the request to its host's Durable Object. */
   fetch(request, env) {
-    const [, host] = new URL(request.url).pathname.split('/')
-    if (!host) return new Response('GET /<host:port>/<path>\n', { status: 400 })
+    const host = hostOf(request)
+    if (host === null) return new Response('GET /<host:port>/<path>\n', { status: 400 })
     return env.HOST.get(env.HOST.idFromName(host)).fetch(request)
   },
 }
@@ -60,8 +75,9 @@ export class Host {
         try {
           return CircuitBreaker.fromJSON(options(this.env, host), saved)
         } catch (err) {
-          if (err.name !== 'SnapshotError') throw err
-          console.warn(`halfopen: ${host}'s saved breaker cannot be restored (${err.kind}: ${err.message}); starting afresh`)
+          // Other options (a redeploy), a corrupt or foreign value: this
+          // host starts afresh rather than failing every request.
+          console.warn(`halfopen: ${host}'s saved breaker cannot be restored (${err.kind ?? err.name}: ${err.message}); starting afresh`)
         }
       }
       return new CircuitBreaker(options(this.env, host))
@@ -74,7 +90,8 @@ export class Host {
 
   async fetch(request) {
     const url = new URL(request.url)
-    const [, host, ...rest] = url.pathname.split('/')
+    const [, , ...rest] = url.pathname.split('/')
+    const host = hostOf(request)
     const breaker = await this.breakerFor(host)
     let response
     try {

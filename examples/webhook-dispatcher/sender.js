@@ -84,7 +84,10 @@ async function main() {
   const urls = Object.fromEntries(names.split(',').map((n) => [n, base + n]))
   const dispatchers = await startSender({ redis, urls, scale: 0.05 })
   for (const d of Object.values(dispatchers)) {
-    for (let id = Number(first); id < Number(first) + Number(count); id++) d.submit({ id })
+    // A dead letter is told by its event (logDead); a refusal (a bound reached) is told here.
+    for (let id = Number(first); id < Number(first) + Number(count); id++) {
+      d.submit({ id }).catch((err) => err.name === 'RetentionFullError' && process.stderr.write(`${JSON.stringify({ refused: id })}\n`))
+    }
   }
   await Promise.all(Object.values(dispatchers).map((d) => d.persisted()))
   console.log(JSON.stringify({ stored: true }))

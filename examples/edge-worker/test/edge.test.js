@@ -169,3 +169,21 @@ test('a redeploy with other options starts a host afresh, with a warning, instea
     sick.server.close()
   }
 })
+
+test('spellings of one host share its breaker', async () => {
+  const sick = await upstream(500)
+  const port = sick.host.split(':')[1]
+  const w = await worker({ OPEN_TIMEOUT_MS: 60_000, FAILURE_THRESHOLD: 1 })
+  try {
+    assert.equal((await w.get(`127.0.0.1:${port}`)).status, 500)
+    // What the URL parser writes as 127.0.0.1: hexadecimal, short and percent-encoded forms.
+    for (const spelling of [`0x7f.0.0.1:${port}`, `127.1:${port}`, `%31%32%37.0.0.1:${port}`]) {
+      const r = await w.get(spelling)
+      assert.deepEqual([r.status, r.state], [503, 'OPEN'], spelling)
+    }
+    assert.equal(sick.hits, 1)
+  } finally {
+    await w.stop()
+    sick.server.close()
+  }
+})
