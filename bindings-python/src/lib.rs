@@ -25,5 +25,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
     m.add("_UNCONFIGURED", breaker::unconfigured(m.py()))?;
+    m.add("_DEFAULT_SEND_TIMEOUT", time::secs(halfopen::retention::DEFAULT_SEND_TIMEOUT))?;
     Ok(())
 }

@@ -177,3 +177,31 @@ def test_a_dispatcher_has_a_ten_second_send_timeout_unless_told_otherwise() -> N
     assert halfopen.Dispatcher("d", send, concurrency_limit=1).timeout == 10.0
     assert halfopen.Dispatcher("d", send, concurrency_limit=1, timeout=None).timeout is None
     assert halfopen.Dispatcher("d", send, concurrency_limit=1, timeout=2.5).timeout == 2.5
+
+
+def test_a_send_past_its_timeout_is_cancelled_and_ends_as_it_then_ends() -> None:
+    # Real time, short timeouts: each test waits for the dispatcher's own answer.
+    async def late_answer(message: Any) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return  # answers while it stops: delivered, late
+
+    async def deaf(message: Any) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # ignores the dispatcher's cancellation (the loop's, at the end, ends it)
+        await asyncio.sleep(3600)
+
+    async def main() -> None:
+        options: Dict[str, Any] = {"concurrency_limit": 1, "timeout": 0.01, "max_attempts": 1}
+        late = halfopen.Dispatcher("late", late_answer, **options)
+        await late.submit("m")
+        assert late.stats()["delivered"] == 1
+        stuck = halfopen.Dispatcher("deaf", deaf, **options)
+        with pytest.raises(halfopen.DeadLetterError) as dead:
+            await stuck.submit("m")
+        assert dead.value.reason == "attempts" and stuck.stats()["in_flight"] == 0
+
+    asyncio.run(main())

@@ -10,8 +10,9 @@ for ``bytes``-like values, its UTF-8 length for ``str``, and the UTF-8 length
 of its JSON otherwise (pass ``size=`` for anything else). An exception from
 ``send`` that ``is_failure`` says is not the upstream's health dead-letters the
 message at once (sending it again cannot help). A ``Dispatcher``'s send has
-a timeout, 10 s by default (seed 001's; ``timeout=None`` for none): a
-slower send is a failure. A send the dispatcher gives up on itself (its
+a timeout, the core's ``DEFAULT_SEND_TIMEOUT`` (seed 001's 10 s) by default,
+``timeout=None`` for none: a slower send is cancelled, and fails unless it
+answers while it stops (a late answer is a delivery). A send the dispatcher gives up on itself (its
 task cancelled: the event loop shutting down) puts the message back
 without counting an attempt; a ``send`` that raises ``CancelledError`` of
 its own (an inner task cancelled) failed, and counts as a failure.
@@ -34,14 +35,16 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
 
 from ._native import NativeRetentionQueue, StateChange
-from ._support import CANCELLATIONS, State, check_sync, log_error, option_error
+from . import _native
+from ._support import CANCELLATIONS, State, check_sync, log_error, logger, option_error
 
 M = TypeVar("M")
 
 __all__ = ["DeadLetterError", "Dispatcher", "DispatcherClosedError", "RetentionEvent", "RetentionFullError", "RetentionQueue"]
 
-#: A Dispatcher's send timeout unless told (seed 001: a call slower than 10 s fails).
-DEFAULT_TIMEOUT = 10.0
+#: A Dispatcher's send timeout in seconds unless told: the core's
+#: DEFAULT_SEND_TIMEOUT (seed 001: a call slower than 10 s fails).
+DEFAULT_TIMEOUT: float = _native._DEFAULT_SEND_TIMEOUT
 
 
 class RetentionFullError(Exception):
@@ -249,21 +252,27 @@ class Dispatcher(Generic[M]):
             self._report(seq, outcome)
 
     async def _await(self, sent: Awaitable[Any]) -> str:
-        """Awaits ``sent`` as a task of its own, for ``timeout`` seconds, and
-        says how it went. A cancellation of this task (not of the send)
-        cancels the send and propagates; the send's own ``CancelledError``
-        is a failure (it did not deliver, and was not told to stop)."""
+        """Awaits ``sent`` as a task of its own and says how it went. A
+        cancellation of this task (not of the send) cancels the send and
+        propagates; the send's own ``CancelledError`` is a failure (it did
+        not deliver, and was not told to stop). Past ``timeout`` the send is
+        cancelled and, as Node's Dispatcher does, waited for (holding its
+        slot, so that its retry never overlaps it) for as long again: then
+        it ends as it ended (cancelled: a failure; a late answer: a
+        delivery), or, if it ignores its cancellation, fails (warned)."""
         task = asyncio.ensure_future(sent)
         try:
             done, _ = await asyncio.wait({task}, timeout=self._timeout)
+            if not done:
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=self._timeout)
         except BaseException:
             task.cancel()
             task.add_done_callback(_retrieve)
             raise
         if not done:
-            task.cancel()
-            await asyncio.wait({task})  # as wait_for: the send has stopped when its timeout is reported
-            _retrieve(task)
+            logger.warning("halfopen: Dispatcher[%s]: a send ignored its cancellation at its timeout", self.name)
+            task.add_done_callback(_retrieve)
             return "failure"
         if task.cancelled():
             return "failure"
