@@ -177,6 +177,12 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]], registry_case
         assert op in STEP_KEYS, f"unknown op {op}"
         assert set(step) <= STEP_KEYS[op] | {"op", "at", "key"}, f"unknown key in step {index}: {step}"
         assert ("key" in step) == (registry is not None) or op in ("expect", "snapshot_restore"), f"step {index}: key"
+        if step.get("refused") == "name_too_long":
+            assert registry is not None
+            with pytest.raises(ValueError) as refused:
+                registry.get(step["key"]).try_acquire()
+            assert refused.value.option == "name", refused.value  # type: ignore[attr-defined]
+            continue
         breaker: Any = registry.get(step["key"]) if registry is not None and "key" in step else single
         if "at" in step:
             clock[0] = step["at"]
