@@ -84,11 +84,15 @@ def test_a_registry_too_large_for_the_memory_is_refused_not_a_trap(h: Halfopen) 
     assert isinstance(h("[static]registry.create", config, 2**20), ResourceAny)
 
 
-def test_permits_of_one_name_share_one_copy_of_it(h: Halfopen) -> None:
-    # 1,100 permits of a 4 MiB name: 4.4 GiB if each kept its own copy,
-    # more than a 32-bit memory holds (a review trapped the component so).
+def test_a_name_is_at_most_1024_bytes_and_its_permits_share_one_copy(h: Halfopen) -> None:
+    # 1,100 permits of a 4 MiB name would have taken 4.4 GiB if each kept
+    # its own copy (a review trapped the component so): such a name is now
+    # refused, as a value; one of 1024 bytes (the longest) works, its
+    # permits sharing one copy.
     r = h("[static]registry.create", h("default-config"), 4)
-    name = "n" * (4 << 20)
+    refused = h("[method]registry.try-acquire", r, "n" * (4 << 20), 0)
+    assert (refused.tag, refused.payload) == ("name-too-long", 4 << 20)
+    name = "é" * 512
     permits = [h("[method]registry.try-acquire", r, name, i).decision for i in range(1_100)]
     assert all(isinstance(p, ResourceAny) for p in permits)
     for i, p in enumerate(permits):
