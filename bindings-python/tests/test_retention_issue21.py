@@ -205,3 +205,33 @@ def test_a_send_past_its_timeout_is_cancelled_and_ends_as_it_then_ends() -> None
         assert dead.value.reason == "attempts" and stuck.stats()["in_flight"] == 0
 
     asyncio.run(main())
+
+
+def test_a_send_that_raises_while_stopping_at_its_timeout_failed_whatever_is_failure_says() -> None:
+    # is_failure says only 5xx are the upstream's: the error raised while
+    # stopping is not one, but a timeout is the upstream's failure (Node's
+    # Dispatcher decides the same): retried, not dead-lettered.
+    class Aborted(Exception):
+        status = 499
+
+    attempts = 0
+
+    async def obedient(message: Any) -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1:
+            return
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise Aborted() from None
+
+    async def main() -> None:
+        d = halfopen.Dispatcher(
+            "obedient", obedient, concurrency_limit=1, consecutive_failures=5, failure_threshold=None,
+            timeout=0.01, max_attempts=3, is_failure=lambda e: getattr(e, "status", 0) >= 500,
+        )
+        await d.submit("m")
+        assert (d.stats()["failed"], d.stats()["dead"], d.stats()["delivered"]) == (1, 0, 1)
+
+    asyncio.run(main())

@@ -261,9 +261,11 @@ class Dispatcher(Generic[M]):
         it ends as it ended (cancelled: a failure; a late answer: a
         delivery), or, if it ignores its cancellation, fails (warned)."""
         task = asyncio.ensure_future(sent)
+        timed_out = False
         try:
             done, _ = await asyncio.wait({task}, timeout=self._timeout)
             if not done:
+                timed_out = True
                 task.cancel()
                 done, _ = await asyncio.wait({task}, timeout=self._timeout)
         except BaseException:
@@ -280,7 +282,9 @@ class Dispatcher(Generic[M]):
         if error is None:
             return "success"
         if isinstance(error, Exception):
-            return self._classify(error)
+            # Past its timeout, whatever it raised while stopping is the
+            # upstream's slowness: a failure, whatever is_failure says.
+            return "failure" if timed_out else self._classify(error)
         raise error
 
     def _classify(self, exc: BaseException) -> str:
