@@ -85,10 +85,10 @@ export type RefusalReason = 'open' | 'probes_busy' | 'limit_full' | 'held'
  * `process.emitWarning`, code `HALFOPEN_CALLBACK_ERROR`, the error as `cause`.
  */
 export interface CircuitOptions extends CoreOptions {
-  /** Identifies the breaker in errors, events and metrics (well-formed UTF-16). Required. */
+  /** Identifies the breaker in errors, events and metrics (well-formed UTF-16, at most 1024 bytes of UTF-8). Required. */
   name: string
-  /** Abort `fn` (through the signal it receives) after this (at most 2^31 - 1 ms); counts as a failure. */
-  timeoutMs?: number
+  /** Abort `fn` (through the signal it receives) after this (at most 2^31 - 1 ms; null or absent: never); counts as a failure. */
+  timeoutMs?: number | null
   /** Keep a latency histogram (4 KB) for p50/p95/p99 in `metrics()`. */
   latencyHistogram?: boolean
   /** Whether an error from `fn` says the upstream is unwell (default: every error does; if it throws, the call is a failure). */
@@ -100,12 +100,12 @@ export interface CircuitOptions extends CoreOptions {
   clock?: () => number
   /**
    * The clock's readings mean the same in every process that restores this
-   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * state (a wall clock such as `Date.now`, passed as `clock`): a restore
    * then counts the time since the snapshot was taken (an open period that
    * ended meanwhile has ended, old failures have left the window, retained
    * messages have aged). Default false: a restore resumes as if no time had
    * passed, right for a monotonic clock whose origin is each process's start.
-   * \`true\` without \`clock\` is a TypeError.
+   * `true` without `clock` is a TypeError.
    */
   sharedClock?: boolean
 }
@@ -239,16 +239,16 @@ export interface RegistryOptions extends CoreOptions {
   clock?: () => number
   /**
    * The clock's readings mean the same in every process that restores this
-   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * state (a wall clock such as `Date.now`, passed as `clock`): a restore
    * then counts the time since the snapshot was taken (an open period that
    * ended meanwhile has ended, old failures have left the window, retained
    * messages have aged). Default false: a restore resumes as if no time had
    * passed, right for a monotonic clock whose origin is each process's start.
-   * \`true\` without \`clock\` is a TypeError.
+   * `true` without `clock` is a TypeError.
    */
   sharedClock?: boolean
   /** As for `CircuitBreaker`, for every call through the registry. */
-  timeoutMs?: number
+  timeoutMs?: number | null
 }
 
 /** One registry breaker, by name (from `Registry.get`; not constructed directly). */
@@ -301,12 +301,12 @@ export interface RetentionOptions extends CoreOptions {
   clock?: () => number
   /**
    * The clock's readings mean the same in every process that restores this
-   * state (a wall clock such as \`Date.now\`, passed as \`clock\`): a restore
+   * state (a wall clock such as `Date.now`, passed as `clock`): a restore
    * then counts the time since the snapshot was taken (an open period that
    * ended meanwhile has ended, old failures have left the window, retained
    * messages have aged). Default false: a restore resumes as if no time had
    * passed, right for a monotonic clock whose origin is each process's start.
-   * \`true\` without \`clock\` is a TypeError.
+   * `true` without `clock` is a TypeError.
    */
   sharedClock?: boolean
   /** Keep a latency histogram (off by default). */

@@ -1118,3 +1118,9 @@ describe('issue 21: typed errors', () => {
     }
   })
 })
+
+test('timeoutMs: null is no timeout, as absent (fn gets no signal)', async () => {
+  const b = new CircuitBreaker({ name: 'n', timeoutMs: null })
+  assert.equal(await b.execute((signal) => signal), undefined)
+  assert.throws(() => new CircuitBreaker({ name: 'n', timeoutMs: 'soon' }), (e) => e instanceof TypeError && e.option === 'timeoutMs')
+})

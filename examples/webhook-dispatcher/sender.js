@@ -14,7 +14,7 @@
 
 const http = require('node:http')
 const Redis = require('ioredis')
-const { Dispatcher } = require('halfopen')
+const { DeadLetterError, Dispatcher } = require('halfopen')
 const { RedisStore } = require('halfopen/redis-store')
 
 const SEED_MS = 10_000
@@ -84,9 +84,9 @@ async function main() {
   const urls = Object.fromEntries(names.split(',').map((n) => [n, base + n]))
   const dispatchers = await startSender({ redis, urls, scale: 0.05 })
   for (const d of Object.values(dispatchers)) {
-    // A dead letter is told by its event (logDead); a refusal (a bound reached) is told here.
+    // A dead letter is told by its event (logDead); anything else that ends a submission (a bound reached) here.
     for (let id = Number(first); id < Number(first) + Number(count); id++) {
-      d.submit({ id }).catch((err) => err.name === 'RetentionFullError' && process.stderr.write(`${JSON.stringify({ refused: id })}\n`))
+      d.submit({ id }).catch((err) => err instanceof DeadLetterError || process.stderr.write(`${JSON.stringify({ refused: id, error: err.name })}\n`))
     }
   }
   await Promise.all(Object.values(dispatchers).map((d) => d.persisted()))
