@@ -5,35 +5,19 @@ settles; nothing waits on a margin."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import pytest
 
 import halfopen
 
-
-class Partner:
-    """Every send waits until the test settles it."""
-
-    def __init__(self) -> None:
-        self.calls: List[Tuple[Any, "asyncio.Future[None]"]] = []
-
-    async def send(self, message: Any) -> None:
-        done: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
-        self.calls.append((message, done))
-        await done
+# A dispatcher in front of a partner the test settles (beside this file).
+from test_dispatcher import dispatcher  # noqa: E402
 
 
 async def turns(n: int = 10) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
-
-
-def dispatcher(**extra: Any) -> Tuple[List[float], Partner, "halfopen.Dispatcher[Any]"]:
-    clock = [0.0]
-    partner = Partner()
-    options: Dict[str, Any] = {"preset": "partner_webhook", "concurrency_limit": 1, "clock": lambda: clock[0], **extra}
-    return clock, partner, halfopen.Dispatcher("partner-a", partner.send, **options)
 
 
 # 10. A send raising CancelledError of its own was put back uncounted, in a tight loop.
