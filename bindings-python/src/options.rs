@@ -225,5 +225,9 @@ pub(crate) fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Strin
     if text.is_empty() {
         return Err(option_error(py, false, "name", "must not be empty"));
     }
+    // The core's bound (MAX_NAME_BYTES), for breakers and queues as for registries.
+    if let Err(e) = halfopen::check_name(text) {
+        return Err(option_error(py, false, "name", &format!("refused: {e}")));
+    }
     Ok(text.to_owned())
 }

@@ -687,3 +687,16 @@ def test_error_rate_is_a_percentage_in_metrics_and_a_ratio_in_the_exposition() -
         b.call(fail)
     assert b.metrics()["error_rate"] == 50.0
     assert 'circuit_upstream_error_ratio{name="x"} 0.5' in b.prometheus()
+
+
+def test_a_name_longer_than_1024_bytes_is_refused_wherever_a_name_is_given() -> None:
+    long = "é" * 513  # 1026 bytes of UTF-8
+    for make in (
+        lambda: halfopen.CircuitBreaker(long),
+        lambda: halfopen.Registry().get(long).try_acquire(),
+        lambda: halfopen.RetentionQueue(long, concurrency_limit=1),
+    ):
+        with pytest.raises(ValueError) as refused:
+            make()
+        assert refused.value.option == "name" and "1024" in str(refused.value)  # type: ignore[attr-defined]
+    assert halfopen.CircuitBreaker("é" * 512).name == "é" * 512
