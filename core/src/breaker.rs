@@ -433,6 +433,33 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         Transitions::of(observed, self.change(from, State::Open, Reason::ForcedOpen))
     }
 
+    /// Holds the breaker open for at least `duration`, then half-open: the
+    /// upstream's own hint, such as an HTTP `Retry-After`. As
+    /// [`force_open`](Self::force_open)`(now, Some(duration))`, except that it
+    /// never shortens an open period in force: when the breaker is already
+    /// open until `now + duration` or later (its own open period, a longer
+    /// forced one, or held until [`release`](Self::release)), nothing changes.
+    /// One call, so two callers with different hints keep the longer.
+    pub fn force_open_at_least(&mut self, now: Instant, duration: Duration) -> Transitions {
+        let (observed, from) = self.settle(now);
+        let until = self.latest + duration;
+        if policy::open_lasts_until(self.open_until(), until) {
+            return Transitions::of(observed, None);
+        }
+        self.enter(Phase::ForcedOpen { until });
+        Transitions::of(observed, self.change(from, State::Open, Reason::ForcedOpen))
+    }
+
+    /// When the open period in force ends: `Some(None)` when held until
+    /// released, `None` when the breaker is not open.
+    fn open_until(&self) -> Option<Option<Instant>> {
+        match self.phase {
+            Phase::Open { until } | Phase::ForcedOpen { until } => Some(Some(until)),
+            Phase::HeldOpen => Some(None),
+            _ => None,
+        }
+    }
+
     /// Closes the breaker now and forgets the failures counted and the backoff
     /// reached. Ends any manual mode.
     pub fn force_close(&mut self, now: Instant) -> Transitions {

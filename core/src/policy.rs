@@ -43,6 +43,17 @@ pub(crate) fn probe_retry_hint(c: &Config, give_up: Duration) -> Duration {
     Duration::from_micros((c.open_timeout.as_micros() / 10).max(1)).min(give_up)
 }
 
+/// Whether an open period in force (`Some(until)`; `Some(None)` when held
+/// until released, `None` when not open) already lasts until `wanted`: then a
+/// hint to stay open that long (`force_open_at_least`) changes nothing.
+pub(crate) fn open_lasts_until(in_force: Option<Option<Instant>>, wanted: Instant) -> bool {
+    match in_force {
+        Some(None) => true,
+        Some(Some(until)) => until >= wanted,
+        None => false,
+    }
+}
+
 /// The open period after a trip from closed: the backoff starts afresh.
 pub(crate) fn first_open_period(c: &Config) -> Duration {
     c.open_timeout
@@ -118,5 +129,14 @@ mod tests {
         assert_eq!(grown_open_period(&c, Duration::from_secs(200)), Duration::from_secs(300));
         let huge = Config { max_open_timeout: Some(Duration::MAX), ..c };
         assert_eq!(grown_open_period(&huge, Duration::MAX), Duration::MAX);
+    }
+
+    #[test]
+    fn an_open_hint_never_shortens_the_open_period_in_force() {
+        let at = |s| Instant::ZERO + Duration::from_secs(s);
+        assert!(open_lasts_until(Some(None), at(1_000)));
+        assert!(open_lasts_until(Some(Some(at(120))), at(120)));
+        assert!(!open_lasts_until(Some(Some(at(119))), at(120)));
+        assert!(!open_lasts_until(None, at(0)));
     }
 }

@@ -419,6 +419,7 @@ impl Run {
             "call" => &["outcome", "duration_ms", "repeat", "transition", "transitions"],
             "expect" => &["state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"],
             "force_open" => &["for_ms", "transition", "transitions"],
+            "force_open_at_least" => &["for_ms", "transition", "transitions"],
             "force_close" | "disable" | "release" | "reset" => &["transition", "transitions"],
             "handle_timeout" => &["transition"],
             "snapshot_restore" => &["encoding", "restore_at", "elapsed"],
@@ -460,6 +461,10 @@ impl Run {
             "force_open" => {
                 let duration = map.get("for_ms").map(millis).transpose().map_err(|_| "for_ms: whole ms")?;
                 seen.extend(breaker.force_open(now, duration));
+            }
+            "force_open_at_least" => {
+                let duration = map.get("for_ms").ok_or("force_open_at_least needs for_ms")?;
+                seen.extend(breaker.force_open_at_least(now, millis(duration).map_err(|_| "for_ms: whole ms")?));
             }
             "force_close" => seen.extend(breaker.force_close(now)),
             "disable" => seen.extend(breaker.disable(now)),

@@ -238,6 +238,14 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         self.events.extend(self.breaker.force_open(now, duration).into_iter().map(Event::Transition));
     }
 
+    /// Holds the breaker open for at least `duration` (the partner's
+    /// `Retry-After`), never shortening an open period in force: see
+    /// [`Breaker::force_open_at_least`](crate::Breaker::force_open_at_least).
+    pub fn force_open_at_least(&mut self, now: Instant, duration: Duration) {
+        let now = self.advance(now);
+        self.events.extend(self.breaker.force_open_at_least(now, duration).into_iter().map(Event::Transition));
+    }
+
     /// Ends a [`force_open`](Self::force_open); its transition comes as an
     /// [`Event::Transition`]. Call [`next`](Self::next) after.
     pub fn release(&mut self, now: Instant) {

@@ -94,7 +94,7 @@ impl Run {
             "next" => &["sends"],
             "report" => &["message", "outcome", "result"],
             "handle_timeout" | "release" => &[],
-            "force_open" => &["for_ms"],
+            "force_open" | "force_open_at_least" => &["for_ms"],
             "expect" => &["state", "retention"],
             "snapshot_restore" => &["encoding", "restore_at", "elapsed"],
             other => return Err(format!("unknown op {other:?} in a retention case")),
@@ -128,6 +128,10 @@ impl Run {
             "force_open" => {
                 let duration = map.get("for_ms").map(|v| v.as_u64().ok_or("for_ms: whole ms")).transpose()?;
                 self.dispatcher.force_open(now, duration.map(Duration::from_millis));
+            }
+            "force_open_at_least" => {
+                let duration = map.get("for_ms").and_then(Value::as_u64).ok_or("for_ms: whole ms")?;
+                self.dispatcher.force_open_at_least(now, Duration::from_millis(duration));
             }
             "release" => self.dispatcher.release(now),
             "expect" => self.expect(map, now)?,
