@@ -208,6 +208,8 @@ export declare class CircuitBreaker extends EventEmitter {
   pollTimeoutMs(): number | null
   handleTimeout(): void
   forceOpen(ms?: number): void
+  /** Holds open for at least `ms` (an upstream's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms: number): void
   forceClose(): void
   disable(): void
   release(): void
@@ -264,6 +266,8 @@ export interface KeyedBreaker {
   handleTimeout(): void
   metrics(): Metrics | null
   forceOpen(ms?: number): void
+  /** Holds open for at least `ms` (an upstream's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms: number): void
   forceClose(): void
   disable(): void
   release(): void
@@ -384,6 +388,8 @@ export declare class RetentionQueue<M = unknown> extends EventEmitter {
   /** The breaker's and the retention's Prometheus text. */
   prometheus(): string
   forceOpen(ms?: number): void
+  /** Holds open for at least `ms` (an upstream's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms: number): void
   release(): void
   /** The state, not the messages (keep them with `held()`). */
   toJSON(): object
@@ -398,16 +404,16 @@ export declare class RetentionQueue<M = unknown> extends EventEmitter {
 
 /** Where a Dispatcher keeps its messages and state across a restart (e.g. `halfopen/redis-store`). */
 export interface DispatcherStore<M = unknown> {
-  /** Keep `message` as `seq`. Operations apply in the order they are called. */
-  add(seq: number, message: M): unknown
+  /** Keep `message` as `seq`, with its `key` (keep it too: after a crash it is the message's key again). Operations apply in the order they are called. */
+  add(seq: number, message: M, key?: string): unknown
   /** Forget `seq` (delivered or given up). */
   remove(seq: number): unknown
   /** Forget every message. */
   clear(): unknown
   /** Save the dispatcher's state (from `close()`); `null`: forget it (`Dispatcher.open` took it back). */
   save(snapshot: object | null): unknown
-  /** The state saved (or null) and the messages, in order; reads only. */
-  load(): Promise<{ snapshot: object | null; messages: Array<[number, M]> }> | { snapshot: object | null; messages: Array<[number, M]> }
+  /** The state saved (or null) and the messages with their keys, in order; reads only. */
+  load(): Promise<{ snapshot: object | null; messages: Array<[number, M] | [number, M, string]> }> | { snapshot: object | null; messages: Array<[number, M] | [number, M, string]> }
 }
 
 export interface DispatcherOptions<M = unknown> extends RetentionOptions {
@@ -415,9 +421,11 @@ export interface DispatcherOptions<M = unknown> extends RetentionOptions {
    * Sends one message; resolve when the upstream took it, reject (throw) when
    * not. The value it fulfils with is not looked at (`false` too), but an
    * Error object, which counts as thrown. Honour `signal` (aborted at the
-   * timeout): the send's slot is held until it settles.
+   * timeout): the send's slot is held until it settles. `key`: the same on
+   * every attempt of this message and, with a store, across restarts (the
+   * partner can deduplicate by it: delivery is at least once).
    */
-  send: (message: M, context: { signal: AbortSignal | undefined; seq: number }) => unknown
+  send: (message: M, context: { signal: AbortSignal | undefined; seq: number; key: string }) => unknown
   /** Whether an error from `send` says the upstream is unwell (default: every error). `false`: a dead letter at once. */
   isFailure?: (err: unknown) => boolean
   /**
@@ -458,9 +466,11 @@ export declare class Dispatcher<M = unknown> extends EventEmitter {
    * given up (unawaited, that rejection does not crash the process). Rejects
    * at once with a RetentionFullError when a bound is reached, and with an
    * Error when the dispatcher is closed: handle those (unhandled, they are
-   * Node's unhandled rejections).
+   * Node's unhandled rejections). `key`: what `send` is given for this
+   * message to deduplicate by (default: `<origin>-<seq>`, unique: the origin
+   * is random per Dispatcher); a TypeError unless a non-empty string.
    */
-  submit(message: M): Promise<void>
+  submit(message: M, options?: { key?: string }): Promise<void>
   /** Resolves when nothing is held. */
   drained(): Promise<void>
   /** Resolves when the store has applied every operation so far. */
@@ -478,8 +488,10 @@ export declare class Dispatcher<M = unknown> extends EventEmitter {
   metrics(): Metrics
   prometheus(): string
   forceOpen(ms?: number): void
+  /** Holds open for at least `ms` (an upstream's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms: number): void
   release(): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
-  on(event: 'delivered' | 'dropped', listener: (e: { seq: number; message: M }) => void): this
-  on(event: 'dead', listener: (e: DeadLetter<M>) => void): this
+  on(event: 'delivered' | 'dropped', listener: (e: { seq: number; message: M; key: string }) => void): this
+  on(event: 'dead', listener: (e: DeadLetter<M> & { key: string }) => void): this
 }

@@ -52,6 +52,11 @@ export declare class NativeBreaker {
    * `release` without it. True if a transition waits.
    */
   forceOpen(nowMs: number, forMs?: number | undefined | null): boolean
+  /**
+   * Holds the breaker open for at least `forMs` (checked: finite, ≥ 0),
+   * never shortening an open period in force. True if a transition waits.
+   */
+  forceOpenAtLeast(nowMs: number, forMs: number): boolean
   forceClose(nowMs: number): boolean
   disable(nowMs: number): boolean
   release(nowMs: number): boolean
@@ -129,6 +134,12 @@ export declare class NativeDispatcher {
    */
   forceOpen(nowMs: number, forMs?: number | undefined | null): boolean
   /**
+   * Holds the breaker open for at least `forMs` (checked: finite, ≥ 0),
+   * never shortening an open period in force (its transition comes as an
+   * event). True if `takeEvents` has something.
+   */
+  forceOpenAtLeast(nowMs: number, forMs: number): boolean
+  /**
    * Ends a forced open (its transition comes as an event). True if
    * `takeEvents` has something.
    */
@@ -178,7 +189,8 @@ export declare class NativeRegistry {
   record(name: string, generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
   /**
    * Applies a manual operation to `name`'s breaker: "force_open" (with
-   * `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
+   * `forMs`), "force_open_at_least" (with `forMs`, required),
+   * "force_close", "disable", "release", "reset", "handle_timeout".
    * True if a transition waits.
    */
   manual(name: string, op: string, nowMs: number, forMs?: number | undefined | null): boolean

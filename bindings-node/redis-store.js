@@ -9,7 +9,8 @@
 //   await dispatcher.close() // on SIGTERM: saves the state
 //
 // Layout: the messages in a hash `<key>:messages` (field: sequence number,
-// value: the encoded message), the dispatcher's state saved by `close()` in
+// value: the encoded message), their keys (what `send` deduplicates by) in
+// `<key>:keys` (same fields), the dispatcher's state saved by `close()` in
 // `<key>:state`. `load()` only reads; once `Dispatcher.open` has taken the
 // state back it forgets it (`save(null)`), so a later crash cannot bring
 // back a stale one.
@@ -35,27 +36,32 @@ class RedisStore {
     this.redis = redis
     this.key = key
     this._messages = `${key}:messages`
+    this._keys = `${key}:keys`
     this._state = `${key}:state`
     this._encode = encode
     this._decode = decode
     this._batch = null
   }
 
-  /** Keeps `message` under `seq`. */
-  add(seq, message) {
+  /** Keeps `message` under `seq`, with its `key` (if given). */
+  add(seq, message, key) {
     const text = this._encode(message)
     if (typeof text !== 'string') throw new TypeError(`encode must return a string, got ${typeof text}`)
-    return this._queue(['hset', this._messages, String(seq), text])
+    const field = String(seq)
+    if (key === undefined) return this._queue(['hset', this._messages, field, text])
+    this._queue(['hset', this._messages, field, text])
+    return this._queue(['hset', this._keys, field, key])
   }
 
   /** Forgets the message `seq` (delivered or given up). */
   remove(seq) {
-    return this._queue(['hdel', this._messages, String(seq)])
+    this._queue(['hdel', this._messages, String(seq)])
+    return this._queue(['hdel', this._keys, String(seq)])
   }
 
   /** Forgets every message (before they are stored again under new numbers). */
   clear() {
-    return this._queue(['del', this._messages])
+    return this._queue(['del', this._messages, this._keys])
   }
 
   /** Saves the dispatcher's state (from `close()`); `null` forgets it (once taken back). */
@@ -64,15 +70,16 @@ class RedisStore {
   }
 
   /**
-   * The saved state, or null, and the messages `[seq, message]` in order.
+   * The saved state, or null, and the messages `[seq, message, key]` in
+   * order (`key` undefined for a message stored without one).
    * Reads only. A state or message that cannot be decoded is a
    * SnapshotError naming it (nothing is deleted: fix or remove it by hand).
    */
   async load() {
     await this._flushed()
-    const results = await this.redis.multi().get(this._state).hgetall(this._messages).exec()
+    const results = await this.redis.multi().get(this._state).hgetall(this._messages).hgetall(this._keys).exec()
     for (const [err] of results) if (err) throw err
-    const [[, state], [, hash]] = results
+    const [[, state], [, hash], [, keys]] = results
     const messages = []
     for (const [field, text] of Object.entries(hash || {})) {
       const seq = Number(field)
@@ -80,7 +87,8 @@ class RedisStore {
         throw new SnapshotError('corrupt', `${this._messages} holds the field ${JSON.stringify(field)}, not a sequence number`)
       }
       try {
-        messages.push([seq, this._decode(text)])
+        const key = keys?.[field]
+        messages.push(key === undefined ? [seq, this._decode(text)] : [seq, this._decode(text), key])
       } catch (err) {
         throw new SnapshotError('corrupt', `message ${seq} in ${this._messages} cannot be decoded: ${err.message}`)
       }

@@ -32,6 +32,7 @@ RETENTION_STEPS = {
     "report": {"message", "outcome", "result"},
     "handle_timeout": set(),
     "force_open": {"for_ms"},
+    "force_open_at_least": {"for_ms"},
     "release": set(),
     "expect": {"state", "retention"},
     "snapshot_restore": {"encoding", "restore_at", "elapsed"},

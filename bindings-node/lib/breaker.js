@@ -22,7 +22,7 @@ const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
-const { checkForceOpenMs, checkName, translate } = require('./options.js')
+const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
@@ -202,6 +202,15 @@ class CircuitBreaker {
   forceOpen(ms) {
     checkForceOpenMs(ms)
     this._manual((now) => this._native.forceOpen(now, ms))
+  }
+
+  /**
+   * Holds the breaker open for at least `ms` (an upstream's Retry-After),
+   * never shortening an open period in force: of two hints, the longer holds.
+   */
+  forceOpenAtLeast(ms) {
+    checkAtLeastMs(ms)
+    this._manual((now) => this._native.forceOpenAtLeast(now, ms))
   }
 
   /** Closes now, forgetting the failures counted and the backoff reached. */

@@ -31,6 +31,13 @@
 // Delivery is at least once: a send whose outcome is ambiguous (the partner
 // answered after the timeout, the connection reset after the partner
 // recorded the event, a crash before the outcome was stored) is sent again.
+// So every message has a key, handed to `send` with it, that a partner can
+// deduplicate by: the same on every attempt and, with a store, across
+// restarts (the store keeps it beside the message; after a crash the
+// messages come back under new sequence numbers, never new keys). It is the
+// caller's (`submit(message, { key })`) or, by default, `<origin>-<seq>`,
+// where the origin is random per Dispatcher, so keys of a process that
+// started again never repeat those of the one before.
 
 const { FAILURE, SUCCESS, classify } = require('./call.js')
 const { read } = require('./clock.js')
@@ -76,6 +83,9 @@ class Dispatcher extends EventEmitter {
     this._storeIdle = [] // resolvers of `persisted()`
     /** Promises of messages held, by sequence number. */
     this._pending = new Map()
+    /** The keys of messages held, by sequence number. */
+    this._keys = new Map()
+    this._origin = randomOrigin()
     this._timer = null
     this._timerAt = null // the clock reading `_timer` is for
     this._pumping = false
@@ -99,8 +109,14 @@ class Dispatcher extends EventEmitter {
     if (store === undefined) return dispatcher
     const { snapshot, messages } = loaded(await store.load())
     if (snapshot !== null && snapshot !== undefined) {
-      dispatcher._adopt(RetentionQueue._restored(options, snapshotText(snapshot), null, messages, 'dispatcher'))
-      for (const [seq] of dispatcher.queue.held()) dispatcher._promise(seq)
+      const pairs = messages.map(([seq, message]) => [seq, message])
+      dispatcher._adopt(RetentionQueue._restored(options, snapshotText(snapshot), null, pairs, 'dispatcher'))
+      const keys = new Map(messages.map(([seq, , key]) => [seq, key]))
+      for (const [seq] of dispatcher.queue.held()) {
+        dispatcher._promise(seq)
+        // A message stored without its key (by a version before keys) gets one now.
+        dispatcher._keys.set(seq, keys.get(seq) ?? dispatcher._newKey(seq))
+      }
       dispatcher._stored((s) => s.save(null))
     } else if (messages.length > 0) {
       dispatcher._resubmit(messages)
@@ -115,26 +131,28 @@ class Dispatcher extends EventEmitter {
   /**
    * After a crash: the outcome of what was in flight is unknown, so every
    * stored message is submitted again (at least once), in its order, under
-   * new numbers. All are taken before anything is sent or stored; the new
-   * copies are stored before the old ones are forgotten (in one Redis MULTI).
+   * new numbers and their keys. All are taken before anything is sent or
+   * stored; the new copies are stored before the old ones are forgotten (in
+   * one Redis MULTI).
    */
   _resubmit(messages) {
     const taken = []
     const queue = this.queue
     queue._deferred += 1
-    for (const [, message] of messages) {
+    for (const [, message, key] of messages) {
       const result = queue.submit(message)
       if (result.status === 'refused') {
         const err = new RetentionFullError(this.name)
         err.message = `Dispatcher[${this.name}] cannot take back the ${messages.length} messages its store holds (a bound is reached); nothing was changed`
         throw err
       }
-      taken.push([result, message])
+      taken.push([result, message, key])
     }
     const fresh = new Set(taken.map(([r]) => r.seq))
-    for (const [{ seq }, message] of taken) {
+    for (const [{ seq }, message, key] of taken) {
       this._promise(seq)
-      this._stored((s) => s.add(seq, message))
+      this._keys.set(seq, key ?? this._newKey(seq))
+      this._stored((s) => s.add(seq, message, this._keys.get(seq)))
     }
     for (const [seq] of messages) if (!fresh.has(seq)) this._stored((s) => s.remove(seq))
     for (const [{ seq, status }, message] of taken) if (status === 'send') this._start(seq, message)
@@ -157,6 +175,8 @@ class Dispatcher extends EventEmitter {
     if (event === 'delivered' || event === 'dead' || event === 'dropped') {
       const pending = this._pending.get(payload.seq)
       this._pending.delete(payload.seq)
+      payload.key = this._keys.get(payload.seq)
+      this._keys.delete(payload.seq)
       this._stored((s) => s.remove(payload.seq))
       if (pending !== undefined) {
         if (event === 'delivered') pending.resolve()
@@ -173,9 +193,12 @@ class Dispatcher extends EventEmitter {
    * Submits `message`: the promise fulfils when it is delivered and rejects
    * with a DeadLetterError when it is given up, at once with a
    * RetentionFullError when a bound is reached (nothing is held) or an
-   * Error when the dispatcher is closed. Throws a TypeError for a bad size.
+   * Error when the dispatcher is closed. Throws a TypeError for a bad size
+   * or key. `key`: what `send` is given to deduplicate by (default: unique).
    */
-  submit(message) {
+  submit(message, options) {
+    const key = options?.key
+    if (key !== undefined && (typeof key !== 'string' || key === '')) throw typeError('key', 'a non-empty string', key)
     if (this._closing) return Promise.reject(new Error(`Dispatcher[${this.name}] is closed`))
     // The queue's events (a message dropped for this one) wait until this
     // message has its promise and its place in the store: a listener that
@@ -194,11 +217,17 @@ class Dispatcher extends EventEmitter {
       return Promise.reject(new RetentionFullError(this.name))
     }
     const promise = this._promise(result.seq)
-    this._stored((s) => s.add(result.seq, message))
+    this._keys.set(result.seq, key ?? this._newKey(result.seq))
+    this._stored((s) => s.add(result.seq, message, this._keys.get(result.seq)))
     if (result.status === 'send') this._start(result.seq, message)
     drain(queue)
     this._pump()
     return promise
+  }
+
+  /** The default key of the message `seq`. */
+  _newKey(seq) {
+    return `${this._origin}-${seq}`
   }
 
   _promise(seq) {
@@ -248,7 +277,7 @@ class Dispatcher extends EventEmitter {
       }
       // Whatever `send` returns or throws, even a value whose `then` or
       // `constructor` throws when read, ends in one report.
-      Promise.resolve(this._send(message, { signal: controller?.signal, seq })).then(
+      Promise.resolve(this._send(message, { signal: controller?.signal, seq, key: this._keys.get(seq) })).then(
         (value) => finish(fulfilled(this, value)),
         (err) => finish(timedOut ? FAILURE : classify(this, err)),
       )
@@ -406,6 +435,12 @@ class Dispatcher extends EventEmitter {
     this._pump()
   }
 
+  /** Holds the breaker open for at least `ms` (the partner's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms) {
+    this.queue.forceOpenAtLeast(ms)
+    this._pump()
+  }
+
   /** Ends `forceOpen()`. */
   release() {
     this.queue.release()
@@ -427,6 +462,12 @@ function fulfilled(dispatcher, value) {
   return error ? classify(dispatcher, value) : SUCCESS
 }
 
+/** 64 random bits in hex: a Dispatcher's key origin (Web Crypto: Node, workerd, browsers). */
+function randomOrigin() {
+  const words = globalThis.crypto.getRandomValues(new Uint32Array(2))
+  return Array.from(words, (w) => w.toString(16).padStart(8, '0')).join('')
+}
+
 /** What `store.load()` gave, checked: a TypeError naming `store` for anything but `{ snapshot, messages }`. */
 function loaded(value) {
   const bad = (why) => typeError('store', `an object whose load() gives { snapshot, messages } (${why})`, value)
@@ -435,9 +476,10 @@ function loaded(value) {
   if (!Array.isArray(messages)) throw bad('messages is not an array')
   const seen = new Set()
   for (const pair of messages) {
-    if (!Array.isArray(pair) || pair.length !== 2 || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
-      throw bad('messages holds something other than [seq, message] pairs')
+    if (!Array.isArray(pair) || (pair.length !== 2 && pair.length !== 3) || !Number.isSafeInteger(pair[0]) || pair[0] < 0) {
+      throw bad('messages holds something other than [seq, message] or [seq, message, key] entries')
     }
+    if (pair[2] !== undefined && (typeof pair[2] !== 'string' || pair[2] === '')) throw bad(`the key of ${pair[0]} is not a non-empty string`)
     if (seen.has(pair[0])) throw bad(`sequence number ${pair[0]} twice`)
     seen.add(pair[0])
   }

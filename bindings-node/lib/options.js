@@ -175,11 +175,21 @@ function translate(given, where) {
 /** `forceOpen`'s duration: absent, or a number of ms from 0 to 2^53 - 1. */
 function checkForceOpenMs(ms) {
   if (ms !== undefined && typeof ms !== 'number') throw typeError('ms', 'a number of ms (or nothing: until release())', ms)
-  if (ms !== undefined && (!(ms >= 0) || !(ms <= Number.MAX_SAFE_INTEGER))) {
-    const err = new RangeError(`forceOpen(ms): ms must be a number from 0 to 2^53 - 1, got ${ms}`)
+  if (ms !== undefined) checkMsRange('forceOpen', ms)
+}
+
+/** `forceOpenAtLeast`'s duration: a number of ms from 0 to 2^53 - 1. */
+function checkAtLeastMs(ms) {
+  if (typeof ms !== 'number') throw typeError('ms', 'a number of ms', ms)
+  checkMsRange('forceOpenAtLeast', ms)
+}
+
+function checkMsRange(method, ms) {
+  if (!(ms >= 0) || !(ms <= Number.MAX_SAFE_INTEGER)) {
+    const err = new RangeError(`${method}(ms): ms must be a number from 0 to 2^53 - 1, got ${ms}`)
     err.option = 'ms'
     throw err
   }
 }
 
-module.exports = { MAX_TIMER_MS, checkForceOpenMs, checkName, translate }
+module.exports = { MAX_TIMER_MS, checkAtLeastMs, checkForceOpenMs, checkName, translate }

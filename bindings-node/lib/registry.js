@@ -10,7 +10,7 @@ const { execute } = require('./call.js')
 const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, RegistryFullError, snapshotText } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
-const { checkForceOpenMs, checkName, translate } = require('./options.js')
+const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
 
 /** A Registry's own options (the rest are the core's, for every breaker). */
@@ -220,6 +220,11 @@ class KeyedBreaker {
   forceOpen(ms) {
     checkForceOpenMs(ms)
     this._manual('force_open', ms)
+  }
+
+  forceOpenAtLeast(ms) {
+    checkAtLeastMs(ms)
+    this._manual('force_open_at_least', ms)
   }
 
   forceClose() {

@@ -10,7 +10,7 @@ const { NativeDispatcher } = require('../native.js')
 const { read, readToReport } = require('./clock.js')
 const { SnapshotError, fromNative, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue } = require('./events.js')
-const { checkForceOpenMs, checkName, translate } = require('./options.js')
+const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
@@ -210,6 +210,12 @@ class RetentionQueue extends EventEmitter {
   forceOpen(ms) {
     checkForceOpenMs(ms)
     this._emitEvents(this._native.forceOpen(read(this), ms))
+  }
+
+  /** Holds the breaker open for at least `ms` (the partner's Retry-After), never shortening an open period in force. */
+  forceOpenAtLeast(ms) {
+    checkAtLeastMs(ms)
+    this._emitEvents(this._native.forceOpenAtLeast(read(this), ms))
   }
 
   /** Ends `forceOpen()`; call `next()` after. */

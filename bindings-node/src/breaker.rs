@@ -248,6 +248,14 @@ impl NativeBreaker {
         self.keep(t)
     }
 
+    /// Holds the breaker open for at least `forMs` (checked: finite, ≥ 0),
+    /// never shortening an open period in force. True if a transition waits.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn force_open_at_least(&mut self, now_ms: f64, for_ms: f64) -> bool {
+        let t = self.breaker.force_open_at_least(instant(now_ms), duration(for_ms));
+        self.keep(t)
+    }
+
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn force_close(&mut self, now_ms: f64) -> bool {
         let t = self.breaker.force_close(instant(now_ms));

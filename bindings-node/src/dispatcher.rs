@@ -275,6 +275,15 @@ impl NativeDispatcher {
         self.dispatcher.has_events()
     }
 
+    /// Holds the breaker open for at least `forMs` (checked: finite, ≥ 0),
+    /// never shortening an open period in force (its transition comes as an
+    /// event). True if `takeEvents` has something.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn force_open_at_least(&mut self, now_ms: f64, for_ms: f64) -> bool {
+        self.dispatcher.force_open_at_least(instant(now_ms), duration(for_ms));
+        self.dispatcher.has_events()
+    }
+
     /// Ends a forced open (its transition comes as an event). True if
     /// `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]

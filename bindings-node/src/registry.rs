@@ -98,7 +98,8 @@ impl NativeRegistry {
     }
 
     /// Applies a manual operation to `name`'s breaker: "force_open" (with
-    /// `forMs`), "force_close", "disable", "release", "reset", "handle_timeout".
+    /// `forMs`), "force_open_at_least" (with `forMs`, required),
+    /// "force_close", "disable", "release", "reset", "handle_timeout".
     /// True if a transition waits.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn manual(&mut self, name: String, op: String, now_ms: f64, for_ms: Option<f64>) -> Result<bool> {
@@ -106,6 +107,10 @@ impl NativeRegistry {
         let breaker = self.registry.get(&name, now).map_err(Refusal::from)?;
         let t = match op.as_str() {
             "force_open" => breaker.force_open(now, for_ms.map(duration)),
+            "force_open_at_least" => match for_ms {
+                Some(ms) => breaker.force_open_at_least(now, duration(ms)),
+                None => return Err(Error::from_reason("force_open_at_least needs forMs".to_string())),
+            },
             "force_close" => breaker.force_close(now),
             "disable" => breaker.disable(now),
             "release" => breaker.release(now),

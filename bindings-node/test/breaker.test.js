@@ -207,6 +207,42 @@ test('forceOpen holds the breaker open (the throttle webhook), then probes', asy
   assert.throws(() => breaker.forceOpen(-1), RangeError)
 })
 
+test('forceOpenAtLeast holds open that long and never shortens: the longer of two hints holds; bad ms are typed errors', () => {
+  const { Registry, RetentionQueue, Dispatcher } = require(process.env.HALFOPEN_PACKAGE || '..')
+  const { breaker, clock } = clocked()
+  const changes = []
+  breaker.on('stateChange', (t) => changes.push(`${t.from}>${t.to}`))
+  breaker.forceOpenAtLeast(120000)
+  clock.now = 1000
+  breaker.forceOpenAtLeast(5000)
+  assert.equal(breaker.retryAfterMs(), 119000, 'the shorter hint after it changes nothing')
+  breaker.forceOpen()
+  breaker.forceOpenAtLeast(500000)
+  assert.equal(breaker.retryAfterMs(), Infinity, 'held until release stays held')
+  assert.deepEqual(changes, ['CLOSED>OPEN'])
+  const registry = new Registry({ clock: () => clock.now })
+  const key = registry.get('a')
+  key.forceOpenAtLeast(30000)
+  key.forceOpenAtLeast(10)
+  assert.equal(key.retryAfterMs(), 30000)
+  const queue = new RetentionQueue({ name: 'q', concurrencyLimit: 1, clock: () => clock.now })
+  queue.forceOpenAtLeast(7000)
+  assert.equal(queue.getState(), 'OPEN')
+  const dispatcher = new Dispatcher({ name: 'd', concurrencyLimit: 1, clock: () => clock.now, send: () => {} })
+  dispatcher.forceOpenAtLeast(7000)
+  assert.equal(dispatcher.getState(), 'OPEN')
+  for (const target of [breaker, key, queue, dispatcher]) {
+    for (const bad of [undefined, '5', null, 10n]) {
+      assert.throws(() => target.forceOpenAtLeast(bad), (e) => e instanceof TypeError && e.option === 'ms', String(bad))
+    }
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53]) {
+      assert.throws(() => target.forceOpenAtLeast(bad), (e) => e instanceof RangeError && e.option === 'ms' && /forceOpenAtLeast/.test(e.message), String(bad))
+    }
+  }
+  assert.equal(breaker.retryAfterMs(), Infinity, 'a refused call changed nothing')
+  dispatcher.close()
+})
+
 test('snapshots round-trip through JSON and bytes; corrupt ones are refused', async () => {
   const options = { name: 'snap', clock: () => 1000 }
   const breaker = new CircuitBreaker(options)

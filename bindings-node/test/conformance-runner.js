@@ -97,6 +97,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     call: ['outcome', 'duration_ms', 'repeat', 'transition', 'transitions'],
     expect: ['state', 'retry_after_ms', 'mode', 'counts', 'poll_timeout_ms', 'metrics', 'registry'],
     force_open: ['for_ms', 'transition', 'transitions'],
+    force_open_at_least: ['for_ms', 'transition', 'transitions'],
     force_close: ['transition', 'transitions'],
     disable: ['transition', 'transitions'],
     release: ['transition', 'transitions'],
@@ -288,6 +289,9 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
         case 'force_open':
           breaker.forceOpen(step.for_ms)
           break
+        case 'force_open_at_least':
+          breaker.forceOpenAtLeast(step.for_ms)
+          break
         case 'force_close':
           breaker.forceClose()
           break
@@ -352,6 +356,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     report: ['message', 'outcome', 'result'],
     handle_timeout: [],
     force_open: ['for_ms'],
+    force_open_at_least: ['for_ms'],
     release: [],
     expect: ['state', 'retention'],
     snapshot_restore: ['encoding', 'restore_at', 'elapsed'],
@@ -436,6 +441,9 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
           break
         case 'force_open':
           queue.forceOpen(step.for_ms)
+          break
+        case 'force_open_at_least':
+          queue.forceOpenAtLeast(step.for_ms)
           break
         case 'release':
           queue.release()

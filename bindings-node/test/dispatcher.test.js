@@ -111,7 +111,7 @@ test('a message that fails maxAttempts times rejects with a DeadLetterError and 
   const { p, d } = dispatcher({ maxAttempts: 2, consecutiveFailures: 10 })
   const dead = []
   d.on('dead', (e) => dead.push(e))
-  const promise = d.submit('m')
+  const promise = d.submit('m', { key: 'm-1' })
   p.calls.shift().reject(new Error('500'))
   await tick()
   p.calls.shift().reject(new Error('500'))
@@ -122,7 +122,7 @@ test('a message that fails maxAttempts times rejects with a DeadLetterError and 
     assert.equal(err.payload, 'm')
     return true
   })
-  assert.deepEqual(dead, [{ seq: 0, message: 'm', reason: 'attempts', attempts: 2 }])
+  assert.deepEqual(dead, [{ seq: 0, message: 'm', reason: 'attempts', attempts: 2, key: 'm-1' }])
   assert.equal(d.stats().dead, 1)
 })
 
@@ -583,4 +583,105 @@ test("a restore on a shared clock announces the messages that aged out meanwhile
     [3, 'age'],
   ])
   assert.equal(store.data.messages.size, 0)
+})
+
+// Issue 21 §4: a key a partner can deduplicate by, stable across retries and restarts.
+
+/** A store that keeps each message's key beside it, as halfopen/redis-store does. */
+function keyedStore() {
+  const store = memoryStore()
+  store.data.keys = new Map()
+  return {
+    ...store,
+    add: (seq, m, key) => {
+      store.data.messages.set(seq, m)
+      if (key !== undefined) store.data.keys.set(seq, key)
+    },
+    remove: (seq) => {
+      store.data.messages.delete(seq)
+      store.data.keys.delete(seq)
+    },
+    clear: () => {
+      store.data.messages.clear()
+      store.data.keys.clear()
+    },
+    load: () => ({
+      snapshot: store.data.state && JSON.parse(store.data.state),
+      messages: [...store.data.messages].map(([seq, m]) => (store.data.keys.has(seq) ? [seq, m, store.data.keys.get(seq)] : [seq, m])),
+    }),
+  }
+}
+
+test('every attempt of a message has the same key; default keys are unique per dispatcher; a bad key is a TypeError', async () => {
+  const { p, d } = dispatcher()
+  const keys = []
+  const send = p.send
+  const seen = new Dispatcher({ name: 'x', concurrencyLimit: 1, timeoutMs: null, send: (m, c) => keys.push([m, c.key]) && send(m, c) })
+  const delivered = []
+  seen.on('delivered', (e) => delivered.push(e.key))
+  const a = seen.submit('a')
+  const b = seen.submit('b', { key: 'order-7' })
+  p.calls[0].reject(new Error('down'))
+  await tick()
+  assert.equal(keys.length, 2, 'the failed send was sent again')
+  assert.equal(keys[1][0], 'a')
+  assert.equal(keys[1][1], keys[0][1], 'the retry has the first attempt\'s key')
+  p.calls[1].resolve()
+  await a
+  p.calls[2].resolve()
+  await b
+  assert.deepEqual(keys[2], ['b', 'order-7'])
+  assert.deepEqual(delivered, [keys[0][1], 'order-7'], "delivered events say the key")
+  const other = new Dispatcher({ name: 'x', concurrencyLimit: 1, timeoutMs: null, send: (m, c) => keys.push([m, c.key]) })
+  await other.submit('a')
+  assert.notEqual(keys[3][1], keys[0][1], 'another dispatcher never gives the same default key')
+  for (const bad of ['', 5, null, {}]) {
+    assert.throws(() => d.submit('m', { key: bad }), (err) => err instanceof TypeError && err.option === 'key')
+  }
+  assert.equal(d.stats().submitted, 0, 'nothing was taken with a bad key')
+})
+
+test('after a crash each stored message keeps its key under its new number; new messages never take an old key', async () => {
+  const store = keyedStore()
+  const seen = []
+  let deliver = true
+  const send = (m, { key }) => {
+    seen.push([m, key])
+    return deliver ? undefined : new Promise(() => {})
+  }
+  const options = { name: 'p', concurrencyLimit: 1, store, send, timeoutMs: null }
+  const first = await Dispatcher.open(options)
+  await first.submit('x0')
+  await first.submit('x1')
+  deliver = false
+  first.submit('a')
+  first.submit('b', { key: 'mine' })
+  await first.persisted()
+  assert.deepEqual([...store.data.keys.values()].length, 2)
+  // Crash: `first` is abandoned with 'a' in flight. The new process numbers from 0 again.
+  deliver = true
+  const second = await Dispatcher.open(options)
+  await second.drained()
+  const after = seen.slice(3)
+  assert.deepEqual(after.map(([m]) => m), ['a', 'b'])
+  assert.equal(after[0][1], seen[2][1], "'a' is sent again with its key")
+  assert.equal(after[1][1], 'mine')
+  await second.submit('y')
+  const keys = seen.map(([, key]) => key)
+  assert.equal(new Set(keys).size, 4 + 1, `x0, x1, a, mine and y: five keys (${keys})`)
+  await second.persisted()
+  assert.equal(store.data.messages.size, 0)
+  assert.equal(store.data.keys.size, 0, 'a delivered message\'s key is forgotten with it')
+})
+
+test('a store that keeps no keys (one written before keys) still restarts: its messages get new keys', async () => {
+  const store = memoryStore()
+  store.data.messages.set(4, 'a')
+  const seen = []
+  const d = await Dispatcher.open({ name: 'p', concurrencyLimit: 1, store, timeoutMs: null, send: (m, { key }) => void seen.push([m, key]) })
+  await d.drained()
+  assert.equal(seen.length, 1)
+  assert.equal(typeof seen[0][1], 'string')
+  const bad = { ...store, load: () => ({ snapshot: null, messages: [[0, 'a', 7]] }) }
+  await assert.rejects(Dispatcher.open({ name: 'p', concurrencyLimit: 1, store: bad, send: () => {} }), (err) => err instanceof TypeError && err.option === 'store')
 })

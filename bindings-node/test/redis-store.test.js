@@ -44,7 +44,7 @@ test('operations apply in call order, a turn in one MULTI; load reads only', asy
   done.push(store.remove(5), store.save({ v: 1 }))
   await Promise.all(done)
   redis.multi = multi
-  assert.deepEqual(writes, [10_002], 'one MULTI for the turn')
+  assert.deepEqual(writes, [10_003], 'one MULTI for the turn (a removal is two commands: the message and its key)')
   const first = await store.load()
   assert.equal(first.messages.length, 9_999)
   assert.deepEqual(first.messages.slice(0, 6).map(([seq]) => seq), [0, 1, 2, 3, 4, 6])
@@ -89,4 +89,30 @@ test('a graceful restart through Redis delivers nothing twice; the state taken b
   await second.persisted()
   assert.deepEqual(sent, [...Array(100).keys()])
   assert.equal(await redis.hlen('restart:messages'), 0)
+})
+
+test('each message keeps its key in Redis: a graceful restart and a crash restart send it with the same key', async () => {
+  const store = new RedisStore(redis, { key: 'keys' })
+  const seen = []
+  const options = { name: 'k', concurrencyLimit: 1, store, timeoutMs: null }
+  const first = await Dispatcher.open({ ...options, send: () => {} })
+  first.forceOpen()
+  first.submit('a')
+  first.submit('b', { key: 'order-7' })
+  await first.close()
+  const [keyA] = await redis.hvals('keys:keys')
+  assert.match(keyA, /^[0-9a-f]{16}-0$/)
+  assert.deepEqual((await store.load()).messages, [[0, 'a', keyA], [1, 'b', 'order-7']])
+  // A graceful restart; then a crash with 'a' in flight.
+  const second = await Dispatcher.open({ ...options, send: (m, { key }) => seen.push([m, key]) && new Promise(() => {}) })
+  second.release()
+  await second.persisted()
+  const third = await Dispatcher.open({ ...options, send: (m, { key }) => void seen.push([m, key]) })
+  await third.drained()
+  await third.persisted()
+  assert.deepEqual(seen, [['a', keyA], ['a', keyA], ['b', 'order-7']])
+  assert.equal(await redis.exists('keys:messages', 'keys:keys'), 0, 'delivered: messages and keys removed')
+  await store.add(5, 'c', 'k5')
+  await store.clear()
+  assert.equal(await redis.exists('keys:keys'), 0, 'clear forgets the keys too')
 })

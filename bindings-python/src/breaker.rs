@@ -187,14 +187,18 @@ pub(crate) fn force_open_for(
     py: Python<'_>,
     seconds: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<halfopen::Duration>> {
-    let Some(s) = seconds else { return Ok(None) };
+    seconds.map(|s| seconds_for(py, s)).transpose()
+}
+
+/// `seconds` for `force_open_at_least` (a number, finite, not negative).
+pub(crate) fn seconds_for(py: Python<'_>, s: &Bound<'_, PyAny>) -> PyResult<halfopen::Duration> {
     let number = !s.is_instance_of::<PyBool>() && (s.is_instance_of::<PyInt>() || s.is_instance_of::<PyFloat>());
     if !number {
         return Err(option_error(py, true, "seconds", &format!("must be a number, got {}", type_name(s))));
     }
     let s = s.extract::<f64>().unwrap_or(f64::INFINITY);
     let us = micros(s).ok_or_else(|| option_error(py, false, "seconds", crate::time::seconds_problem(s)))?;
-    Ok(Some(halfopen::Duration::from_micros(us)))
+    Ok(halfopen::Duration::from_micros(us))
 }
 
 /// `latency_histogram`: absent, or a `bool`.
@@ -459,6 +463,14 @@ impl NativeBreaker {
     fn force_open(&self, py: Python<'_>, seconds: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let d = force_open_for(py, seconds)?;
         self.manual(py, |b, now| b.force_open(now, d))
+    }
+
+    /// Holds the breaker open for at least `seconds` (an upstream's
+    /// `Retry-After`), never shortening an open period in force: of two
+    /// hints, the longer holds.
+    fn force_open_at_least(&self, py: Python<'_>, seconds: &Bound<'_, PyAny>) -> PyResult<()> {
+        let d = seconds_for(py, seconds)?;
+        self.manual(py, |b, now| b.force_open_at_least(now, d))
     }
 
     /// Closes now, forgetting the failures counted and the backoff reached.

@@ -12,7 +12,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
-use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict};
+use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
 use crate::host::{
     Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
     state_name, support, unfinished, unfinished_error,
@@ -420,6 +420,16 @@ impl NativeRegistry {
     ) -> PyResult<()> {
         let d = force_open_for(py, seconds)?;
         self.manual(py, &name, |b, now| b.force_open(now, d))
+    }
+
+    fn force_open_at_least(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = checked_name)] name: String,
+        seconds: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let d = seconds_for(py, seconds)?;
+        self.manual(py, &name, |b, now| b.force_open_at_least(now, d))
     }
 
     fn force_close(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<()> {

@@ -15,7 +15,7 @@ use halfopen::{Breaker, Config, LatencyHistogram, Metrics, Problem};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
-use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict};
+use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
 use crate::host::{Host, StateChange, outcome_of, snapshot_error, snapshot_text, state_name};
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs_at};
@@ -444,6 +444,15 @@ impl NativeRetentionQueue {
         let duration = force_open_for(py, seconds)?;
         let now = self.host.now(py)?;
         self.lock().force_open(now, duration);
+        Ok(())
+    }
+
+    /// Holds the breaker open for at least `seconds` (the partner's
+    /// `Retry-After`), never shortening an open period in force.
+    fn force_open_at_least(&self, py: Python<'_>, seconds: &Bound<'_, PyAny>) -> PyResult<()> {
+        let duration = seconds_for(py, seconds)?;
+        let now = self.host.now(py)?;
+        self.lock().force_open_at_least(now, duration);
         Ok(())
     }
 

@@ -43,6 +43,7 @@ STEP_KEYS = {
     "call": {"outcome", "duration_ms", "repeat", "transition", "transitions"},
     "expect": {"state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"},
     "force_open": {"for_ms", "transition", "transitions"},
+    "force_open_at_least": {"for_ms", "transition", "transitions"},
     "force_close": {"transition", "transitions"},
     "disable": {"transition", "transitions"},
     "release": {"transition", "transitions"},
@@ -246,6 +247,8 @@ def run_steps(config: Dict[str, Any], steps: List[Dict[str, Any]], registry_case
                 check_metrics(breaker, step["metrics"])
         elif op == "force_open":
             breaker.force_open(None if "for_ms" not in step else step["for_ms"] / 1000)
+        elif op == "force_open_at_least":
+            breaker.force_open_at_least(step["for_ms"] / 1000)
         elif op in ("force_close", "disable", "release", "reset", "handle_timeout"):
             getattr(breaker, op)()
         elif op == "snapshot_restore":
@@ -350,6 +353,8 @@ def run_retention(case: Dict[str, Any]) -> None:
             getattr(queue, op)()
         elif op == "force_open":
             queue.force_open(None if "for_ms" not in step else step["for_ms"] / 1000)
+        elif op == "force_open_at_least":
+            queue.force_open_at_least(step["for_ms"] / 1000)
         elif op == "expect":
             if "state" in step:
                 assert queue.state_name == step["state"].upper(), where

@@ -263,6 +263,7 @@ export const NativeBreaker = guardedClass(
     'retryAfter',
     'mode',
     'forceOpen',
+    'forceOpenAtLeast',
     'forceClose',
     'disable',
     'release',
@@ -306,6 +307,6 @@ export const NativeRegistry = guardedClass(
 
 export const NativeDispatcher = guardedClass(
   OptionsDispatcher,
-  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs', 'maxNameBytes'],
+  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'forceOpenAtLeast', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs', 'maxNameBytes'],
   { next: Array.from, held: Array.from, takeEvents: eventsOf, stats: statsOf, metrics: metricsOf },
 )

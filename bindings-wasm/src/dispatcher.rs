@@ -110,6 +110,11 @@ impl NativeDispatcher {
         Ok(open(&self.0)?.force_open(now_ms, for_ms))
     }
 
+    #[wasm_bindgen(js_name = forceOpenAtLeast)]
+    pub fn force_open_at_least(&self, now_ms: f64, for_ms: f64) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.force_open_at_least(now_ms, for_ms))
+    }
+
     pub fn release(&self, now_ms: f64) -> Result<bool, JsError> {
         Ok(open(&self.0)?.release(now_ms))
     }

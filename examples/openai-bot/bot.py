@@ -168,9 +168,11 @@ class Bot:
             return REFUSED.format(reason=reason)
         # Refused by the breaker, or the upstream's failure (which it counted).
         hint = retry_after_hint(exc)
-        held = self.breaker.retry_after()  # 0.0 while closed; None while held open by hand
-        if hint is not None and held is not None and hint > held:
-            self.breaker.force_open(hint)  # open that long, then half-open: the next call probes
+        if hint is not None:
+            # Open at least that long, then half-open: the next call probes. One
+            # call: a longer open period in force (another thread's hint, the
+            # breaker's own backoff) is kept.
+            self.breaker.force_open_at_least(hint)
         self._keep(user, question, arrival)
         return FALLBACK
 

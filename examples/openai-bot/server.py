@@ -38,6 +38,7 @@ class Upstream:
         self.mode = "ok"
         self.modes: Dict[str, str] = {}  # question -> mode, over `mode`
         self.headers: Dict[str, str] = {}  # sent with error statuses
+        self.headers_for: Dict[str, Dict[str, str]] = {}  # question -> headers, over `headers`
         self.slow_seconds = 20.0
         self.cut_after: Optional[int] = None
         self.cut = "drop"  # or "end"
@@ -93,7 +94,7 @@ def serve(upstream: Upstream) -> Tuple[ThreadingHTTPServer, str]:
             mode = upstream.seen(question)
             if mode.isdigit():
                 error = {"error": {"message": f"injected {mode}", "type": "injected", "code": None}}
-                self.reply(int(mode), json.dumps(error).encode(), headers=upstream.headers)
+                self.reply(int(mode), json.dumps(error).encode(), headers=upstream.headers_for.get(question, upstream.headers))
             elif mode == "truncated":
                 self.reply(200, json.dumps(completion(body["model"], question)).encode()[:40])
             elif mode == "html":

@@ -169,6 +169,28 @@ def test_a_retry_after_shorter_than_the_open_time_leaves_it(world) -> None:
     assert bot.breaker.retry_after() == pytest.approx(60.0)
 
 
+def test_of_hints_answered_together_the_longest_holds(world) -> None:
+    bot, upstream, clock = world
+    hints = [5, 120, 30, 60, 1, 90, 15, 45]
+    for i, seconds in enumerate(hints):
+        upstream.modes[f"q{i}"] = "429"
+        upstream.headers_for[f"q{i}"] = {"Retry-After": str(seconds)}
+    upstream.gather(len(hints))  # all in flight together: the hints land in any order
+    start = threading.Barrier(len(hints))
+
+    def ask(i: int) -> None:
+        start.wait()
+        bot.on_message("ana", f"q{i}")
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(hints))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert bot.retry_after() == pytest.approx(120.0)  # never a shorter hint that answered later
+    assert sorted(waiting(bot)) == sorted(f"q{i}" for i in range(len(hints)))
+
+
 # 4. Replay from several threads: each question taken by exactly one of them, in order.
 def replay_from_threads(bot: Bot, threads: int) -> List[int]:
     start = threading.Barrier(threads)

@@ -367,6 +367,9 @@ class KeyedBreaker(_Protects):
     def force_open(self, seconds: Optional[float] = None) -> None:
         self.registry.force_open(self.name, seconds)
 
+    def force_open_at_least(self, seconds: float) -> None:
+        self.registry.force_open_at_least(self.name, seconds)
+
     def force_close(self) -> None:
         self.registry.force_close(self.name)
 

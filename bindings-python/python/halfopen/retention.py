@@ -461,6 +461,11 @@ class Dispatcher(Generic[M]):
         self.queue.force_open(seconds)
         self._pump()
 
+    def force_open_at_least(self, seconds: float) -> None:
+        """Holds the breaker open for at least ``seconds`` (the partner's ``Retry-After``), never shortening an open period in force."""
+        self.queue.force_open_at_least(seconds)
+        self._pump()
+
     def release(self) -> None:
         """Ends ``force_open()``."""
         self.queue.release()

@@ -138,6 +138,10 @@ impl wit::GuestBreaker for One {
         convert::transitions(self.with(|b| b.force_open(instant(now), for_us.map(duration))))
     }
 
+    fn force_open_at_least(&self, now: u64, for_us: u64) -> Vec<wit::Transition> {
+        convert::transitions(self.with(|b| b.force_open_at_least(instant(now), duration(for_us))))
+    }
+
     fn force_close(&self, now: u64) -> Vec<wit::Transition> {
         convert::transitions(self.with(|b| b.force_close(instant(now))))
     }

@@ -153,6 +153,10 @@ impl wit::GuestDispatcher for Queue {
         self.with(|d| d.force_open(instant(now), for_.map(duration)));
     }
 
+    fn force_open_at_least(&self, now: u64, for_: u64) {
+        self.with(|d| d.force_open_at_least(instant(now), duration(for_)));
+    }
+
     fn release(&self, now: u64) {
         self.with(|d| d.release(instant(now)));
     }

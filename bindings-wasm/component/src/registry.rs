@@ -184,6 +184,15 @@ impl wit::GuestRegistry for Many {
         self.manual(&name, now, for_us, |b, now, d| b.force_open(now, d))
     }
 
+    fn force_open_at_least(
+        &self,
+        name: String,
+        now: u64,
+        for_us: u64,
+    ) -> Result<Vec<wit::Transition>, wit::RegistryError> {
+        self.manual(&name, now, Some(for_us), |b, now, d| b.force_open_at_least(now, d.unwrap_or_default()))
+    }
+
     fn force_close(&self, name: String, now: u64) -> Result<Vec<wit::Transition>, wit::RegistryError> {
         self.manual(&name, now, None, |b, now, _| b.force_close(now))
     }

@@ -30,6 +30,7 @@ STEP_KEYS = {
     "call": {"outcome", "duration_ms", "repeat", "transition", "transitions"},
     "expect": {"state", "retry_after_ms", "mode", "counts", "poll_timeout_ms", "metrics", "registry"},
     "force_open": {"for_ms", "transition", "transitions"},
+    "force_open_at_least": {"for_ms", "transition", "transitions"},
     "force_close": {"transition", "transitions"},
     "disable": {"transition", "transitions"},
     "release": {"transition", "transitions"},
@@ -277,6 +278,8 @@ class Run:
         elif op == "force_open":
             duration = None if "for_ms" not in step else micros(step["for_ms"], "for_ms")
             seen.extend(self.manual("force-open", key, duration))
+        elif op == "force_open_at_least":
+            seen.extend(self.manual("force-open-at-least", key, micros(step["for_ms"], "for_ms")))
         elif op in ("force_close", "disable", "release", "reset"):
             seen.extend(self.manual(op.replace("_", "-"), key))
         elif op == "handle_timeout":
@@ -423,6 +426,8 @@ class RetentionRun:
             m("handle-timeout", self.clock)
         elif op == "force_open":
             m("force-open", self.clock, None if "for_ms" not in step else step["for_ms"] * 1000)
+        elif op == "force_open_at_least":
+            m("force-open-at-least", self.clock, step["for_ms"] * 1000)
         elif op == "release":
             m("release", self.clock)
         elif op == "expect":
