@@ -287,7 +287,9 @@ export declare class Registry extends EventEmitter {
   names(): string[]
   readonly size: number
   readonly evictions: number
+  /** Every breaker's exposition; a RangeError with code 'HALFOPEN_OUT_OF_MEMORY' if it does not fit the memory (WebAssembly). */
   prometheus(): string
+  /** Every breaker's state; a RangeError with code 'HALFOPEN_OUT_OF_MEMORY' if it does not fit the memory (WebAssembly). */
   toJSON(): object
   /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay out of the new breakers. */
   restore(snapshot: object | string): void

@@ -20,7 +20,7 @@
 const { NativeBreaker } = require('../native.js')
 const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
-const { CircuitBreakerOpenError, fromNative, snapshotText, typeError } = require('./errors.js')
+const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
@@ -244,21 +244,21 @@ class CircuitBreaker {
   prometheus() {
     const now = read(this)
     this._flush(now)
-    return this._native.prometheus(this.name, now)
+    return output(() => this._native.prometheus(this.name, now))
   }
 
   /** The breaker's state (the core's versioned snapshot), as a plain object. */
   toJSON() {
     const now = read(this)
     this._flush(now)
-    return JSON.parse(this._native.snapshotJson(now))
+    return JSON.parse(output(() => this._native.snapshotJson(now)))
   }
 
   /** The breaker's state as compact bytes. */
   toBytes() {
     const now = read(this)
     this._flush(now)
-    return this._native.snapshotBytes(now)
+    return output(() => this._native.snapshotBytes(now))
   }
 
   /** A breaker built from `options` with the state of `snapshot` (from `toJSON`, or its JSON text). */

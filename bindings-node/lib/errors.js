@@ -182,8 +182,23 @@ function fromNative(err, { options = {}, name } = {}) {
       out.option = 'capacity'
       return out
     }
+    case 'out_of_memory': {
+      // As the engine's own "Array buffer allocation failed": a RangeError.
+      const out = new RangeError(e.message)
+      out.code = 'HALFOPEN_OUT_OF_MEMORY'
+      return out
+    }
     default:
       return err
+  }
+}
+
+/** `produce()`'s output (an exposition, a snapshot), with a native error translated. */
+function output(produce) {
+  try {
+    return produce()
+  } catch (err) {
+    throw fromNative(err)
   }
 }
 
@@ -242,6 +257,7 @@ module.exports = {
   RetentionFullError,
   SnapshotError,
   fromNative,
+  output,
   snapshotText,
   rangeError,
   typeError,

@@ -8,7 +8,7 @@ const { NativeRegistry } = require('../native.js')
 const { enqueueTransitions, issuePermit, metricsOf, retryOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
 const { execute } = require('./call.js')
 const { read, readToReport } = require('./clock.js')
-const { CircuitBreakerOpenError, fromNative, RegistryFullError, snapshotText } = require('./errors.js')
+const { CircuitBreakerOpenError, fromNative, output, RegistryFullError, snapshotText } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
@@ -104,12 +104,12 @@ class Registry extends EventEmitter {
 
   /** The Prometheus text exposition of every breaker. */
   prometheus() {
-    return this._native.prometheus(read(this))
+    return output(() => this._native.prometheus(read(this)))
   }
 
   /** Every breaker's state (the core's versioned snapshot), as a plain object. */
   toJSON() {
-    return JSON.parse(this._native.snapshotJson(read(this)))
+    return JSON.parse(output(() => this._native.snapshotJson(read(this))))
   }
 
   /**

@@ -8,7 +8,7 @@
 
 const { NativeDispatcher } = require('../native.js')
 const { read, readToReport } = require('./clock.js')
-const { SnapshotError, fromNative, snapshotText, typeError } = require('./errors.js')
+const { SnapshotError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
@@ -203,7 +203,7 @@ class RetentionQueue extends EventEmitter {
 
   /** The Prometheus text of the breaker and of the retention. */
   prometheus() {
-    return this._native.prometheus(this.name, read(this))
+    return output(() => this._native.prometheus(this.name, read(this)))
   }
 
   /** Holds the breaker open for `ms`, or until `release()` (a throttle webhook, say). */
@@ -225,12 +225,12 @@ class RetentionQueue extends EventEmitter {
 
   /** The queue's state as a plain object (not the messages: keep them with `held()`). */
   toJSON() {
-    return JSON.parse(this._native.snapshotJson(read(this)))
+    return JSON.parse(output(() => this._native.snapshotJson(read(this))))
   }
 
   /** The queue's state as compact bytes. */
   toBytes() {
-    return this._native.snapshotBytes(read(this))
+    return output(() => this._native.snapshotBytes(read(this)))
   }
 
   /**

@@ -12,7 +12,7 @@ use halfopen::{
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
-use crate::error::Refusal;
+use crate::error::{Refusal, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, ms, ms_at};
 
@@ -300,26 +300,25 @@ impl NativeBreaker {
 
     /// The Prometheus text exposition of this breaker under `name`.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn prometheus(&self, name: String, now_ms: f64) -> String {
+    pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String> {
         let m = self.breaker.metrics(instant(now_ms));
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
-        out
+        halfopen::try_render(|out| halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m))))
+            .map_err(|_| out_of_memory("the exposition"))
     }
 
     /// The breaker's state as JSON (the core's versioned snapshot form).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn snapshot_json(&self, now_ms: f64) -> String {
-        self.breaker.snapshot(instant(now_ms)).to_json()
+    pub fn snapshot_json(&self, now_ms: f64) -> Result<String> {
+        self.breaker.snapshot(instant(now_ms)).try_into_json().map_err(|_| out_of_memory("the snapshot"))
     }
 
     /// The breaker's state as compact bytes.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     // Without the `node` feature `Buffer` is the `Vec` itself.
     #[allow(clippy::useless_conversion)]
-    pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
-        self.breaker.snapshot(instant(now_ms)).to_bytes().into()
+    pub fn snapshot_bytes(&self, now_ms: f64) -> Result<Buffer> {
+        let bytes = self.breaker.snapshot(instant(now_ms)).try_into_bytes();
+        Ok(bytes.map_err(|_| out_of_memory("the snapshot"))?.into())
     }
 
     /// The longest name the core takes, in UTF-8 bytes (`MAX_NAME_BYTES`).

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::breaker::{Gauges, metrics_of, transition_of};
-use crate::error::{Buffer, Error, Refusal, Result, config as refused};
+use crate::error::{Buffer, Error, Refusal, Result, config as refused, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, micros, ms, ms_at};
 use crate::{NativeMetrics, NativeTransition};
@@ -326,28 +326,29 @@ impl NativeDispatcher {
 
     /// The Prometheus text of the breaker and the retention under `name`.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn prometheus(&self, name: String, now_ms: f64) -> String {
+    pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String> {
         let m = self.dispatcher.breaker().metrics(instant(now_ms));
         let reading = self.dispatcher.reading();
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
-        let _ = exposition::render(&mut out, || std::iter::once((name.as_str(), reading)));
-        out
+        halfopen::try_render(|out| {
+            halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m)))?;
+            exposition::render(out, || std::iter::once((name.as_str(), reading)))
+        })
+        .map_err(|_| out_of_memory("the exposition"))
     }
 
     /// The dispatcher's state as JSON (not the messages: the caller keeps them).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn snapshot_json(&self, now_ms: f64) -> String {
-        self.dispatcher.snapshot(instant(now_ms)).to_json()
+    pub fn snapshot_json(&self, now_ms: f64) -> Result<String> {
+        self.dispatcher.snapshot(instant(now_ms)).try_into_json().map_err(|_| out_of_memory("the snapshot"))
     }
 
     /// The dispatcher's state as compact bytes.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     // Without the `node` feature `Buffer` is the `Vec` itself.
     #[allow(clippy::useless_conversion)]
-    pub fn snapshot_bytes(&self, now_ms: f64) -> Buffer {
-        self.dispatcher.snapshot(instant(now_ms)).to_bytes().into()
+    pub fn snapshot_bytes(&self, now_ms: f64) -> Result<Buffer> {
+        let bytes = self.dispatcher.snapshot(instant(now_ms)).try_into_bytes();
+        Ok(bytes.map_err(|_| out_of_memory("the snapshot"))?.into())
     }
 
     /// The sequence numbers of the messages held, in submission order (the

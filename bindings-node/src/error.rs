@@ -7,7 +7,7 @@
 //! `kind`: `"config"` (an invalid option: `field` is the core's field name,
 //! `problem` its problem), `"snapshot"` (`problem`: the core's
 //! `SnapshotError::kind`), `"registry_full"`, `"too_many_configured"`,
-//! `"capacity"`.
+//! `"capacity"`, `"out_of_memory"` (an output did not fit the memory).
 
 use halfopen::{ConfigError, RegistryError, SnapshotError};
 #[cfg(feature = "node")]
@@ -47,6 +47,11 @@ pub(crate) fn structured(kind: &str, field: Option<&str>, problem: Option<&str>,
     }
     json += &format!(",\"message\":{}}}", text(message));
     Error::from_reason(json)
+}
+
+/// An output (an exposition, a snapshot) that did not fit the memory.
+pub(crate) fn out_of_memory(what: &str) -> Error {
+    structured("out_of_memory", None, None, &format!("out of memory: {what} did not fit"))
 }
 
 /// An option that no configuration can hold, or that the core refused.

@@ -12,7 +12,7 @@ use crate::breaker::{
     Gauges, NativeLicence, NativeMetrics, NativeTransition, admission_code, licence_of, metrics_of, mode_name, outcome,
     transition_of,
 };
-use crate::error::Refusal;
+use crate::error::{Refusal, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, ms};
 
@@ -197,17 +197,18 @@ impl NativeRegistry {
 
     /// The Prometheus text exposition of every breaker.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn prometheus(&self, now_ms: f64) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = self.registry.render_prometheus(&mut out, instant(now_ms));
-        out
+    pub fn prometheus(&self, now_ms: f64) -> Result<String> {
+        halfopen::try_render(|out| self.registry.render_prometheus(out, instant(now_ms)))
+            .map_err(|_| out_of_memory("the exposition"))
     }
 
     /// Every breaker's state as JSON.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn snapshot_json(&self, now_ms: f64) -> String {
-        self.registry.snapshot(instant(now_ms)).to_json()
+    pub fn snapshot_json(&self, now_ms: f64) -> Result<String> {
+        self.registry
+            .try_snapshot(instant(now_ms))
+            .and_then(|s| s.try_into_json())
+            .map_err(|_| out_of_memory("the snapshot"))
     }
 
     /// Replaces every breaker with a snapshot's, leaving them as they were on

@@ -18,8 +18,8 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
 use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
-    state_member, state_name, unfinished, unfinished_error,
+    Host, Permit, check_exception, fall_back, mode_name, out_of_memory, outcome_of, refusal, snapshot_error,
+    snapshot_text, state_member, state_name, unfinished, unfinished_error,
 };
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs, secs_at};
@@ -534,23 +534,21 @@ impl NativeBreaker {
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
         let m = self.lock().metrics(now);
-        let mut out = String::new();
-        // Writing into a String cannot fail.
         let name = self.text(py);
-        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
-        Ok(out)
+        halfopen::try_render(|out| halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m))))
+            .map_err(out_of_memory("the exposition"))
     }
 
     /// The breaker's state as JSON text (the core's versioned snapshot).
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
-        Ok(self.lock().snapshot(now).to_json())
+        self.lock().snapshot(now).try_into_json().map_err(out_of_memory("the snapshot"))
     }
 
     /// The breaker's state as compact bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let now = self.clock(py)?;
-        let bytes = self.lock().snapshot(now).to_bytes();
+        let bytes = self.lock().snapshot(now).try_into_bytes().map_err(out_of_memory("the snapshot"))?;
         Ok(PyBytes::new(py, &bytes))
     }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use halfopen::{Instant, Mode, Outcome, Permit as CorePermit, Rejection, State, Transition};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyMemoryError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -583,6 +583,11 @@ pub(crate) fn snapshot_text(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult
     text.extract::<String>().map_err(|_| {
         snapshot_error(py, halfopen::SnapshotError::Malformed("a JSON snapshot is a str of valid Unicode".into()))
     })
+}
+
+/// A `MemoryError` for an output (an exposition, a snapshot) that did not fit.
+pub(crate) fn out_of_memory(what: &str) -> impl FnOnce(halfopen::OutOfMemory) -> PyErr + '_ {
+    move |_| PyMemoryError::new_err(format!("out of memory: {what} did not fit"))
 }
 
 /// `halfopen.SnapshotError` with its `kind`.

@@ -14,8 +14,8 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::blocks;
 use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
 use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, outcome_of, refusal, snapshot_error, snapshot_text,
-    state_name, support, unfinished, unfinished_error,
+    Host, Permit, check_exception, fall_back, mode_name, out_of_memory, outcome_of, refusal, snapshot_error,
+    snapshot_text, state_name, support, unfinished, unfinished_error,
 };
 use crate::options::{self, name_of, option_error, type_name};
 use crate::time::{secs, secs_at};
@@ -503,22 +503,22 @@ impl NativeRegistry {
     /// The Prometheus text exposition of every breaker.
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = self.lock().render_prometheus(&mut out, now);
-        Ok(out)
+        let registry = self.lock();
+        halfopen::try_render(|out| registry.render_prometheus(out, now)).map_err(out_of_memory("the exposition"))
     }
 
     /// Every breaker's state as JSON text.
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
-        Ok(self.lock().snapshot(now).to_json())
+        let snapshot = self.lock().try_snapshot(now);
+        snapshot.and_then(|s| s.try_into_json()).map_err(out_of_memory("the snapshot"))
     }
 
     /// Every breaker's state as compact bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let now = self.clock(py)?;
-        let bytes = self.lock().snapshot(now).to_bytes();
+        let snapshot = self.lock().try_snapshot(now);
+        let bytes = snapshot.and_then(|s| s.try_into_bytes()).map_err(out_of_memory("the snapshot"))?;
         Ok(PyBytes::new(py, &bytes))
     }
 

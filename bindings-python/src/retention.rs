@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
-use crate::host::{Host, StateChange, outcome_of, snapshot_error, snapshot_text, state_name};
+use crate::host::{Host, StateChange, out_of_memory, outcome_of, snapshot_error, snapshot_text, state_name};
 use crate::options::{self, option_error, type_name};
 use crate::time::{micros, secs_at};
 
@@ -431,11 +431,11 @@ impl NativeRetentionQueue {
             (core.breaker().metrics(now), core.reading())
         };
         let name = self.text(py);
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = halfopen::prometheus::render(&mut out, || std::iter::once((name.as_str(), m)));
-        let _ = exposition::render(&mut out, || std::iter::once((name.as_str(), r)));
-        Ok(out)
+        halfopen::try_render(|out| {
+            halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m)))?;
+            exposition::render(out, || std::iter::once((name.as_str(), r)))
+        })
+        .map_err(out_of_memory("the exposition"))
     }
 
     /// Holds the breaker open for `seconds`, or until `release()`.
@@ -466,13 +466,13 @@ impl NativeRetentionQueue {
     /// The queue's state as JSON text (not the messages).
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.host.now(py)?;
-        Ok(self.lock().snapshot(now).to_json())
+        self.lock().snapshot(now).try_into_json().map_err(out_of_memory("the snapshot"))
     }
 
     /// The queue's state as compact bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let now = self.host.now(py)?;
-        let bytes = self.lock().snapshot(now).to_bytes();
+        let bytes = self.lock().snapshot(now).try_into_bytes().map_err(out_of_memory("the snapshot"))?;
         Ok(PyBytes::new(py, &bytes))
     }
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import math
+import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Any, List
 
@@ -700,3 +704,83 @@ def test_a_name_longer_than_1024_bytes_is_refused_wherever_a_name_is_given() -> 
             make()
         assert refused.value.option == "name" and "1024" in str(refused.value)  # type: ignore[attr-defined]
     assert halfopen.CircuitBreaker("é" * 512).name == "é" * 512
+
+
+# §3. A Retry-After read with retry_after() and then applied with force_open()
+# was not atomic: a shorter hint could replace a longer one between threads.
+# force_open_at_least never shortens an open period in force.
+
+
+def test_force_open_at_least_keeps_the_longer_hint_everywhere() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker("hint", clock=clock)
+    breaker.force_open_at_least(120)
+    clock.now = 1.0
+    breaker.force_open_at_least(5)
+    assert breaker.retry_after() == pytest.approx(119.0)
+    breaker.force_open()
+    breaker.force_open_at_least(500)
+    assert breaker.retry_after() is None  # held until release() stays held
+    registry = halfopen.Registry(clock=clock)
+    registry.force_open_at_least("a", 30)
+    registry.force_open_at_least("a", 0.01)
+    assert registry.retry_after("a") == pytest.approx(30.0)
+    assert registry.get("a").retry_after() == pytest.approx(30.0)
+    registry.get("b").force_open_at_least(2)
+    assert registry.retry_after("b") == pytest.approx(2.0)
+    queue = halfopen.RetentionQueue("q", clock=clock, concurrency_limit=1)
+    queue.force_open_at_least(7)
+    queue.force_open_at_least(1)
+    assert queue.state_name == "OPEN"
+    assert queue.submit("m") == ("retained", 0)
+    assert queue.poll_timeout() == pytest.approx(8.0)  # 1 s + 7 s: the shorter hint after it changed nothing
+
+
+@pytest.mark.parametrize("bad, error", [
+    (None, TypeError), ("5", TypeError), (True, TypeError),
+    (-1, ValueError), (math.nan, ValueError), (math.inf, ValueError), (1e300, ValueError),
+])
+def test_force_open_at_least_refuses_what_is_no_duration(bad: Any, error: type) -> None:
+    clock = Clock()
+    breaker = CircuitBreaker("hint", clock=clock)
+    registry = halfopen.Registry(clock=clock)
+    queue = halfopen.RetentionQueue("q", clock=clock, concurrency_limit=1)
+    for call in (breaker.force_open_at_least, functools.partial(registry.force_open_at_least, "a"), queue.force_open_at_least):
+        with pytest.raises(error, match="seconds"):
+            call(bad)
+    assert breaker.state is State.CLOSED and queue.state_name == "CLOSED"
+
+
+# §5. Outputs that scale with a registry's names (the exposition repeats each
+# name in every family; a snapshot copies every name) are built with fallible
+# allocation: one the memory cannot hold is a MemoryError, never an abort.
+
+MEMORY_CHILD = r"""
+import json, resource, halfopen
+registry = halfopen.Registry(capacity=2**20, clock=lambda: 0.0)
+name = lambda i: f"{i:08d}" + "n" * 1016
+for i in range(16_000):
+    registry.force_open(name(i))
+with open("/proc/self/status") as status:
+    vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (96 << 20),) * 2)  # 96 MiB more: not 14 copies of 16 MB
+seen = {}
+for what, produce in (("prometheus", registry.prometheus), ("to_json", registry.to_json), ("to_bytes", registry.to_bytes)):
+    try:
+        seen[what] = len(produce())
+    except MemoryError as err:
+        seen[what] = str(err)
+seen["state"] = registry.state_name(name(7))
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmSize from /proc")
+def test_an_exposition_the_memory_cannot_hold_is_a_memory_error() -> None:
+    run = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["prometheus"] == "out of memory: the exposition did not fit"
+    for encoding in ("to_json", "to_bytes"):  # another copy of every name: refused, or whole
+        assert seen[encoding] == "out of memory: the snapshot did not fit" or seen[encoding] > 16_000 * 1024
+    assert seen["state"] == "OPEN"

@@ -133,7 +133,7 @@ impl NativeBreaker {
     }
 
     pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String, JsError> {
-        Ok(open(&self.0)?.prometheus(name, now_ms))
+        open(&self.0)?.prometheus(name, now_ms).map_err(thrown)
     }
 
     #[wasm_bindgen(js_name = maxNameBytes)]
@@ -143,12 +143,12 @@ impl NativeBreaker {
 
     #[wasm_bindgen(js_name = snapshotJson)]
     pub fn snapshot_json(&self, now_ms: f64) -> Result<String, JsError> {
-        Ok(open(&self.0)?.snapshot_json(now_ms))
+        open(&self.0)?.snapshot_json(now_ms).map_err(thrown)
     }
 
     #[wasm_bindgen(js_name = snapshotBytes)]
     pub fn snapshot_bytes(&self, now_ms: f64) -> Result<Vec<u8>, JsError> {
-        Ok(open(&self.0)?.snapshot_bytes(now_ms))
+        open(&self.0)?.snapshot_bytes(now_ms).map_err(thrown)
     }
 
     pub fn restore(

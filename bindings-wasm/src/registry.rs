@@ -133,7 +133,7 @@ impl NativeRegistry {
     }
 
     pub fn prometheus(&self, now_ms: f64) -> Result<String, JsError> {
-        Ok(open(&self.0)?.prometheus(now_ms))
+        open(&self.0)?.prometheus(now_ms).map_err(thrown)
     }
 
     #[wasm_bindgen(js_name = maxNameBytes)]
@@ -143,7 +143,7 @@ impl NativeRegistry {
 
     #[wasm_bindgen(js_name = snapshotJson)]
     pub fn snapshot_json(&self, now_ms: f64) -> Result<String, JsError> {
-        Ok(open(&self.0)?.snapshot_json(now_ms))
+        open(&self.0)?.snapshot_json(now_ms).map_err(thrown)
     }
 
     #[wasm_bindgen(js_name = restoreJson)]

@@ -56,6 +56,9 @@
 //!   (seed 001).
 //! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,
 //!   JSON or compact.
+//! - [`TryString`] / [`try_render`] (feature `alloc`): outputs whose size the
+//!   caller does not bound, with running out of memory an [`OutOfMemory`]
+//!   error instead of an abort.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -66,6 +69,8 @@ extern crate alloc;
 mod breaker;
 mod config;
 mod error;
+#[cfg(feature = "alloc")]
+mod fallible;
 mod histogram;
 mod jitter;
 mod licence;
@@ -94,6 +99,8 @@ pub use config::{Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_HALF_OPEN_ATTEMPTS};
 #[cfg(feature = "snapshot")]
 pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
+#[cfg(feature = "alloc")]
+pub use fallible::{OutOfMemory, TryString, try_render};
 pub use histogram::{LatencyHistogram, LatencySummary};
 pub use licence::Licence;
 pub use limit::{ConcurrencyLimit, MAX_CONCURRENCY_LIMIT};

@@ -31,6 +31,8 @@ use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::error::ConfigError;
+#[cfg(feature = "snapshot")]
+use crate::fallible::OutOfMemory;
 use crate::meter::Meter;
 use crate::metrics::ReadMetrics;
 use crate::permit::{Admission, Outcome, Permit};
@@ -525,13 +527,29 @@ mod saved {
 
         /// Every breaker's state at `now`, least recently used first.
         pub fn snapshot(&self, now: Instant) -> RegistrySnapshot {
-            let mut entries: Vec<&Entry<M>> = self.entries.iter().collect();
-            entries.sort_by_key(|e| e.used);
-            RegistrySnapshot {
-                version: SNAPSHOT_VERSION,
-                evictions: self.evictions,
-                breakers: entries.iter().map(|e| (String::from(e.name.as_str()), e.breaker.snapshot(now))).collect(),
+            self.try_snapshot(now).unwrap_or_else(|_| crate::fallible::out_of_memory())
+        }
+
+        /// As [`snapshot`](Self::snapshot), or [`OutOfMemory`] if the memory
+        /// runs out while it is made (a registry of many long names): encode
+        /// it with [`try_into_json`](RegistrySnapshot::try_into_json) and
+        /// the whole way is fallible.
+        pub fn try_snapshot(&self, now: Instant) -> Result<RegistrySnapshot, OutOfMemory> {
+            let mut entries: Vec<&Entry<M>> = Vec::new();
+            entries.try_reserve_exact(self.entries.len()).map_err(|_| OutOfMemory)?;
+            entries.extend(self.entries.iter());
+            // Every use has its own count: unstable is the same order, and
+            // allocates nothing.
+            entries.sort_unstable_by_key(|e| e.used);
+            let mut breakers = Vec::new();
+            breakers.try_reserve_exact(entries.len()).map_err(|_| OutOfMemory)?;
+            for e in entries {
+                let mut name = String::new();
+                name.try_reserve_exact(e.name.as_str().len()).map_err(|_| OutOfMemory)?;
+                name.push_str(e.name.as_str());
+                breakers.push((name, e.breaker.snapshot(now)));
             }
+            Ok(RegistrySnapshot { version: SNAPSHOT_VERSION, evictions: self.evictions, breakers })
         }
 
         /// Replaces every breaker with those `snapshot` holds, at `now`

@@ -22,7 +22,7 @@ def load(path=COMPONENT):
     engine = Engine()
     store = Store(engine)
     instance = Linker(engine).instantiate(store, Component.from_file(engine, str(path)))  # it imports nothing
-    interface = instance.get_export_index(store, "halfopen:breaker/breaker@0.2.1")
+    interface = instance.get_export_index(store, "halfopen:breaker/breaker@0.3.0")
 
     def call(name, *args):
         f = instance.get_func(store, instance.get_export_index(store, name, interface))

@@ -166,22 +166,18 @@ impl wit::GuestBreaker for One {
         self.with(|b| b.handle_timeout(instant(now))).map(convert::transition)
     }
 
-    fn prometheus(&self, name: String, now: u64) -> String {
-        let mut out = String::new();
-        self.with(|b| {
-            let reading = b.metrics(instant(now));
-            // Writing to a String cannot fail.
-            let _ = ho::prometheus::render(&mut out, || core::iter::once((name.as_str(), reading)));
-        });
-        out
+    fn prometheus(&self, name: String, now: u64) -> Result<String, wit::OutputError> {
+        let reading = self.with(|b| b.metrics(instant(now)));
+        ho::try_render(|out| ho::prometheus::render(out, || core::iter::once((name.as_str(), reading))))
+            .map_err(convert::output_error)
     }
 
-    fn snapshot(&self, now: u64) -> Vec<u8> {
-        self.with(|b| b.snapshot(instant(now))).to_bytes()
+    fn snapshot(&self, now: u64) -> Result<Vec<u8>, wit::OutputError> {
+        self.with(|b| b.snapshot(instant(now))).try_into_bytes().map_err(convert::output_error)
     }
 
-    fn snapshot_json(&self, now: u64) -> String {
-        self.with(|b| b.snapshot(instant(now))).to_json()
+    fn snapshot_json(&self, now: u64) -> Result<String, wit::OutputError> {
+        self.with(|b| b.snapshot(instant(now))).try_into_json().map_err(convert::output_error)
     }
 
     fn load(&self, snapshot: Vec<u8>, now: u64, elapsed: wit::Elapsed) -> Result<(), wit::SnapshotError> {

@@ -126,6 +126,10 @@ pub(crate) fn registry_error(e: ho::RegistryError) -> wit::RegistryError {
     }
 }
 
+pub(crate) fn output_error(_: ho::OutOfMemory) -> wit::OutputError {
+    wit::OutputError::OutOfMemory
+}
+
 pub(crate) fn snapshot_error(e: ho::SnapshotError) -> wit::SnapshotError {
     match e {
         ho::SnapshotError::Malformed(why) => wit::SnapshotError::Malformed(why),

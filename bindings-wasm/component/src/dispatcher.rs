@@ -190,23 +190,20 @@ impl wit::GuestDispatcher for Queue {
         self.with(|d| d.held().collect())
     }
 
-    fn prometheus(&self, name: String, now: u64) -> String {
-        let mut out = String::new();
-        self.with(|d| {
-            let metrics = d.breaker().metrics(instant(now));
-            let reading = d.reading();
-            // Writing to a String cannot fail.
-            let _ = ho::prometheus::render(&mut out, || core::iter::once((name.as_str(), metrics)));
-            let _ = r::exposition::render(&mut out, || core::iter::once((name.as_str(), reading)));
-        });
-        out
+    fn prometheus(&self, name: String, now: u64) -> Result<String, wit::OutputError> {
+        let (metrics, reading) = self.with(|d| (d.breaker().metrics(instant(now)), d.reading()));
+        ho::try_render(|out| {
+            ho::prometheus::render(out, || core::iter::once((name.as_str(), metrics)))?;
+            r::exposition::render(out, || core::iter::once((name.as_str(), reading)))
+        })
+        .map_err(convert::output_error)
     }
 
-    fn snapshot(&self, now: u64) -> Vec<u8> {
-        self.with(|d| d.snapshot(instant(now))).to_bytes()
+    fn snapshot(&self, now: u64) -> Result<Vec<u8>, wit::OutputError> {
+        self.with(|d| d.snapshot(instant(now))).try_into_bytes().map_err(convert::output_error)
     }
 
-    fn snapshot_json(&self, now: u64) -> String {
-        self.with(|d| d.snapshot(instant(now))).to_json()
+    fn snapshot_json(&self, now: u64) -> Result<String, wit::OutputError> {
+        self.with(|d| d.snapshot(instant(now))).try_into_json().map_err(convert::output_error)
     }
 }

@@ -229,19 +229,18 @@ impl wit::GuestRegistry for Many {
         self.with(|r| r.evictions())
     }
 
-    fn prometheus(&self, now: u64) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = self.with(|r| r.render_prometheus(&mut out, instant(now)));
-        out
+    fn prometheus(&self, now: u64) -> Result<String, wit::OutputError> {
+        self.with(|r| ho::try_render(|out| r.render_prometheus(out, instant(now)))).map_err(convert::output_error)
     }
 
-    fn snapshot(&self, now: u64) -> Vec<u8> {
-        self.with(|r| r.snapshot(instant(now))).to_bytes()
+    fn snapshot(&self, now: u64) -> Result<Vec<u8>, wit::OutputError> {
+        let snapshot = self.with(|r| r.try_snapshot(instant(now)));
+        snapshot.and_then(ho::RegistrySnapshot::try_into_bytes).map_err(convert::output_error)
     }
 
-    fn snapshot_json(&self, now: u64) -> String {
-        self.with(|r| r.snapshot(instant(now))).to_json()
+    fn snapshot_json(&self, now: u64) -> Result<String, wit::OutputError> {
+        let snapshot = self.with(|r| r.try_snapshot(instant(now)));
+        snapshot.and_then(ho::RegistrySnapshot::try_into_json).map_err(convert::output_error)
     }
 
     fn restore(

@@ -13,7 +13,7 @@ from wasmtime import Engine, Store
 from wasmtime.component import Component, Func, Linker, Record
 
 COMPONENT = pathlib.Path(__file__).resolve().parents[1] / "dist" / "halfopen.wasm"
-INTERFACE = "halfopen:breaker/breaker@0.2.1"
+INTERFACE = "halfopen:breaker/breaker@0.3.0"
 
 
 class Halfopen:

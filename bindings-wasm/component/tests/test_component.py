@@ -108,3 +108,33 @@ def test_retry_after_for_a_name_without_a_breaker_says_whether_there_is_room(h: 
     assert h("[method]registry.retry-after", r, "new", 1) is None, "full: no time is known"
     h("[method]registry.record", r, held, "success", 2)
     assert h("[method]registry.retry-after", r, "new", 3) == 0
+
+
+def test_an_output_too_large_for_the_memory_is_out_of_memory_not_a_trap() -> None:
+    # Issue 21 §5: an exposition repeats each name in every family, so a
+    # registry that fits the memory may not fit its own exposition; that was
+    # a trap (wasmtime then refuses the whole instance). Now it is
+    # `output-error.out-of-memory`, and the instance goes on.
+    h = Halfopen()
+    h.store.set_limits(memory_size=64 << 20)
+    r = h("[static]registry.create", h("default-config"), 2**20)
+    names = 16_000  # 16 MB of names: the exposition is about 14 times that
+    def name(i: int) -> str:
+        return f"{i:08d}" + "n" * 1016  # 1024 bytes, the longest
+
+    for i in range(names):
+        h("[method]registry.force-open", r, name(i), 0, None)
+    # wasmtime-py lifts `err(output-error.out-of-memory)`, a payload-less
+    # case of a one-case variant, as None (an `ok` is always the text).
+    assert h("[method]registry.prometheus", r, 1) is None
+    # A snapshot needs another copy of every name: out of memory or whole.
+    for encoding, whole in (("snapshot-json", str), ("snapshot", bytes)):
+        saved = h(f"[method]registry.{encoding}", r, 1)
+        assert saved is None or (isinstance(saved, whole) and len(saved) > names * 1024), type(saved)
+    # The instance and the registry go on, and a small exposition works.
+    assert h("[method]registry.len", r) == names
+    assert h("[method]registry.state", r, name(7), 2) == "open"
+    small = h("[static]registry.create", h("default-config"), 4)
+    h("[method]registry.force-open", small, "a", 0, None)
+    assert 'name="a"' in h("[method]registry.prometheus", small, 1)
+    assert h("[method]registry.prometheus", r, 1) is None, "what it built was freed: the same again"

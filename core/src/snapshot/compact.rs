@@ -6,14 +6,13 @@ use alloc::vec::Vec;
 
 use super::{Pass, Saved, Uint, malformed, visit_version};
 use crate::error::SnapshotError;
+use crate::fallible::{OutOfMemory, TryBytes};
 
-/// `value` as compact bytes.
-pub(super) fn write<T: Saved>(value: &mut T) -> Vec<u8> {
-    let mut w = Writer(Vec::new());
-    match value.visit(&mut w) {
-        Ok(()) => w.0,
-        Err(_) => unreachable!("writing never fails"),
-    }
+/// `value` as compact bytes, or [`OutOfMemory`] (nothing else can fail).
+pub(super) fn write<T: Saved>(value: &mut T) -> Result<Vec<u8>, OutOfMemory> {
+    let mut w = Writer(TryBytes::default());
+    let _ = value.visit(&mut w);
+    w.0.finish()
 }
 
 /// The value compact `bytes` hold, all of them.
@@ -38,7 +37,7 @@ pub(super) fn count(bytes: &[u8], skip: usize) -> Result<usize, SnapshotError> {
     r.len()
 }
 
-struct Writer(Vec<u8>);
+struct Writer(TryBytes);
 
 impl Writer {
     fn varint(&mut self, mut v: u64) {

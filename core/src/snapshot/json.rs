@@ -10,6 +10,7 @@ use alloc::vec::Vec;
 
 use super::{Pass, Saved, Uint, check_version, malformed};
 use crate::error::SnapshotError;
+use crate::fallible::{OutOfMemory, TryString};
 
 /// Nesting deeper than this is malformed (serde_json's limit).
 const MAX_DEPTH: usize = 128;
@@ -18,13 +19,11 @@ const MAX_DEPTH: usize = 128;
 /// more than 13): finding duplicates among an object's fields is then cheap.
 const MAX_FIELDS: usize = 32;
 
-/// `value` as JSON text.
-pub(super) fn write<T: Saved>(value: &mut T) -> String {
-    let mut w = Writer { out: String::new(), first: true };
-    match value.visit(&mut w) {
-        Ok(()) => w.out,
-        Err(_) => unreachable!("writing never fails"),
-    }
+/// `value` as JSON text, or [`OutOfMemory`] (nothing else can fail).
+pub(super) fn write<T: Saved>(value: &mut T) -> Result<String, OutOfMemory> {
+    let mut w = Writer { out: TryString::new(), first: true };
+    let _ = value.visit(&mut w);
+    w.out.finish()
 }
 
 /// The value the JSON `text` holds.
@@ -255,7 +254,7 @@ fn missing(name: &str) -> SnapshotError {
 type Done = Result<(), SnapshotError>;
 
 struct Writer {
-    out: String,
+    out: TryString,
     /// Whether the record or list being written has no value yet.
     first: bool,
 }

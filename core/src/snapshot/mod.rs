@@ -61,6 +61,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::SnapshotError;
+use crate::fallible::OutOfMemory;
 
 /// The snapshot format this build writes, and the newest it reads. It also
 /// reads format 2 (the same fields but `taken_at`) in both encodings, and
@@ -215,16 +216,18 @@ pub(crate) fn uints<P: Pass, T: Uint>(p: &mut P, values: &mut [T]) -> Result<(),
     p.tuple(values.len(), &mut |p, i| p.uint(&mut values[i]))
 }
 
-pub(crate) fn to_json<T: Saved>(value: &T) -> String {
-    json::write(&mut value.clone())
+/// `value` as JSON text. (The visitors take `&mut`: a shared value is cloned first.)
+pub(crate) fn to_json<T: Saved>(mut value: T) -> Result<String, OutOfMemory> {
+    json::write(&mut value)
 }
 
 pub(crate) fn from_json<T: Saved>(text: &str) -> Result<T, SnapshotError> {
     json::read(text)
 }
 
-pub(crate) fn to_bytes<T: Saved>(value: &T) -> Vec<u8> {
-    compact::write(&mut value.clone())
+/// `value` as compact bytes.
+pub(crate) fn to_bytes<T: Saved>(mut value: T) -> Result<Vec<u8>, OutOfMemory> {
+    compact::write(&mut value)
 }
 
 pub(crate) fn from_bytes<T: Saved>(bytes: &[u8]) -> Result<T, SnapshotError> {
@@ -247,8 +250,16 @@ pub(crate) fn count_bytes(bytes: &[u8], skip: usize) -> Result<usize, SnapshotEr
 macro_rules! encodings {
     ($t:ty) => {
         impl $t {
-            /// As JSON text.
+            /// As JSON text. Aborts if the memory runs out, as an
+            /// allocation does; [`try_into_json`](Self::try_into_json) does not.
             pub fn to_json(&self) -> alloc::string::String {
+                $crate::snapshot::to_json(self.clone()).unwrap_or_else(|_| $crate::fallible::out_of_memory())
+            }
+
+            /// As JSON text, or [`OutOfMemory`](crate::OutOfMemory) if the
+            /// memory runs out while it is written (no copy of the snapshot
+            /// is made).
+            pub fn try_into_json(self) -> Result<alloc::string::String, $crate::OutOfMemory> {
                 $crate::snapshot::to_json(self)
             }
 
@@ -257,8 +268,16 @@ macro_rules! encodings {
                 $crate::snapshot::from_json(text)
             }
 
-            /// As compact bytes (postcard's wire format).
+            /// As compact bytes (postcard's wire format). Aborts if the
+            /// memory runs out; [`try_into_bytes`](Self::try_into_bytes) does not.
             pub fn to_bytes(&self) -> alloc::vec::Vec<u8> {
+                $crate::snapshot::to_bytes(self.clone()).unwrap_or_else(|_| $crate::fallible::out_of_memory())
+            }
+
+            /// As compact bytes, or [`OutOfMemory`](crate::OutOfMemory) if
+            /// the memory runs out while they are written (no copy of the
+            /// snapshot is made).
+            pub fn try_into_bytes(self) -> Result<alloc::vec::Vec<u8>, $crate::OutOfMemory> {
                 $crate::snapshot::to_bytes(self)
             }
 
