@@ -9,14 +9,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: dist dist-test setup-dist setup-arm64 demo test test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
+.PHONY: dist dist-test setup-dist setup-arm64 demo test test-structure test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
 demo:
 	$(CARGO) run -q --release -p halfopen-sim
 
-test: lint test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-component test-examples
+test: lint test-structure test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-component test-examples
 
 # The core with every feature set it claims (std + snapshot by default, none,
 # alloc alone), and the simulator (release: it runs every campaign).
@@ -38,6 +38,10 @@ test-long:
 	HALFOPEN_MODEL_SEQUENCES=1000000 $(CARGO) test --release -p halfopen --test model -- --nocapture
 	HALFOPEN_LIMIT_SEQUENCES=300000 HALFOPEN_LICENCE_SEQUENCES=300000 $(CARGO) test --release -p halfopen --test limit --test licence -- --nocapture
 	HALFOPEN_RETENTION_SEQUENCES=100000 $(CARGO) test --release -p halfopen --test retention -- --nocapture
+
+# No crate's modules form a cycle (leaves import nothing of their callers).
+test-structure:
+	python3 tests/check_module_cycles.py core/src bindings-node/src bindings-python/src bindings-wasm/src bindings-wasm/component/src sim/src bench/src
 
 # The core must build for a bare-metal target without std; building it with
 # std for that target must fail, which proves the check checks something.

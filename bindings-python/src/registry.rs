@@ -80,7 +80,7 @@ impl NativeRegistry {
 
     /// Every breaker's name and metrics now, the breakers held and the
     /// evictions (for `_native._collect`).
-    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<(crate::collector::Named, u64, u64)> {
+    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<(Vec<(String, halfopen::MetricsReading)>, u64, u64)> {
         let now = self.clock(py)?;
         let core = self.lock();
         let breakers = core.iter().map(|(name, b)| (name.to_owned(), b.metrics(now))).collect();

@@ -38,9 +38,10 @@
 //! protocol would leave it.
 //!
 //! Every rule the breaker decides by (trip policies, slow calls, probes,
-//! backoff, what a registry may forget) is in one module, `policy`; the
+//! backoff, what a registry may forget) is in one module, `policy`; how the
 //! optional [`ConcurrencyLimit`] (how many calls may be in flight at once,
-//! fixed or adaptive) is in another, `limit`.
+//! fixed or adaptive) moves is in another, `limit`. Modules form no cycle
+//! (`tests/check_module_cycles.py`, in `make test`).
 //!
 //! ## Time
 //! See [`time`]: microseconds as `u64` from any origin; time never goes
@@ -95,7 +96,7 @@ mod window;
 pub use breaker::Breaker;
 #[cfg(feature = "snapshot")]
 pub use breaker::Snapshot;
-pub use config::{Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_HALF_OPEN_ATTEMPTS};
+pub use config::{ConcurrencyLimit, Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS};
 #[cfg(feature = "snapshot")]
 pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
@@ -103,7 +104,6 @@ pub use error::{ConfigError, Field, Problem};
 pub use fallible::{OutOfMemory, TryString, try_render};
 pub use histogram::{LatencyHistogram, LatencySummary};
 pub use licence::Licence;
-pub use limit::{ConcurrencyLimit, MAX_CONCURRENCY_LIMIT};
 pub use meter::{Meter, Report};
 pub use metrics::{Counters, MAX_SAVED_COUNTER, Metrics, MetricsReading, ReadMetrics};
 #[cfg(feature = "snapshot")]

@@ -36,64 +36,10 @@
 //! a [`Licence`](crate::Licence) move it exactly as the same successes
 //! reported one by one.
 
-use crate::config::Config;
-use crate::error::{ConfigError, Field, Problem};
+use crate::config::{ConcurrencyLimit, Config};
 use crate::policy;
 use crate::time::{Duration, Instant};
 use crate::window::{Window, WindowCounts};
-
-/// The largest limit a configuration may set.
-pub const MAX_CONCURRENCY_LIMIT: u32 = 1_000_000;
-
-/// A limit on the calls in flight at once, counted over every call admitted
-/// and not yet reported — across state changes: a call admitted before the
-/// breaker opened, or before a manual operation, holds its slot until it is
-/// reported (its report is then stale, but frees the slot). A call over the
-/// limit is refused with [`Wait::LimitFull`](crate::Wait::LimitFull). A
-/// disabled breaker admits every call, whatever the limit.
-///
-/// Calls whose permits are lost would hold their slots for ever; so, like
-/// half-open probes, the calls in flight are given up (their slots freed,
-/// their late reports stale) when the limit has refused calls for
-/// `probe_timeout` and no call was reported meanwhile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConcurrencyLimit {
-    /// Never more than this many (a bulkhead).
-    Fixed(u32),
-    /// Adapted to what the upstream takes, within `min..=max` (see the
-    /// module's documentation).
-    Adaptive {
-        /// The limit is never cut below this.
-        min: u32,
-        /// The limit never grows beyond this.
-        max: u32,
-    },
-}
-
-impl ConcurrencyLimit {
-    /// Checks the bounds: at least 1, at most [`MAX_CONCURRENCY_LIMIT`],
-    /// `min ≤ max`.
-    pub(crate) fn validate(self) -> Result<(), ConfigError> {
-        let err = |field, problem| Err(ConfigError { field, problem });
-        let (min, max) = match self {
-            ConcurrencyLimit::Fixed(n) => {
-                return match n {
-                    0 => err(Field::ConcurrencyLimit, Problem::Zero),
-                    n if n > MAX_CONCURRENCY_LIMIT => err(Field::ConcurrencyLimit, Problem::TooLarge),
-                    _ => Ok(()),
-                };
-            }
-            ConcurrencyLimit::Adaptive { min, max } => (min, max),
-        };
-        match () {
-            () if min == 0 => err(Field::AdaptiveLimitMin, Problem::Zero),
-            () if max == 0 => err(Field::AdaptiveLimitMax, Problem::Zero),
-            () if max > MAX_CONCURRENCY_LIMIT => err(Field::AdaptiveLimitMax, Problem::TooLarge),
-            () if min > max => err(Field::AdaptiveLimitMin, Problem::ExceedsMax),
-            () => Ok(()),
-        }
-    }
-}
 
 /// The limit in force and what adapts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,17 +385,5 @@ mod tests {
         l.failed(&c, 0);
         l.failed(&c, 0);
         assert_eq!(l.limit, 1, "cut twice, never below min");
-    }
-
-    #[test]
-    fn bounds_are_checked() {
-        let bad = |l: ConcurrencyLimit| l.validate().unwrap_err();
-        assert_eq!(bad(ConcurrencyLimit::Fixed(0)).field, Field::ConcurrencyLimit);
-        assert_eq!(bad(ConcurrencyLimit::Adaptive { min: 5, max: 4 }).problem, Problem::ExceedsMax);
-        assert_eq!(
-            bad(ConcurrencyLimit::Adaptive { min: 1, max: MAX_CONCURRENCY_LIMIT + 1 }).problem,
-            Problem::TooLarge
-        );
-        assert!(ConcurrencyLimit::Adaptive { min: 1, max: 1 }.validate().is_ok());
     }
 }

@@ -10,7 +10,7 @@ use core::cell::RefCell;
 use halfopen as ho;
 
 use crate::convert::{self, config_in, duration, instant};
-use crate::permit::{Held, Owner};
+use crate::permit::{Held, Issuer};
 use crate::wit;
 
 /// Metrics, and a latency histogram when asked for.
@@ -20,6 +20,14 @@ pub(crate) type Gauges = (ho::Metrics, Option<Box<ho::LatencyHistogram>>);
 pub(crate) type Native = ho::Breaker<ho::Config, Gauges>;
 
 pub(crate) struct One(Rc<RefCell<Native>>);
+
+impl Issuer for RefCell<Native> {
+    fn dropped(&self, _name: Option<&Rc<str>>, permit: Option<ho::Permit>) {
+        if let Some(permit) = permit {
+            let _ = self.borrow_mut().record(permit, ho::Outcome::Cancelled, ho::Instant::ZERO);
+        }
+    }
+}
 
 impl One {
     fn handle(breaker: Native) -> wit::Breaker {
@@ -91,7 +99,7 @@ impl wit::GuestBreaker for One {
     fn try_acquire(&self, now: u64) -> wit::Admission {
         let admission = self.with(|b| b.try_acquire(instant(now)));
         let decision = match admission.decision {
-            Ok(permit) => Ok(Held::handle(Owner::Breaker(self.0.clone()), permit)),
+            Ok(permit) => Ok(Held::handle(self.0.clone(), None, permit)),
             Err(rejection) => Err(convert::rejection(&rejection)),
         };
         wit::Admission { decision, transition: admission.transition.map(convert::transition) }
@@ -104,10 +112,9 @@ impl wit::GuestBreaker for One {
         now: u64,
     ) -> Result<Option<wit::Transition>, wit::PermitError> {
         let held: Held = permit.into_inner();
-        match &held.owner {
-            Owner::Breaker(owner) if Rc::ptr_eq(owner, &self.0) => {}
-            // Dropped here: reported to its owner as cancelled.
-            _ => return Err(wit::PermitError::OtherOwner),
+        if !held.issued_by(&self.0) {
+            // Dropped here: reported to its issuer as cancelled.
+            return Err(wit::PermitError::OtherOwner);
         }
         let Some(permit) = held.permit.take() else { return Ok(None) };
         let transition = self.with(|b| b.record(permit, convert::outcome(outcome), instant(now)));

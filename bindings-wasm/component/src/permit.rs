@@ -1,35 +1,44 @@
 //! The `permit` resource: a core permit and who issued it. Reporting takes
-//! it out; dropping it unreported reports it as cancelled (at the owner's
-//! latest time: a `now` of zero counts as the latest the owner has seen).
+//! it out; dropping it unreported reports it as cancelled (at the issuer's
+//! latest time: a `now` of zero counts as the latest the issuer has seen).
+//! Permits know their issuer only as an [`Issuer`], which the breaker and
+//! the registry resources implement: this module imports neither.
 
 use alloc::rc::Rc;
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 
 use halfopen as ho;
 
-use crate::breaker::Native;
-use crate::registry::Shared;
 use crate::wit;
 
-/// Who issued a permit: a breaker, or a registry for a name (shared with
-/// the registry's other permits of that name).
-pub(crate) enum Owner {
-    Breaker(Rc<RefCell<Native>>),
-    Registry(Rc<Shared>, Rc<str>),
+/// What issued a permit: a breaker, or a registry (the permit then carries
+/// its name, one copy shared with the registry's other permits of it).
+pub(crate) trait Issuer {
+    /// The permit of `name` was dropped: `permit` (if it was not reported)
+    /// is reported as cancelled at the latest time seen, and a registry
+    /// forgets its copy of `name` once no permit carries it.
+    fn dropped(&self, name: Option<&Rc<str>>, permit: Option<ho::Permit>);
 }
 
 /// A permit not yet reported.
 pub(crate) struct Held {
-    pub(crate) owner: Owner,
+    issuer: Rc<dyn Issuer>,
+    /// The registry's name the permit is for (none for a breaker's).
+    pub(crate) name: Option<Rc<str>>,
     /// The core permit, until it is reported.
     pub(crate) permit: Cell<Option<ho::Permit>>,
     issued_at: ho::Instant,
 }
 
 impl Held {
-    pub(crate) fn handle(owner: Owner, permit: ho::Permit) -> wit::Permit {
+    pub(crate) fn handle(issuer: Rc<dyn Issuer>, name: Option<Rc<str>>, permit: ho::Permit) -> wit::Permit {
         let issued_at = permit.issued_at();
-        wit::Permit::new(Held { owner, permit: Cell::new(Some(permit)), issued_at })
+        wit::Permit::new(Held { issuer, name, permit: Cell::new(Some(permit)), issued_at })
+    }
+
+    /// Whether `issuer` issued it (the same object, not an equal one).
+    pub(crate) fn issued_by<T: Issuer>(&self, issuer: &Rc<T>) -> bool {
+        core::ptr::addr_eq(Rc::as_ptr(&self.issuer), Rc::as_ptr(issuer))
     }
 }
 
@@ -41,21 +50,8 @@ impl wit::GuestPermit for Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let unreported = self.permit.take();
-        let (outcome, now) = (ho::Outcome::Cancelled, ho::Instant::ZERO);
         // A drop reports no transition: a cancelled call at the latest time
         // seen changes no state.
-        match (&self.owner, unreported) {
-            (Owner::Breaker(b), Some(permit)) => {
-                let _ = b.borrow_mut().record(permit, outcome, now);
-            }
-            (Owner::Registry(shared, name), permit) => {
-                if let Some(permit) = permit {
-                    let _ = shared.record(name, permit, outcome, now);
-                }
-                shared.release(name);
-            }
-            (Owner::Breaker(_), None) => {}
-        }
+        self.issuer.dropped(self.name.as_ref(), self.permit.take());
     }
 }

@@ -12,7 +12,7 @@ use halfopen as ho;
 
 use crate::breaker::Gauges;
 use crate::convert::{self, config_in, duration, instant};
-use crate::permit::{Held, Owner};
+use crate::permit::{Held, Issuer};
 use crate::wit;
 
 type Native = ho::Registry<Gauges>;
@@ -42,21 +42,26 @@ impl Shared {
     }
 
     /// Forgets `name` once no permit but the one releasing it carries it.
-    pub(crate) fn release(&self, name: &Rc<str>) {
+    fn release(&self, name: &Rc<str>) {
         if Rc::strong_count(name) <= 2 {
             self.names.borrow_mut().remove(name);
         }
     }
 
     /// Reports a permit of `name`'s breaker.
-    pub(crate) fn record(
-        &self,
-        name: &str,
-        permit: ho::Permit,
-        outcome: ho::Outcome,
-        now: ho::Instant,
-    ) -> Option<ho::Transition> {
+    fn record(&self, name: &str, permit: ho::Permit, outcome: ho::Outcome, now: ho::Instant) -> Option<ho::Transition> {
         self.registry.borrow_mut().record(name, permit, outcome, now)
+    }
+}
+
+impl Issuer for Shared {
+    fn dropped(&self, name: Option<&Rc<str>>, permit: Option<ho::Permit>) {
+        // A registry's permits always carry their name.
+        let Some(name) = name else { return };
+        if let Some(permit) = permit {
+            let _ = self.record(name, permit, ho::Outcome::Cancelled, ho::Instant::ZERO);
+        }
+        self.release(name);
     }
 }
 
@@ -122,7 +127,7 @@ impl wit::GuestRegistry for Many {
         let admission = self.with(|r| r.try_acquire(&name, instant(now))).map_err(convert::registry_error)?;
         let transition = admission.transition.map(convert::transition);
         let decision = match admission.decision {
-            Ok(permit) => Ok(Held::handle(Owner::Registry(self.0.clone(), self.0.intern(name)), permit)),
+            Ok(permit) => Ok(Held::handle(self.0.clone(), Some(self.0.intern(name)), permit)),
             Err(rejection) => Err(convert::rejection(&rejection)),
         };
         Ok(wit::Admission { decision, transition })
@@ -135,9 +140,9 @@ impl wit::GuestRegistry for Many {
         now: u64,
     ) -> Result<Option<wit::NamedTransition>, wit::PermitError> {
         let held: Held = permit.into_inner();
-        let name = match &held.owner {
-            Owner::Registry(owner, name) if Rc::ptr_eq(owner, &self.0) => name,
-            // Dropped here: reported to its owner as cancelled.
+        let name = match &held.name {
+            Some(name) if held.issued_by(&self.0) => name,
+            // Dropped here: reported to its issuer as cancelled.
             _ => return Err(wit::PermitError::OtherOwner),
         };
         let Some(permit) = held.permit.take() else { return Ok(None) };
