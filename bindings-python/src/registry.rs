@@ -20,6 +20,9 @@ use crate::host::{
 use crate::options::{self, name_of, option_error, type_name};
 use crate::time::{secs, secs_at};
 
+/// Every breaker's name and metrics, the breakers held and the evictions.
+pub(crate) type Readings = (Vec<(String, halfopen::MetricsReading)>, u64, u64);
+
 #[pyclass(frozen, subclass, module = "halfopen._native")]
 pub struct NativeRegistry {
     core: Mutex<Registry<Gauges>>,
@@ -80,7 +83,7 @@ impl NativeRegistry {
 
     /// Every breaker's name and metrics now, the breakers held and the
     /// evictions (for `_native._collect`).
-    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<(Vec<(String, halfopen::MetricsReading)>, u64, u64)> {
+    pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<Readings> {
         let now = self.clock(py)?;
         let core = self.lock();
         let breakers = core.iter().map(|(name, b)| (name.to_owned(), b.metrics(now))).collect();
