@@ -284,6 +284,7 @@ export declare class Registry extends EventEmitter {
    */
   configure(name: string, options: CoreOptions): void
   has(name: string): boolean
+  /** Every name with a breaker; a RangeError with code 'HALFOPEN_OUT_OF_MEMORY' if they do not fit the memory (WebAssembly). */
   names(): string[]
   readonly size: number
   readonly evictions: number

@@ -174,7 +174,8 @@ export declare class NativeRegistry {
   /** A registry of at most `capacity` breakers configured by `options`. */
   constructor(options: NativeOptions, capacity: number)
   /**
-   * Gives `name` its own options (replacing a breaker it has). True if a
+   * Gives `name` the registry's configuration changed by `options` (the
+   * core's `ConfigPatch` rule), replacing a breaker it has. True if a
    * transition waits.
    */
   configure(name: string, options: NativeOptions, nowMs: number): boolean

@@ -86,12 +86,16 @@ class RedisStore {
       if (!Number.isSafeInteger(seq) || seq < 0 || String(seq) !== field) {
         throw new SnapshotError('corrupt', `${this._messages} holds the field ${JSON.stringify(field)}, not a sequence number`)
       }
+      let message
       try {
-        const key = keys?.[field]
-        messages.push(key === undefined ? [seq, this._decode(text)] : [seq, this._decode(text), key])
+        message = this._decode(text)
       } catch (err) {
         throw new SnapshotError('corrupt', `message ${seq} in ${this._messages} cannot be decoded: ${err.message}`)
       }
+      // Own fields only: a field named like an Object.prototype member is not a key.
+      const key = keys !== null && keys !== undefined && Object.hasOwn(keys, field) ? keys[field] : undefined
+      if (key === '') throw new SnapshotError('corrupt', `${this._keys} holds an empty key for message ${seq}`)
+      messages.push(key === undefined ? [seq, message] : [seq, message, key])
     }
     messages.sort((a, b) => a[0] - b[0])
     let snapshot = null

@@ -49,9 +49,9 @@ const {
   typeError,
   warnCallback,
 } = require('./errors.js')
-const { drain, publish } = require('./events.js')
+const { drain, enqueue, publish } = require('./events.js')
 const { MAX_TIMER_MS } = require('./options.js')
-const { EventEmitter } = require('./platform.js')
+const { EventEmitter, randomHex64 } = require('./platform.js')
 const { RetentionQueue } = require('./retention.js')
 
 const OUTCOME_NAMES = ['success', 'failure', 'ignored', 'cancelled']
@@ -85,13 +85,14 @@ class Dispatcher extends EventEmitter {
     this._pending = new Map()
     /** The keys of messages held, by sequence number. */
     this._keys = new Map()
-    this._origin = randomOrigin()
+    this._origin = randomHex64()
     this._timer = null
     this._timerAt = null // the clock reading `_timer` is for
     this._pumping = false
     this._again = false
     this._closing = false
     this._idle = [] // resolvers of `drained()`: nothing held
+    this._opening = false // `Dispatcher.open` has not resolved: events wait for its caller's listeners
     this._quiet = [] // resolvers of `close()`: nothing in flight
     this._listen(this.queue)
   }
@@ -107,15 +108,23 @@ class Dispatcher extends EventEmitter {
     const dispatcher = new Dispatcher(options)
     const store = dispatcher._store
     if (store === undefined) return dispatcher
+    dispatcher._opening = true
     const { snapshot, messages } = loaded(await store.load())
     if (snapshot !== null && snapshot !== undefined) {
       const pairs = messages.map(([seq, message]) => [seq, message])
       dispatcher._adopt(RetentionQueue._restored(options, snapshotText(snapshot), null, pairs, 'dispatcher'))
       const keys = new Map(messages.map(([seq, , key]) => [seq, key]))
-      for (const [seq] of dispatcher.queue.held()) {
+      for (const [seq, message] of dispatcher.queue.held()) {
         dispatcher._promise(seq)
-        // A message stored without its key (by a version before keys) gets one now.
-        dispatcher._keys.set(seq, keys.get(seq) ?? dispatcher._newKey(seq))
+        const key = keys.get(seq)
+        if (key !== undefined) {
+          dispatcher._keys.set(seq, key)
+        } else {
+          // Stored without its key (by a version before keys): it gets one
+          // now, stored too, so that it keeps it from here on.
+          dispatcher._keys.set(seq, dispatcher._newKey(seq))
+          dispatcher._stored((s) => s.add(seq, message, dispatcher._keys.get(seq)))
+        }
       }
       dispatcher._stored((s) => s.save(null))
     } else if (messages.length > 0) {
@@ -123,8 +132,13 @@ class Dispatcher extends EventEmitter {
     }
     // Sent, expired (a restore on a shared clock can find messages past
     // their age) and announced only after `open()` has resolved, so that
-    // listeners attached to what it gives hear every event.
-    setTimeout(() => dispatcher._pump(), 0)
+    // listeners attached to what it gives hear every event (the messages a
+    // crash restart dropped for `maxMessages` too).
+    setTimeout(() => {
+      dispatcher._opening = false
+      drain(dispatcher)
+      dispatcher._pump()
+    }, 0)
     return dispatcher
   }
 
@@ -186,7 +200,8 @@ class Dispatcher extends EventEmitter {
         }
       }
     }
-    publish(this, event, payload)
+    if (this._opening) enqueue(this, event, payload)
+    else publish(this, event, payload)
   }
 
   /**
@@ -197,6 +212,7 @@ class Dispatcher extends EventEmitter {
    * or key. `key`: what `send` is given to deduplicate by (default: unique).
    */
   submit(message, options) {
+    if (options !== undefined && (options === null || typeof options !== 'object')) throw typeError('options', 'an object { key }', options)
     const key = options?.key
     if (key !== undefined && (typeof key !== 'string' || key === '')) throw typeError('key', 'a non-empty string', key)
     if (this._closing) return Promise.reject(new Error(`Dispatcher[${this.name}] is closed`))
@@ -460,12 +476,6 @@ function fulfilled(dispatcher, value) {
     error = value instanceof Error
   } catch {}
   return error ? classify(dispatcher, value) : SUCCESS
-}
-
-/** 64 random bits in hex: a Dispatcher's key origin (Web Crypto: Node, workerd, browsers). */
-function randomOrigin() {
-  const words = globalThis.crypto.getRandomValues(new Uint32Array(2))
-  return Array.from(words, (w) => w.toString(16).padStart(8, '0')).join('')
 }
 
 /** What `store.load()` gave, checked: a TypeError naming `store` for anything but `{ snapshot, messages }`. */

@@ -14,7 +14,6 @@ const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./op
 const { EventEmitter } = require('./platform.js')
 
 /** A Registry's own options (the rest are the core's, for every breaker). */
-const OWN = ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity']
 
 /** What the addon's `acquire` returns when the registry is full. */
 const FULL = -0.5
@@ -30,9 +29,6 @@ class Registry extends EventEmitter {
   constructor(options = {}) {
     super()
     const t = translate(options, 'registry')
-    // The core options, which `configure` starts from: from the copy
-    // `translate` read (an option's getter is read once, not once more here).
-    this._options = Object.fromEntries(Object.entries(t.given).filter(([key]) => !OWN.includes(key)))
     this._isFailure = t.isFailure
     this._clock = t.clock
     this._sharedClock = t.sharedClock
@@ -56,21 +52,15 @@ class Registry extends EventEmitter {
 
   /**
    * Gives `name` its own core options: the Registry's, changed by
-   * `options` (for at most `capacity` names). A breaker `name` has is
+   * `options` (for at most `capacity` names; the core's rule: an option
+   * given replaces the Registry's, a window or a limit whole, `null` unsets
+   * it, a `preset` starts from that preset). A breaker `name` has is
    * replaced by a closed one; if it was not closed, 'close' and
    * 'stateChange' are emitted with reason 'reconfigured'.
    */
   configure(name, options) {
     checkName(name, 'name', this._maxNameBytes)
-    translate(options, 'configure')
-    const base = { ...this._options }
-    // The name's own window replaces the Registry's, whichever kind it is;
-    // so does its concurrency limit, as a group (`concurrencyLimit: null`:
-    // none). An option given as undefined is not given.
-    for (const group of [['windowMs', 'windowCalls'], ['concurrencyLimit', 'adaptiveLimitMin', 'adaptiveLimitMax']]) {
-      if (group.some((key) => Object.hasOwn(options, key) && options[key] !== undefined)) for (const key of group) delete base[key]
-    }
-    const t = translate({ ...base, ...options }, 'configure')
+    const t = translate(options, 'configure')
     const now = read(this)
     let changed
     try {
@@ -83,7 +73,7 @@ class Registry extends EventEmitter {
 
   /** The names of every breaker held. */
   names() {
-    return this._native.names()
+    return output(() => this._native.names())
   }
 
   /** Whether `name` has a breaker now. */

@@ -5,7 +5,7 @@
 //! validates the rest and owns every default (`null`/absent keeps it).
 
 use crate::error::{Error, Result};
-use halfopen::{ConcurrencyLimit, Config, Duration, Field, Problem, Window};
+use halfopen::{ConcurrencyLimit, Config, ConfigPatch, Duration, Field, Problem, Window};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -63,12 +63,8 @@ fn small(value: f64, field: Field) -> Result<u16> {
 }
 
 /// The core's preset called `name`.
-fn preset(name: Option<&str>) -> Result<Config> {
-    match name {
-        None | Some("whatsapp_gateway") => Ok(Config::whatsapp_gateway()),
-        Some("partner_webhook") => Ok(Config::partner_webhook()),
-        Some(_) => Err(refused("preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")),
-    }
+fn preset(name: &str) -> Result<Config> {
+    Config::preset(name).ok_or_else(|| refused("preset", "must be \"whatsapp_gateway\" or \"partner_webhook\""))
 }
 
 impl NativeOptions {
@@ -77,65 +73,79 @@ impl NativeOptions {
         self.unset.iter().flatten().any(|o| o == option)
     }
 
-    /// The configuration these options describe.
+    /// The configuration these options describe: the core's defaults
+    /// changed by them, validated.
     pub(crate) fn config(&self) -> Result<Config> {
-        let mut c = preset(self.preset.as_deref())?;
+        let c = self.patch()?.apply(&Config::default());
+        c.validate().map_err(|e| Error::from(Refusal::Config(e)))?;
+        Ok(c)
+    }
+
+    /// The changes these options make to a configuration (the core's rule,
+    /// `ConfigPatch`: a registry's name is configured with its own onto the
+    /// registry's).
+    pub(crate) fn patch(&self) -> Result<ConfigPatch> {
+        let mut p = ConfigPatch { preset: self.preset.as_deref().map(preset).transpose()?, ..ConfigPatch::default() };
         for option in self.unset.iter().flatten() {
             match option.as_str() {
-                "failureThreshold" => c.failure_threshold = None,
-                "consecutiveFailures" => c.consecutive_failures = None,
-                "failureRateThreshold" => c.failure_rate_threshold = None,
-                "slowCallMs" => c.slow_call_duration = None,
-                "slowCallRateThreshold" => c.slow_call_rate_threshold = None,
-                "concurrencyLimit" => c.concurrency_limit = None,
+                "failureThreshold" => p.failure_threshold = Some(None),
+                "consecutiveFailures" => p.consecutive_failures = Some(None),
+                "failureRateThreshold" => p.failure_rate_threshold = Some(None),
+                "slowCallMs" => p.slow_call_duration = Some(None),
+                "slowCallRateThreshold" => p.slow_call_rate_threshold = Some(None),
+                "concurrencyLimit" => p.concurrency_limit = Some(None),
                 other => return Err(refused(other, "cannot be null")),
             }
         }
         if let Some(v) = self.failure_threshold {
-            c.failure_threshold = Some(count(v, Field::FailureThreshold)?);
+            p.failure_threshold = Some(Some(count(v, Field::FailureThreshold)?));
         }
         if let Some(v) = self.window_ms {
-            c.window = Window::Time(millis(v, Field::Window)?);
+            p.window = Some(Window::Time(millis(v, Field::Window)?));
         }
         if let Some(v) = self.window_calls {
-            c.window = Window::Count(small(v, Field::Window)?);
+            p.window = Some(Window::Count(small(v, Field::Window)?));
         }
         if let Some(v) = self.consecutive_failures {
-            c.consecutive_failures = Some(count(v, Field::ConsecutiveFailures)?);
+            p.consecutive_failures = Some(Some(count(v, Field::ConsecutiveFailures)?));
         }
-        c.failure_rate_threshold = self.failure_rate_threshold.or(c.failure_rate_threshold);
+        if let Some(v) = self.failure_rate_threshold {
+            p.failure_rate_threshold = Some(Some(v));
+        }
         if let Some(v) = self.minimum_calls {
-            c.minimum_calls = count(v, Field::MinimumCalls)?;
+            p.minimum_calls = Some(count(v, Field::MinimumCalls)?);
         }
         if let Some(v) = self.slow_call_ms {
-            c.slow_call_duration = Some(millis(v, Field::SlowCallDuration)?);
+            p.slow_call_duration = Some(Some(millis(v, Field::SlowCallDuration)?));
         }
-        c.slow_call_rate_threshold = self.slow_call_rate_threshold.or(c.slow_call_rate_threshold);
+        if let Some(v) = self.slow_call_rate_threshold {
+            p.slow_call_rate_threshold = Some(Some(v));
+        }
         if let Some(v) = self.open_timeout_ms {
-            c.open_timeout = millis(v, Field::OpenTimeout)?;
+            p.open_timeout = Some(millis(v, Field::OpenTimeout)?);
         }
-        c.backoff_factor = self.backoff_factor.unwrap_or(c.backoff_factor);
+        p.backoff_factor = self.backoff_factor;
         if let Some(v) = self.max_open_timeout_ms {
-            c.max_open_timeout = Some(millis(v, Field::MaxOpenTimeout)?);
+            p.max_open_timeout = Some(Some(millis(v, Field::MaxOpenTimeout)?));
         }
-        c.jitter = self.jitter.unwrap_or(c.jitter);
+        p.jitter = self.jitter;
         if let Some(v) = self.jitter_seed {
             if v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
                 return Err(refused("jitter_seed", "must be a whole number from 0 to 2^53 - 1"));
             }
-            c.jitter_seed = v as u64;
+            p.jitter_seed = Some(v as u64);
         }
         if let Some(v) = self.half_open_max_attempts {
-            c.half_open_max_attempts = small(v, Field::HalfOpenMaxAttempts)?;
+            p.half_open_max_attempts = Some(small(v, Field::HalfOpenMaxAttempts)?);
         }
         if let Some(v) = self.half_open_successes {
-            c.half_open_successes = Some(small(v, Field::HalfOpenSuccesses)?);
+            p.half_open_successes = Some(Some(small(v, Field::HalfOpenSuccesses)?));
         }
         if let Some(v) = self.probe_timeout_ms {
-            c.probe_timeout = millis(v, Field::ProbeTimeout)?;
+            p.probe_timeout = Some(millis(v, Field::ProbeTimeout)?);
         }
         if let Some(v) = self.concurrency_limit {
-            c.concurrency_limit = Some(ConcurrencyLimit::Fixed(count(v, Field::ConcurrencyLimit)?));
+            p.concurrency_limit = Some(Some(ConcurrencyLimit::Fixed(count(v, Field::ConcurrencyLimit)?)));
         }
         let missing = |field: Field| refused(field.name(), Problem::Missing.describe());
         match (self.adaptive_limit_min, self.adaptive_limit_max) {
@@ -151,10 +161,9 @@ impl NativeOptions {
             }
             (Some(min), Some(max)) => {
                 let (min, max) = (count(min, Field::AdaptiveLimitMin)?, count(max, Field::AdaptiveLimitMax)?);
-                c.concurrency_limit = Some(ConcurrencyLimit::Adaptive { min, max });
+                p.concurrency_limit = Some(Some(ConcurrencyLimit::Adaptive { min, max }));
             }
         }
-        c.validate().map_err(|e| Error::from(Refusal::Config(e)))?;
-        Ok(c)
+        Ok(p)
     }
 }

@@ -58,12 +58,13 @@ impl NativeRegistry {
         Ok(NativeRegistry { registry, transitions: Vec::new(), refusal: "" })
     }
 
-    /// Gives `name` its own options (replacing a breaker it has). True if a
+    /// Gives `name` the registry's configuration changed by `options` (the
+    /// core's `ConfigPatch` rule), replacing a breaker it has. True if a
     /// transition waits.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn configure(&mut self, name: String, options: NativeOptions, now_ms: f64) -> Result<bool> {
-        let config = options.config()?;
-        let t = self.registry.configure(&name, config, instant(now_ms)).map_err(Refusal::from)?;
+        let patch = options.patch()?;
+        let t = self.registry.configure_from(&name, &patch, instant(now_ms)).map_err(Refusal::from)?;
         Ok(self.keep(&name, t))
     }
 
@@ -173,8 +174,8 @@ impl NativeRegistry {
 
     /// The names of every breaker held.
     #[cfg_attr(feature = "node", napi)]
-    pub fn names(&self) -> Vec<String> {
-        self.registry.iter().map(|(name, _)| name.to_owned()).collect()
+    pub fn names(&self) -> Result<Vec<String>> {
+        self.registry.try_names().map_err(|_| out_of_memory("the names"))
     }
 
     /// Whether `name` has a breaker.

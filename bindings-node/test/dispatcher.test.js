@@ -685,3 +685,46 @@ test('a store that keeps no keys (one written before keys) still restarts: its m
   const bad = { ...store, load: () => ({ snapshot: null, messages: [[0, 'a', 7]] }) }
   await assert.rejects(Dispatcher.open({ name: 'p', concurrencyLimit: 1, store: bad, send: () => {} }), (err) => err instanceof TypeError && err.option === 'store')
 })
+
+// From the hostile review of issue 21.
+
+test('a message stored without a key gets one at a graceful restart, stored, so that a crash after keeps it', async () => {
+  const store = keyedStore()
+  const options = { name: 'p', concurrencyLimit: 1, store, timeoutMs: null }
+  const first = await Dispatcher.open({ ...options, send: () => {} })
+  first.forceOpen()
+  first.submit('a')
+  await first.close()
+  store.data.keys.clear() // as a version before keys left it
+  const seen = []
+  const second = await Dispatcher.open({ ...options, send: (m, { key }) => seen.push([m, key]) && new Promise(() => {}) })
+  second.release()
+  await second.persisted()
+  assert.equal(seen.length, 1)
+  assert.deepEqual([...store.data.keys.values()], [seen[0][1]], 'the new key is stored')
+  // Crash with 'a' in flight: it comes back with that key, not another new one.
+  const third = await Dispatcher.open({ ...options, send: (m, { key }) => void seen.push([m, key]) })
+  await third.drained()
+  assert.deepEqual(seen[1], ['a', seen[0][1]])
+})
+
+test('messages a crash restart drops for maxMessages are dropped events that open()\'s caller hears, with their keys', async () => {
+  const store = keyedStore()
+  for (const [seq, m, key] of [[0, 'a', 'KA'], [1, 'b', 'KB'], [2, 'c', 'KC'], [3, 'd', 'KD']]) store.add(seq, m, key)
+  const sent = []
+  const d = await Dispatcher.open({ name: 'p', concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest', store, timeoutMs: null, send: (m) => sent.push(m) && new Promise(() => {}) })
+  const dropped = []
+  d.on('dropped', (e) => dropped.push([e.message, e.key]))
+  await new Promise((resolve) => setTimeout(resolve, 10))
+  assert.ok(dropped.length >= 1, 'a listener attached after open() hears what was dropped')
+  assert.equal(dropped.length + 2, 4, `two kept, the rest dropped and told (${JSON.stringify(dropped)}, sent ${sent})`)
+  for (const [message, key] of dropped) assert.equal(key, `K${message.toUpperCase()}`)
+})
+
+test('submit options must be an object', () => {
+  const { d } = dispatcher()
+  for (const bad of ['key', 5, null]) {
+    assert.throws(() => d.submit('m', bad), (err) => err instanceof TypeError && err.option === 'options')
+  }
+  assert.equal(d.stats().submitted, 0)
+})

@@ -116,3 +116,23 @@ test('each message keeps its key in Redis: a graceful restart and a crash restar
   await store.clear()
   assert.equal(await redis.exists('keys:keys'), 0, 'clear forgets the keys too')
 })
+
+test('an empty key in Redis is a SnapshotError naming it, not a TypeError about the store', async () => {
+  const store = new RedisStore(redis, { key: 'badkey' })
+  await redis.hset('badkey:messages', '0', '"a"')
+  await redis.hset('badkey:keys', '0', '')
+  await assert.rejects(store.load(), (err) => err instanceof SnapshotError && err.kind === 'corrupt' && /badkey:keys/.test(err.message))
+  await assert.rejects(Dispatcher.open({ name: 'b', concurrencyLimit: 1, store, send: () => {} }), SnapshotError)
+  await redis.del('badkey:messages', 'badkey:keys')
+})
+
+test('the Dispatcher needs no global crypto (Node 18 has none): its keys come from node:crypto', () => {
+  const { spawnSync } = require('node:child_process')
+  const script = `delete globalThis.crypto
+const { Dispatcher } = require(${JSON.stringify(require.resolve('..'))})
+const d = new Dispatcher({ name: 'n18', concurrencyLimit: 1, timeoutMs: null, send: (m, { key }) => console.log(key) })
+d.submit('a').then(() => d.close())`
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' })
+  assert.equal(run.status, 0, run.stderr)
+  assert.match(run.stdout.trim(), /^[0-9a-f]{16}-0$/)
+})

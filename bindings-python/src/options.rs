@@ -7,7 +7,7 @@
 //! it; `None` unsets a policy).
 
 use halfopen::{
-    ConcurrencyLimit, Config, ConfigError, Duration, Field, MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS,
+    ConcurrencyLimit, Config, ConfigError, ConfigPatch, Duration, Field, MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS,
     MAX_WINDOW_CALLS, Problem, Window,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -129,25 +129,34 @@ pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into())
 }
 
-/// The configuration `options` describe (every key must be a core option).
+/// The configuration `options` describe (every key must be a core option):
+/// the core's defaults changed by them, validated.
 pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Config> {
+    let c = patch(py, options)?.apply(&Config::default());
+    c.validate().map_err(|e| config_error(py, e, options))?;
+    Ok(c)
+}
+
+/// The changes `options` make to a configuration (the core's rule,
+/// `ConfigPatch`: a registry's name is configured with its own onto the
+/// registry's). `None` unsets what may be unset.
+pub(crate) fn patch(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<ConfigPatch> {
     for key in options.keys() {
         let key: String = key.extract()?;
         if !CORE.contains(&key.as_str()) {
             return Err(option_error(py, true, &key, "is not an option"));
         }
     }
-    let mut c = match options.get_item("preset")? {
-        None => Config::default(),
-        Some(p) => match p.extract::<String>().as_deref() {
-            Ok("whatsapp_gateway") => Config::whatsapp_gateway(),
-            Ok("partner_webhook") => Config::partner_webhook(),
-            Ok(_) => {
-                return Err(option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\""));
-            }
+    let preset = match options.get_item("preset")? {
+        None => None,
+        Some(p) => match p.extract::<String>() {
+            Ok(name) => Some(Config::preset(&name).ok_or_else(|| {
+                option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")
+            })?),
             Err(_) => return Err(option_error(py, true, "preset", &format!("must be a str, got {}", type_name(&p)))),
         },
     };
+    let mut p = ConfigPatch { preset, ..ConfigPatch::default() };
     if options.contains("window")? && options.contains("window_calls")? {
         return Err(option_error(py, true, "window_calls", "and window exclude each other"));
     }
@@ -160,43 +169,45 @@ pub(crate) fn config(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Co
         let none = v.is_none();
         match key {
             "preset" => {}
-            "failure_threshold" => c.failure_threshold = (!none).then(|| count(py, key, &v)).transpose()?,
-            "consecutive_failures" => c.consecutive_failures = (!none).then(|| count(py, key, &v)).transpose()?,
-            "failure_rate_threshold" => c.failure_rate_threshold = (!none).then(|| number(py, key, &v)).transpose()?,
-            "slow_call_duration" => c.slow_call_duration = (!none).then(|| seconds(py, key, &v)).transpose()?,
+            "failure_threshold" => p.failure_threshold = Some((!none).then(|| count(py, key, &v)).transpose()?),
+            "consecutive_failures" => p.consecutive_failures = Some((!none).then(|| count(py, key, &v)).transpose()?),
+            "failure_rate_threshold" => {
+                p.failure_rate_threshold = Some((!none).then(|| number(py, key, &v)).transpose()?)
+            }
+            "slow_call_duration" => p.slow_call_duration = Some((!none).then(|| seconds(py, key, &v)).transpose()?),
             "slow_call_rate_threshold" => {
-                c.slow_call_rate_threshold = (!none).then(|| number(py, key, &v)).transpose()?
+                p.slow_call_rate_threshold = Some((!none).then(|| number(py, key, &v)).transpose()?)
             }
             "concurrency_limit" => {
-                c.concurrency_limit = (!none).then(|| count(py, key, &v).map(ConcurrencyLimit::Fixed)).transpose()?
+                p.concurrency_limit =
+                    Some((!none).then(|| count(py, key, &v).map(ConcurrencyLimit::Fixed)).transpose()?)
             }
-            "adaptive_limit" => c.concurrency_limit = (!none).then(|| adaptive(py, &v)).transpose()?,
+            "adaptive_limit" => p.concurrency_limit = Some((!none).then(|| adaptive(py, &v)).transpose()?),
             // `None`: the core's default (5 min or `open_timeout`; all N probes).
-            "max_open_timeout" if none => c.max_open_timeout = None,
-            "half_open_successes" if none => c.half_open_successes = None,
+            "max_open_timeout" if none => p.max_open_timeout = Some(None),
+            "half_open_successes" if none => p.half_open_successes = Some(None),
             _ if none => return Err(option_error(py, true, key, "cannot be None")),
-            "window" => c.window = Window::Time(seconds(py, key, &v)?),
-            "window_calls" => c.window = Window::Count(small_count(py, key, &v)?),
-            "minimum_calls" => c.minimum_calls = count(py, key, &v)?,
-            "open_timeout" => c.open_timeout = seconds(py, key, &v)?,
-            "backoff_factor" => c.backoff_factor = number(py, key, &v)?,
-            "max_open_timeout" => c.max_open_timeout = Some(seconds(py, key, &v)?),
-            "jitter" => c.jitter = number(py, key, &v)?,
+            "window" => p.window = Some(Window::Time(seconds(py, key, &v)?)),
+            "window_calls" => p.window = Some(Window::Count(small_count(py, key, &v)?)),
+            "minimum_calls" => p.minimum_calls = Some(count(py, key, &v)?),
+            "open_timeout" => p.open_timeout = Some(seconds(py, key, &v)?),
+            "backoff_factor" => p.backoff_factor = Some(number(py, key, &v)?),
+            "max_open_timeout" => p.max_open_timeout = Some(Some(seconds(py, key, &v)?)),
+            "jitter" => p.jitter = Some(number(py, key, &v)?),
             "jitter_seed" => {
                 if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
                     return Err(option_error(py, true, key, &format!("must be an int, got {}", type_name(&v))));
                 }
-                c.jitter_seed =
-                    v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?
+                p.jitter_seed =
+                    Some(v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?)
             }
-            "half_open_max_attempts" => c.half_open_max_attempts = small_count(py, key, &v)?,
-            "half_open_successes" => c.half_open_successes = Some(small_count(py, key, &v)?),
-            "probe_timeout" => c.probe_timeout = seconds(py, key, &v)?,
+            "half_open_max_attempts" => p.half_open_max_attempts = Some(small_count(py, key, &v)?),
+            "half_open_successes" => p.half_open_successes = Some(Some(small_count(py, key, &v)?)),
+            "probe_timeout" => p.probe_timeout = Some(seconds(py, key, &v)?),
             _ => unreachable!("checked against CORE above"),
         }
     }
-    c.validate().map_err(|e| config_error(py, e, options))?;
-    Ok(c)
+    Ok(p)
 }
 
 /// `adaptive_limit=(min, max)`.

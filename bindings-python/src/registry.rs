@@ -86,7 +86,9 @@ impl NativeRegistry {
     pub(crate) fn readings(&self, py: Python<'_>) -> PyResult<Readings> {
         let now = self.clock(py)?;
         let core = self.lock();
-        let breakers = core.iter().map(|(name, b)| (name.to_owned(), b.metrics(now))).collect();
+        let breakers =
+            halfopen::try_collect(core.iter().map(|(name, b)| Ok((halfopen::try_to_string(name)?, b.metrics(now)))))
+                .map_err(out_of_memory("the readings"))?;
         Ok((breakers, core.len() as u64, core.evictions()))
     }
 
@@ -375,19 +377,27 @@ impl NativeRegistry {
         self.settle(py, &name, p, outcome).and(classified)
     }
 
-    /// Gives `name` its own options (the registry's, changed by these; at
-    /// most `capacity` names). A breaker `name` has is replaced by a closed one.
+    /// Gives `name` its own options: the registry's, changed by these (the
+    /// core's `ConfigPatch` rule: an option given replaces the registry's, a
+    /// window or a limit whole; `None` unsets it; a `preset` starts from
+    /// that preset); at most `capacity` names. A breaker `name` has is
+    /// replaced by a closed one.
     #[pyo3(signature = (name, /, **options))]
     fn configure(&self, py: Python<'_>, name: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
         let name = name_of(py, name)?;
         let empty = PyDict::new(py);
-        let config = options::config(py, options.unwrap_or(&empty))?;
+        let options = options.unwrap_or(&empty);
+        let patch = options::patch(py, options)?;
         let now = self.clock(py)?;
-        let (done, delivered) = self.change(py, &name, |core| match core.configure(&name, config, now) {
+        let (done, delivered) = self.change(py, &name, |core| match core.configure_from(&name, &patch, now) {
             Ok(t) => (Ok(()), t),
             Err(e) => (Err(e), None),
         });
-        done.map_err(|e| registry_error(py, &name, e, false))?;
+        done.map_err(|e| match e {
+            // Named as the options given name it (`window_calls`, not `window`).
+            RegistryError::Config(c) => options::config_error(py, c, options),
+            e => registry_error(py, &name, e, false),
+        })?;
         delivered
     }
 
@@ -485,8 +495,8 @@ impl NativeRegistry {
     }
 
     /// The names of the breakers held.
-    fn names(&self) -> Vec<String> {
-        self.lock().iter().map(|(n, _)| n.to_owned()).collect()
+    fn names(&self) -> PyResult<Vec<String>> {
+        self.lock().try_names().map_err(out_of_memory("the names"))
     }
 
     fn __len__(&self) -> usize {

@@ -756,16 +756,22 @@ def test_force_open_at_least_refuses_what_is_no_duration(bad: Any, error: type) 
 # allocation: one the memory cannot hold is a MemoryError, never an abort.
 
 MEMORY_CHILD = r"""
-import json, resource, halfopen
+import json, resource, sys, halfopen
+from halfopen.prometheus import Collector
 registry = halfopen.Registry(capacity=2**20, clock=lambda: 0.0)
 name = lambda i: f"{i:08d}" + "n" * 1016
 for i in range(16_000):
     registry.force_open(name(i))
 with open("/proc/self/status") as status:
     vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
-resource.setrlimit(resource.RLIMIT_AS, (vm + (96 << 20),) * 2)  # 96 MiB more: not 14 copies of 16 MB
+# 96 MiB more: not 14 copies of 16 MB (an exposition); 8 MiB: not one (every name listed).
+headroom, outputs = {
+    "outputs": (96 << 20, (("prometheus", registry.prometheus), ("to_json", registry.to_json), ("to_bytes", registry.to_bytes))),
+    "lists": (8 << 20, (("names", registry.names), ("collect", lambda: list(Collector(registry).collect())))),
+}[sys.argv[1]]
+resource.setrlimit(resource.RLIMIT_AS, (vm + headroom,) * 2)
 seen = {}
-for what, produce in (("prometheus", registry.prometheus), ("to_json", registry.to_json), ("to_bytes", registry.to_bytes)):
+for what, produce in outputs:
     try:
         seen[what] = len(produce())
     except MemoryError as err:
@@ -775,12 +781,26 @@ print(json.dumps(seen))
 """
 
 
+def memory_child(which: str) -> dict:
+    run = subprocess.run([sys.executable, "-c", MEMORY_CHILD, which], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr  # an abort (the review's) is -6
+    seen: dict = json.loads(run.stdout)
+    assert seen.pop("state") == "OPEN", "the registry goes on"
+    return seen
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmSize from /proc")
 def test_an_exposition_the_memory_cannot_hold_is_a_memory_error() -> None:
-    run = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    seen = json.loads(run.stdout)
+    seen = memory_child("outputs")
     assert seen["prometheus"] == "out of memory: the exposition did not fit"
     for encoding in ("to_json", "to_bytes"):  # another copy of every name: refused, or whole
         assert seen[encoding] == "out of memory: the snapshot did not fit" or seen[encoding] > 16_000 * 1024
-    assert seen["state"] == "OPEN"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmSize from /proc")
+def test_every_name_listed_or_scraped_that_the_memory_cannot_hold_is_a_memory_error() -> None:
+    # The review found `names()` and the Collector's scrape aborting the process.
+    assert memory_child("lists") == {
+        "names": "out of memory: the names did not fit",
+        "collect": "out of memory: the readings did not fit",
+    }

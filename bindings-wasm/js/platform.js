@@ -161,6 +161,12 @@ class EventEmitter {
 /** The clock: `performance.now()` (in workerd it moves only across I/O). */
 const performance = globalThis.performance
 
+/** 64 random bits as 16 hex digits (Web Crypto: workerd, browsers, Node ≥ 19). */
+function randomHex64() {
+  const words = globalThis.crypto.getRandomValues(new Uint32Array(2))
+  return Array.from(words, (w) => w.toString(16).padStart(8, '0')).join('')
+}
+
 /** Bytes for the native half: a Uint8Array, as given. */
 const nativeBytes = (bytes) => bytes
 
@@ -171,4 +177,4 @@ function emitWarning(warning) {
   else console.warn(warning)
 }
 
-export { EventEmitter, emitWarning, nativeBytes, performance }
+export { EventEmitter, emitWarning, nativeBytes, performance, randomHex64 }

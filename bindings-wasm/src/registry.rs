@@ -115,7 +115,7 @@ impl NativeRegistry {
     }
 
     pub fn names(&self) -> Result<Vec<String>, JsError> {
-        Ok(open(&self.0)?.names())
+        open(&self.0)?.names().map_err(thrown)
     }
 
     pub fn has(&self, name: String) -> Result<bool, JsError> {

@@ -98,6 +98,16 @@ impl Config {
         Config::default()
     }
 
+    /// The preset called `name` — `"whatsapp_gateway"` or `"partner_webhook"`,
+    /// as the bindings and the conformance suite name them — if there is one.
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "whatsapp_gateway" => Some(Config::whatsapp_gateway()),
+            "partner_webhook" => Some(Config::partner_webhook()),
+            _ => None,
+        }
+    }
+
     /// Seed 001 (partner webhooks): a call slower than 10 s fails; 5
     /// consecutive failures open it for 10 s, a constant period; the next call
     /// is the single probe, and its success closes the breaker.

@@ -5,7 +5,6 @@
 //! is freed; the breakers are not touched.
 
 use alloc::string::String;
-#[cfg(feature = "snapshot")]
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -99,6 +98,26 @@ impl TryBytes {
     }
 }
 
+/// `s` copied, or [`OutOfMemory`].
+pub fn try_to_string(s: &str) -> Result<String, OutOfMemory> {
+    let mut copy = String::new();
+    copy.try_reserve_exact(s.len()).map_err(|_| OutOfMemory)?;
+    copy.push_str(s);
+    Ok(copy)
+}
+
+/// The items (each made fallibly) in a vector, or [`OutOfMemory`] (a list
+/// of every name of a registry, say).
+pub fn try_collect<T>(items: impl Iterator<Item = Result<T, OutOfMemory>>) -> Result<Vec<T>, OutOfMemory> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(items.size_hint().0).map_err(|_| OutOfMemory)?;
+    for item in items {
+        out.try_reserve(1).map_err(|_| OutOfMemory)?;
+        out.push(item?);
+    }
+    Ok(out)
+}
+
 /// What an infallible allocation does when the memory runs out: abort.
 #[cfg(feature = "snapshot")]
 pub(crate) fn out_of_memory() -> ! {
@@ -127,5 +146,16 @@ mod tests {
         out.push_str("more");
         assert!(out.write_str("x").is_err());
         assert_eq!(out.finish(), Err(OutOfMemory));
+    }
+
+    #[test]
+    fn a_collection_is_whole_or_out_of_memory() {
+        let names = ["a", "bc"];
+        assert_eq!(
+            try_collect(names.iter().map(|n| try_to_string(n))),
+            Ok(alloc::vec![String::from("a"), String::from("bc")])
+        );
+        let failing = [Ok(1), Err(OutOfMemory), Ok(3)];
+        assert_eq!(try_collect(failing.into_iter()), Err(OutOfMemory));
     }
 }

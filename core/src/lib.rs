@@ -57,8 +57,8 @@
 //!   (seed 001).
 //! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,
 //!   JSON or compact.
-//! - [`TryString`] / [`try_render`] (feature `alloc`): outputs whose size the
-//!   caller does not bound, with running out of memory an [`OutOfMemory`]
+//! - `TryString` / `try_render` (feature `alloc`): outputs whose size the
+//!   caller does not bound, with running out of memory an `OutOfMemory`
 //!   error instead of an abort.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
@@ -78,6 +78,7 @@ mod licence;
 mod limit;
 mod meter;
 mod metrics;
+mod patch;
 mod permit;
 mod policy;
 pub mod prometheus;
@@ -101,13 +102,14 @@ pub use config::{ConcurrencyLimit, Config, DEFAULT_MAX_OPEN_TIMEOUT, MAX_CONCURR
 pub use error::SnapshotError;
 pub use error::{ConfigError, Field, Problem};
 #[cfg(feature = "alloc")]
-pub use fallible::{OutOfMemory, TryString, try_render};
+pub use fallible::{OutOfMemory, TryString, try_collect, try_render, try_to_string};
 pub use histogram::{LatencyHistogram, LatencySummary};
 pub use licence::Licence;
 pub use meter::{Meter, Report};
 pub use metrics::{Counters, MAX_SAVED_COUNTER, Metrics, MetricsReading, ReadMetrics};
 #[cfg(feature = "snapshot")]
 pub use metrics::{Persist, SavedMetrics};
+pub use patch::ConfigPatch;
 pub use permit::{Admission, Outcome, Permit, Rejection, Wait};
 #[cfg(feature = "snapshot")]
 pub use registry::RegistrySnapshot;

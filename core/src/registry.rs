@@ -218,6 +218,24 @@ impl<M: Meter + Default> Registry<M> {
         })
     }
 
+    /// Gives `name` the registry's configuration changed by `patch` (see
+    /// [`ConfigPatch`](crate::ConfigPatch): the rule every binding follows
+    /// for a name's own options), as [`configure`](Self::configure) does.
+    /// Each call starts from the registry's configuration again.
+    pub fn configure_from(
+        &mut self,
+        name: &str,
+        patch: &crate::ConfigPatch,
+        now: Instant,
+    ) -> Result<Option<Transition>, RegistryError> {
+        self.configure(name, patch.apply(&self.config), now)
+    }
+
+    /// The configuration of every name not given its own.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// Gives `name` its own configuration, from now on and after eviction
     /// (for at most `capacity` names). A breaker `name` already has is
     /// replaced at `now` by a new, closed one (its metrics start afresh; the
@@ -315,6 +333,13 @@ impl<M: Meter + Default> Registry<M> {
         self.uses += 1;
         self.entries[i as usize].used = self.uses;
         Ok(i)
+    }
+
+    /// Every name with a breaker (in no particular order), or
+    /// [`OutOfMemory`](crate::OutOfMemory): an output that grows with the
+    /// registry, built without aborting.
+    pub fn try_names(&self) -> Result<Vec<alloc::string::String>, crate::OutOfMemory> {
+        crate::try_collect(self.iter().map(|(name, _)| crate::try_to_string(name)))
     }
 
     /// The breaker for `name` if there is one; does not change recency.

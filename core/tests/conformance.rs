@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use halfopen::{
-    Breaker, ConcurrencyLimit, Config, ConfigError, Duration, Elapsed, Field, Instant, Keyed, LatencyHistogram,
-    Metrics, Mode, Outcome, Permit, Problem, Registry, RegistryError, RegistrySnapshot, Snapshot, SnapshotError,
-    Transition, Window,
+    Breaker, ConcurrencyLimit, Config, ConfigError, ConfigPatch, Duration, Elapsed, Field, Instant, Keyed,
+    LatencyHistogram, Metrics, Mode, Outcome, Permit, Problem, Registry, RegistryError, RegistrySnapshot, Snapshot,
+    SnapshotError, Transition, Window,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
@@ -158,7 +158,7 @@ fn build_registry(config: Config, spec: &Value) -> Result<Registry<Gauges>, Stri
     let mut registry = Registry::new(config, capacity as usize).map_err(|e| e.to_string())?;
     if let Some(own) = spec.get("configure") {
         for (key, c) in own.as_object().ok_or("registry.configure must map keys to configs")? {
-            registry.configure(key, build_config(c)?, Instant::ZERO).map_err(|e| e.to_string())?;
+            registry.configure_from(key, &build_patch(c)?, Instant::ZERO).map_err(|e| e.to_string())?;
         }
     }
     Ok(registry)
@@ -168,7 +168,7 @@ fn build_registry(config: Config, spec: &Value) -> Result<Registry<Gauges>, Stri
 /// strings for the non-JSON numbers) into a [`Config`], as a binding would:
 /// values no `Config` can hold (negative, fractional, non-numeric) are
 /// errors naming the field.
-fn build_config(value: &Value) -> Result<Config, String> {
+fn build_patch(value: &Value) -> Result<ConfigPatch, String> {
     const KEYS: &[&str] = &[
         "preset",
         "failure_threshold",
@@ -193,12 +193,12 @@ fn build_config(value: &Value) -> Result<Config, String> {
         "latency_histogram",
     ];
     let map = object(value, KEYS)?;
-    let mut c = match map.get("preset").map(|p| p.as_str()) {
-        None => Config::default(),
-        Some(Some("whatsapp_gateway")) => Config::whatsapp_gateway(),
-        Some(Some("partner_webhook")) => Config::partner_webhook(),
-        Some(other) => return Err(format!("unknown preset {other:?}")),
+    let preset = match map.get("preset").map(|p| p.as_str()) {
+        None => None,
+        Some(Some(name)) => Some(Config::preset(name).ok_or_else(|| format!("unknown preset {name:?}"))?),
+        Some(None) => return Err("preset must be a name".into()),
     };
+    let mut c = ConfigPatch { preset, ..ConfigPatch::default() };
     let invalid = |field: Field| format!("{}: {}", field.name(), Problem::OutOfRange.describe());
     for (key, v) in map {
         let field = |f: Field| move |_| invalid(f);
@@ -206,46 +206,46 @@ fn build_config(value: &Value) -> Result<Config, String> {
             "preset" | "latency_histogram" | "adaptive_limit_max" => {}
             "concurrency_limit" => {
                 c.concurrency_limit =
-                    opt(v, count).map_err(field(Field::ConcurrencyLimit))?.map(ConcurrencyLimit::Fixed)
+                    Some(opt(v, count).map_err(field(Field::ConcurrencyLimit))?.map(ConcurrencyLimit::Fixed))
             }
             "adaptive_limit_min" => {
                 let min = count(v).ok_or(invalid(Field::AdaptiveLimitMin))?;
                 let max = map.get("adaptive_limit_max").ok_or("adaptive_limit_min needs adaptive_limit_max")?;
                 let max = count(max).ok_or(invalid(Field::AdaptiveLimitMax))?;
-                c.concurrency_limit = Some(ConcurrencyLimit::Adaptive { min, max });
+                c.concurrency_limit = Some(Some(ConcurrencyLimit::Adaptive { min, max }));
             }
-            "failure_threshold" => c.failure_threshold = opt(v, count).map_err(field(Field::FailureThreshold))?,
-            "window_ms" => c.window = Window::Time(millis(v).map_err(field(Field::Window))?),
+            "failure_threshold" => c.failure_threshold = Some(opt(v, count).map_err(field(Field::FailureThreshold))?),
+            "window_ms" => c.window = Some(Window::Time(millis(v).map_err(field(Field::Window))?)),
             "window_calls" => {
-                c.window = Window::Count(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::Window))?)
+                c.window = Some(Window::Count(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::Window))?))
             }
             "consecutive_failures" => {
-                c.consecutive_failures = opt(v, count).map_err(field(Field::ConsecutiveFailures))?
+                c.consecutive_failures = Some(opt(v, count).map_err(field(Field::ConsecutiveFailures))?)
             }
             "failure_rate_threshold" => {
-                c.failure_rate_threshold = opt(v, number).map_err(field(Field::FailureRateThreshold))?
+                c.failure_rate_threshold = Some(opt(v, number).map_err(field(Field::FailureRateThreshold))?)
             }
-            "minimum_calls" => c.minimum_calls = count(v).ok_or(invalid(Field::MinimumCalls))?,
+            "minimum_calls" => c.minimum_calls = Some(count(v).ok_or(invalid(Field::MinimumCalls))?),
             "slow_call_duration_ms" => {
-                c.slow_call_duration = opt(v, |v| millis(v).ok()).map_err(field(Field::SlowCallDuration))?
+                c.slow_call_duration = Some(opt(v, |v| millis(v).ok()).map_err(field(Field::SlowCallDuration))?)
             }
             "slow_call_rate_threshold" => {
-                c.slow_call_rate_threshold = opt(v, number).map_err(field(Field::SlowCallRateThreshold))?
+                c.slow_call_rate_threshold = Some(opt(v, number).map_err(field(Field::SlowCallRateThreshold))?)
             }
-            "open_timeout_ms" => c.open_timeout = millis(v).map_err(field(Field::OpenTimeout))?,
-            "backoff_factor" => c.backoff_factor = number(v).ok_or(invalid(Field::BackoffFactor))?,
-            "max_open_timeout_ms" => c.max_open_timeout = Some(millis(v).map_err(field(Field::MaxOpenTimeout))?),
-            "jitter" => c.jitter = number(v).ok_or(invalid(Field::Jitter))?,
-            "jitter_seed" => c.jitter_seed = v.as_u64().ok_or("jitter_seed must be an unsigned integer")?,
+            "open_timeout_ms" => c.open_timeout = Some(millis(v).map_err(field(Field::OpenTimeout))?),
+            "backoff_factor" => c.backoff_factor = Some(number(v).ok_or(invalid(Field::BackoffFactor))?),
+            "max_open_timeout_ms" => c.max_open_timeout = Some(Some(millis(v).map_err(field(Field::MaxOpenTimeout))?)),
+            "jitter" => c.jitter = Some(number(v).ok_or(invalid(Field::Jitter))?),
+            "jitter_seed" => c.jitter_seed = Some(v.as_u64().ok_or("jitter_seed must be an unsigned integer")?),
             "half_open_max_attempts" => {
                 c.half_open_max_attempts =
-                    count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenMaxAttempts))?
+                    Some(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenMaxAttempts))?)
             }
             "half_open_successes" => {
                 c.half_open_successes =
-                    Some(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenSuccesses))?)
+                    Some(Some(count(v).and_then(|n| n.try_into().ok()).ok_or(invalid(Field::HalfOpenSuccesses))?))
             }
-            "probe_timeout_ms" => c.probe_timeout = millis(v).map_err(field(Field::ProbeTimeout))?,
+            "probe_timeout_ms" => c.probe_timeout = Some(millis(v).map_err(field(Field::ProbeTimeout))?),
             _ => unreachable!("keys checked above"),
         }
     }
@@ -259,6 +259,11 @@ fn build_config(value: &Value) -> Result<Config, String> {
         return Err("concurrency_limit and adaptive_limit_* are exclusive".into());
     }
     Ok(c)
+}
+
+/// The suite's config: its patch applied onto the core's defaults.
+fn build_config(value: &Value) -> Result<Config, String> {
+    Ok(build_patch(value)?.apply(&Config::default()))
 }
 
 /// `null` is `None`; anything else goes through `parse`.

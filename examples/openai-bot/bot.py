@@ -47,9 +47,15 @@ class BrokenAnswer(Exception):
     `choices`, no text) or a stream cut before its end: the upstream's failure."""
 
 
+#: The longest wait a hint can impose: a day (a proxy's absurd Retry-After
+#: must not park every question for ever; the breaker's own backoff and
+#: `force_open()` by hand still apply).
+MAX_HINT = 86_400.0
+
+
 def retry_after_hint(exc: BaseException) -> Optional[float]:
     """The seconds the API asked to wait (`retry-after-ms`, or `Retry-After`
-    in seconds), or None."""
+    in seconds), at most `MAX_HINT`, or None."""
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
@@ -62,7 +68,7 @@ def retry_after_hint(exc: BaseException) -> Optional[float]:
             return None
     except ValueError:
         return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
+    return min(seconds, MAX_HINT) if math.isfinite(seconds) and seconds > 0 else None
 
 
 class Bot:

@@ -169,6 +169,15 @@ def test_a_retry_after_shorter_than_the_open_time_leaves_it(world) -> None:
     assert bot.breaker.retry_after() == pytest.approx(60.0)
 
 
+@pytest.mark.parametrize("header", ["1e300", "18446744073710", "86401"])
+def test_an_absurd_retry_after_is_a_day_and_the_question_is_kept(world, header: str) -> None:
+    bot, upstream, clock = world
+    upstream.mode, upstream.headers = "429", {"Retry-After": header}
+    assert bot.on_message("ana", "q0") == FALLBACK  # was: a ValueError escaped, the question lost
+    assert waiting(bot) == ["q0"]
+    assert bot.retry_after() == pytest.approx(86_400.0)
+
+
 def test_of_hints_answered_together_the_longest_holds(world) -> None:
     bot, upstream, clock = world
     hints = [5, 120, 30, 60, 1, 90, 15, 45]

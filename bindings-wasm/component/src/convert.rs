@@ -19,10 +19,7 @@ pub(crate) fn duration(us: u64) -> Duration {
 pub(crate) fn config_in(c: &wit::Config) -> ho::Config {
     ho::Config {
         failure_threshold: c.failure_threshold,
-        window: match c.window {
-            wit::Window::Time(us) => ho::Window::Time(duration(us)),
-            wit::Window::Count(n) => ho::Window::Count(n),
-        },
+        window: window_in(&c.window),
         consecutive_failures: c.consecutive_failures,
         failure_rate_threshold: c.failure_rate_threshold,
         minimum_calls: c.minimum_calls,
@@ -36,10 +33,49 @@ pub(crate) fn config_in(c: &wit::Config) -> ho::Config {
         half_open_max_attempts: c.half_open_max_attempts,
         half_open_successes: c.half_open_successes,
         probe_timeout: duration(c.probe_timeout),
-        concurrency_limit: c.concurrency_limit.map(|l| match l {
-            wit::ConcurrencyLimit::Fixed(n) => ho::ConcurrencyLimit::Fixed(n),
-            wit::ConcurrencyLimit::Adaptive(a) => ho::ConcurrencyLimit::Adaptive { min: a.min, max: a.max },
-        }),
+        concurrency_limit: c.concurrency_limit.as_ref().map(limit_in),
+    }
+}
+
+/// The changes as the core's patch (a later change to a field wins).
+pub(crate) fn patch_in(changes: &[wit::ConfigChange]) -> ho::ConfigPatch {
+    use wit::ConfigChange as C;
+    let mut p = ho::ConfigPatch::default();
+    for change in changes {
+        match change {
+            C::Preset(c) => p.preset = Some(config_in(c)),
+            C::FailureThreshold(v) => p.failure_threshold = Some(*v),
+            C::Window(w) => p.window = Some(window_in(w)),
+            C::ConsecutiveFailures(v) => p.consecutive_failures = Some(*v),
+            C::FailureRateThreshold(v) => p.failure_rate_threshold = Some(*v),
+            C::MinimumCalls(v) => p.minimum_calls = Some(*v),
+            C::SlowCallDuration(v) => p.slow_call_duration = Some(v.map(duration)),
+            C::SlowCallRateThreshold(v) => p.slow_call_rate_threshold = Some(*v),
+            C::OpenTimeout(v) => p.open_timeout = Some(duration(*v)),
+            C::BackoffFactor(v) => p.backoff_factor = Some(*v),
+            C::MaxOpenTimeout(v) => p.max_open_timeout = Some(v.map(duration)),
+            C::Jitter(v) => p.jitter = Some(*v),
+            C::JitterSeed(v) => p.jitter_seed = Some(*v),
+            C::HalfOpenMaxAttempts(v) => p.half_open_max_attempts = Some(*v),
+            C::HalfOpenSuccesses(v) => p.half_open_successes = Some(*v),
+            C::ProbeTimeout(v) => p.probe_timeout = Some(duration(*v)),
+            C::ConcurrencyLimit(v) => p.concurrency_limit = Some(v.as_ref().map(limit_in)),
+        }
+    }
+    p
+}
+
+fn window_in(w: &wit::Window) -> ho::Window {
+    match *w {
+        wit::Window::Time(us) => ho::Window::Time(duration(us)),
+        wit::Window::Count(n) => ho::Window::Count(n),
+    }
+}
+
+fn limit_in(l: &wit::ConcurrencyLimit) -> ho::ConcurrencyLimit {
+    match *l {
+        wit::ConcurrencyLimit::Fixed(n) => ho::ConcurrencyLimit::Fixed(n),
+        wit::ConcurrencyLimit::Adaptive(a) => ho::ConcurrencyLimit::Adaptive { min: a.min, max: a.max },
     }
 }
 

@@ -1,7 +1,6 @@
 //! The `registry` resource: the core registry (one breaker per name,
 //! bounded), with metrics for every breaker.
 
-use alloc::borrow::ToOwned;
 use alloc::collections::BTreeSet;
 use alloc::rc::Rc;
 use alloc::string::String;
@@ -123,6 +122,17 @@ impl wit::GuestRegistry for Many {
         Ok(t.map_err(convert::registry_error)?.map(convert::transition))
     }
 
+    fn configure_from(
+        &self,
+        name: String,
+        changes: Vec<wit::ConfigChange>,
+        now: u64,
+    ) -> Result<Option<wit::Transition>, wit::RegistryError> {
+        let patch = convert::patch_in(&changes);
+        let t = self.with(|r| r.configure_from(&name, &patch, instant(now)));
+        Ok(t.map_err(convert::registry_error)?.map(convert::transition))
+    }
+
     fn try_acquire(&self, name: String, now: u64) -> Result<wit::Admission, wit::RegistryError> {
         let admission = self.with(|r| r.try_acquire(&name, instant(now))).map_err(convert::registry_error)?;
         let transition = admission.transition.map(convert::transition);
@@ -222,8 +232,8 @@ impl wit::GuestRegistry for Many {
             .map(convert::transition)
     }
 
-    fn names(&self) -> Vec<String> {
-        self.with(|r| r.iter().map(|(name, _)| name.to_owned()).collect())
+    fn names(&self) -> Result<Vec<String>, wit::OutputError> {
+        self.with(|r| r.try_names()).map_err(convert::output_error)
     }
 
     fn len(&self) -> u32 {

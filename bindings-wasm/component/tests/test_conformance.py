@@ -71,58 +71,71 @@ def number(v: Any, name: str) -> float:
     return float(v)
 
 
-def config(spec: Dict[str, Any]) -> Record:
-    """The suite's flat config as the interface's `config` record, starting
-    from the preset (the component's: the core owns the defaults)."""
-    preset = spec.get("preset", "whatsapp_gateway")
-    presets = {"whatsapp_gateway": "whatsapp-gateway", "partner_webhook": "partner-webhook"}
-    assert preset in presets, f"unknown preset {preset}"
-    c = H(presets[preset])
+PRESETS = {"whatsapp_gateway": "whatsapp-gateway", "partner_webhook": "partner-webhook"}
+
+
+def changes(spec: Dict[str, Any]) -> List[Variant]:
+    """The suite's flat config as the interface's `config-change` list: what
+    a key's own options change (`registry.configure-from`)."""
+    out: List[Variant] = []
     opt = lambda v, parse: None if v is None else parse(v)  # noqa: E731
     for key, v in spec.items():
-        if key in ("preset", "latency_histogram", "adaptive_limit_max"):
+        if key in ("latency_histogram", "adaptive_limit_max"):
             continue
-        if key == "failure_threshold":
-            c.__dict__["failure-threshold"] = opt(v, lambda v: count(v, U32, "failure_threshold"))
+        if key == "preset":
+            assert v in PRESETS, f"unknown preset {v}"
+            out.append(Variant("preset", H(PRESETS[v])))
+        elif key == "failure_threshold":
+            out.append(Variant("failure-threshold", opt(v, lambda v: count(v, U32, "failure_threshold"))))
         elif key == "window_ms":
-            c.window = Variant("time", micros(v, "window"))
+            out.append(Variant("window", Variant("time", micros(v, "window"))))
         elif key == "window_calls":
-            c.window = Variant("count", count(v, U16, "window"))
+            out.append(Variant("window", Variant("count", count(v, U16, "window"))))
         elif key == "consecutive_failures":
-            c.__dict__["consecutive-failures"] = opt(v, lambda v: count(v, U32, key))
+            out.append(Variant("consecutive-failures", opt(v, lambda v: count(v, U32, key))))
         elif key == "failure_rate_threshold":
-            c.__dict__["failure-rate-threshold"] = opt(v, lambda v: number(v, key))
+            out.append(Variant("failure-rate-threshold", opt(v, lambda v: number(v, key))))
         elif key == "minimum_calls":
-            c.__dict__["minimum-calls"] = count(v, U32, key)
+            out.append(Variant("minimum-calls", count(v, U32, key)))
         elif key == "slow_call_duration_ms":
-            c.__dict__["slow-call-duration"] = opt(v, lambda v: micros(v, "slow_call_duration"))
+            out.append(Variant("slow-call-duration", opt(v, lambda v: micros(v, "slow_call_duration"))))
         elif key == "slow_call_rate_threshold":
-            c.__dict__["slow-call-rate-threshold"] = opt(v, lambda v: number(v, key))
+            out.append(Variant("slow-call-rate-threshold", opt(v, lambda v: number(v, key))))
         elif key == "open_timeout_ms":
-            c.__dict__["open-timeout"] = micros(v, "open_timeout")
+            out.append(Variant("open-timeout", micros(v, "open_timeout")))
         elif key == "backoff_factor":
-            c.__dict__["backoff-factor"] = number(v, key)
+            out.append(Variant("backoff-factor", number(v, key)))
         elif key == "max_open_timeout_ms":
-            c.__dict__["max-open-timeout"] = micros(v, "max_open_timeout")
+            out.append(Variant("max-open-timeout", micros(v, "max_open_timeout")))
         elif key == "jitter":
-            c.jitter = number(v, key)
+            out.append(Variant("jitter", number(v, key)))
         elif key == "jitter_seed":
-            c.__dict__["jitter-seed"] = count(v, U64, key)
+            out.append(Variant("jitter-seed", count(v, U64, key)))
         elif key == "half_open_max_attempts":
-            c.__dict__["half-open-max-attempts"] = count(v, U16, key)
+            out.append(Variant("half-open-max-attempts", count(v, U16, key)))
         elif key == "half_open_successes":
-            c.__dict__["half-open-successes"] = count(v, U16, key)
+            out.append(Variant("half-open-successes", count(v, U16, key)))
         elif key == "probe_timeout_ms":
-            c.__dict__["probe-timeout"] = micros(v, "probe_timeout")
+            out.append(Variant("probe-timeout", micros(v, "probe_timeout")))
         elif key == "concurrency_limit":
-            c.__dict__["concurrency-limit"] = opt(v, lambda v: count(v, U32, key))
+            out.append(Variant("concurrency-limit", opt(v, lambda v: count(v, U32, key))))
         elif key == "adaptive_limit_min":
             assert "adaptive_limit_max" in spec, "adaptive_limit_min needs adaptive_limit_max"
             low = count(v, U32, "adaptive_limit_min")
             high = count(spec["adaptive_limit_max"], U32, "adaptive_limit_max")
-            c.__dict__["concurrency-limit"] = record(min=low, max=high)
+            out.append(Variant("concurrency-limit", record(min=low, max=high)))
         else:
             raise AssertionError(f"unknown config key {key}")
+    return out
+
+
+def config(spec: Dict[str, Any]) -> Record:
+    """The suite's flat config as the interface's `config` record: the
+    preset (the component's: the core owns the defaults) with the changes."""
+    c = H(PRESETS[spec.get("preset", "whatsapp_gateway")])
+    for change in changes(spec):
+        if change.tag != "preset":
+            c.__dict__[change.tag] = change.payload
     return c
 
 
@@ -195,7 +208,7 @@ class Run:
             assert not is_err(made, ResourceAny), f"registry: {made}"
             self.registry = made
             for key, own in r.get("configure", {}).items():
-                done = H("[method]registry.configure", made, key, config(own), 0)
+                done = H("[method]registry.configure-from", made, key, changes(own), 0)
                 assert not isinstance(done, Variant), f"configure {key}: {done}"
         else:
             made = H("[static]breaker.create", config(spec), bool(spec.get("latency_histogram", False)))
