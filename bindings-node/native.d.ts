@@ -171,8 +171,11 @@ export declare class NativeDispatcher {
 }
 
 export declare class NativeRegistry {
-  /** A registry of at most `capacity` breakers configured by `options`. */
-  constructor(options: NativeOptions, capacity: number)
+  /**
+   * A registry of at most `capacity` breakers (the core's
+   * `DEFAULT_CAPACITY` without it) configured by `options`.
+   */
+  constructor(options: NativeOptions, capacity?: number | undefined | null)
   /**
    * Gives `name` the registry's configuration changed by `options` (the
    * core's `ConfigPatch` rule), replacing a breaker it has. True if a

@@ -168,7 +168,8 @@ function translate(given, where) {
     sharedClock: sharedClock === true,
     timeoutMs: timeoutMs ?? undefined,
     latencyHistogram: latencyHistogram === true,
-    capacity: capacity === undefined ? 10000 : capacity,
+    // Absent: the core's default (DEFAULT_CAPACITY).
+    capacity,
   }
 }
 

@@ -47,10 +47,12 @@ impl NativeRegistry {
 
 #[cfg_attr(feature = "node", napi)]
 impl NativeRegistry {
-    /// A registry of at most `capacity` breakers configured by `options`.
+    /// A registry of at most `capacity` breakers (the core's
+    /// `DEFAULT_CAPACITY` without it) configured by `options`.
     #[cfg_attr(feature = "node", napi(constructor))]
-    pub fn new(options: NativeOptions, capacity: f64) -> Result<Self> {
+    pub fn new(options: NativeOptions, capacity: Option<f64>) -> Result<Self> {
         let config: Config = options.config()?;
+        let capacity = capacity.unwrap_or(halfopen::DEFAULT_CAPACITY as f64);
         if capacity.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&capacity) {
             return Err(Refusal::Registry(halfopen::RegistryError::Capacity).into());
         }
@@ -152,18 +154,13 @@ impl NativeRegistry {
     /// made now and Infinity if the registry is full of busy breakers.
     #[cfg_attr(feature = "node", napi)]
     pub fn retry_after(&self, name: String, now_ms: f64) -> f64 {
-        let now = instant(now_ms);
-        match self.registry.peek(&name) {
-            Some(b) => b.retry_after(now).map_or(f64::INFINITY, ms),
-            None if self.registry.has_room(now) => 0.0,
-            None => f64::INFINITY,
-        }
+        self.registry.retry_after(&name, instant(now_ms)).map_or(f64::INFINITY, ms)
     }
 
     /// `name`'s mode, or "normal" without a breaker.
     #[cfg_attr(feature = "node", napi)]
     pub fn mode(&self, name: String, now_ms: f64) -> String {
-        self.registry.peek(&name).map_or("normal", |b| mode_name(b.mode(instant(now_ms)))).into()
+        mode_name(self.registry.mode(&name, instant(now_ms))).into()
     }
 
     /// `name`'s metrics, if it has a breaker.

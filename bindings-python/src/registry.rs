@@ -264,7 +264,7 @@ impl NativeRegistry {
     ) -> PyResult<Self> {
         let latency = histogram(py, latency_histogram)?;
         let capacity = match capacity {
-            None => 10_000,
+            None => halfopen::DEFAULT_CAPACITY as u32,
             Some(c) if c.is_instance_of::<PyInt>() && !c.is_instance_of::<PyBool>() => c
                 .extract::<u32>()
                 .ok()
@@ -404,24 +404,20 @@ impl NativeRegistry {
     /// `name`'s state, or `"CLOSED"` if it has no breaker (a new one would be).
     fn state_name(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
         let now = self.clock(py)?;
-        Ok(self.lock().peek(&name).map_or("CLOSED", |b| state_name(b.state(now))))
+        Ok(state_name(self.lock().state(&name, now)))
     }
 
     /// `name`'s mode (`"NORMAL"` if it has no breaker).
     fn mode(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<&'static str> {
         let now = self.clock(py)?;
-        Ok(self.lock().peek(&name).map_or("NORMAL", |b| mode_name(b.mode(now))))
+        Ok(mode_name(self.lock().mode(&name, now)))
     }
 
     /// Seconds until a call for `name` is worth trying (0.0 now; `None`:
     /// held open, or the registry full of busy breakers).
     fn retry_after(&self, py: Python<'_>, #[pyo3(from_py_with = checked_name)] name: String) -> PyResult<Option<f64>> {
         let now = self.clock(py)?;
-        let core = self.lock();
-        Ok(match core.peek(&name) {
-            Some(b) => b.retry_after(now).map(secs),
-            None => core.has_room(now).then_some(0.0),
-        })
+        Ok(self.lock().retry_after(&name, now).map(secs))
     }
 
     #[pyo3(signature = (name, seconds = None))]

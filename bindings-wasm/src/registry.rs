@@ -31,12 +31,15 @@ impl NativeRegistry {
         values: &[f64],
         given: u32,
         unset: u32,
-        capacity: f64,
+        capacity: Option<f64>,
     ) -> Result<NativeRegistry, JsError> {
         keep_panics();
         // Any capacity this module cannot hold, 0 and fractions included:
-        // the message gives this module's bounds, not the addon's.
-        if !(capacity >= 1.0 && capacity <= f64::from(MAX_CAPACITY) && capacity.fract() == 0.0) {
+        // the message gives this module's bounds, not the addon's. (None:
+        // the core's default, which it can.)
+        if let Some(capacity) = capacity
+            && !(capacity >= 1.0 && capacity <= f64::from(MAX_CAPACITY) && capacity.fract() == 0.0)
+        {
             // The translation's structured error, as `capacity` is refused
             // in the Node package (a RangeError naming it).
             return Err(JsError::new(&format!(

@@ -114,7 +114,7 @@ pub use permit::{Admission, Outcome, Permit, Rejection, Wait};
 #[cfg(feature = "snapshot")]
 pub use registry::RegistrySnapshot;
 #[cfg(feature = "alloc")]
-pub use registry::{EVICTION_SAMPLE, Keyed, MAX_NAME_BYTES, Registry, RegistryError, check_name};
+pub use registry::{DEFAULT_CAPACITY, EVICTION_SAMPLE, Keyed, MAX_NAME_BYTES, Registry, RegistryError, check_name};
 #[cfg(feature = "std")]
 pub use shared::shared_config;
 #[cfg(feature = "snapshot")]

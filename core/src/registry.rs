@@ -197,8 +197,12 @@ pub struct Registry<M = crate::Metrics> {
     evictions: u64,
 }
 
+/// The capacity of a registry whose user gives none (the bindings' default).
+pub const DEFAULT_CAPACITY: usize = 10_000;
+
 impl<M: Meter + Default> Registry<M> {
-    /// A registry whose breakers use `config`, holding at most `capacity`.
+    /// A registry whose breakers use `config`, holding at most `capacity`
+    /// ([`DEFAULT_CAPACITY`] where the user gives none).
     pub fn new(config: Config, capacity: usize) -> Result<Self, RegistryError> {
         config.validate()?;
         if capacity == 0 || capacity > u32::MAX as usize {
@@ -313,6 +317,29 @@ impl<M: Meter + Default> Registry<M> {
     /// same sample it will draw). Changes nothing.
     pub fn has_room(&self, now: Instant) -> bool {
         self.entries.len() < self.capacity || self.idle_sample(&mut self.sampler.clone(), now).is_some()
+    }
+
+    /// `name`'s state at `now`; closed for a name without a breaker (a new
+    /// one would be). Changes nothing.
+    pub fn state(&self, name: &str, now: Instant) -> State {
+        self.peek(name).map_or(State::Closed, |b| b.state(now))
+    }
+
+    /// `name`'s manual mode; normal for a name without a breaker.
+    pub fn mode(&self, name: &str, now: Instant) -> crate::Mode {
+        self.peek(name).map_or(crate::Mode::Normal, |b| b.mode(now))
+    }
+
+    /// When a call for `name` is worth trying: its breaker's
+    /// [`retry_after`](Breaker::retry_after); for a name without one, zero
+    /// if it would get one now ([`has_room`](Self::has_room)), `None` when
+    /// the registry is full of busy breakers (no time is known). Changes
+    /// nothing.
+    pub fn retry_after(&self, name: &str, now: Instant) -> Option<crate::Duration> {
+        match self.peek(name) {
+            Some(b) => b.retry_after(now),
+            None => self.has_room(now).then_some(crate::Duration::ZERO),
+        }
     }
 
     /// The breaker for `name`, made on first use (which, at capacity, evicts

@@ -165,13 +165,7 @@ impl wit::GuestRegistry for Many {
     }
 
     fn retry_after(&self, name: String, now: u64) -> Option<u64> {
-        let now = instant(now);
-        let wait = match self.peek(&name, |b| b.retry_after(now)) {
-            Some(wait) => wait,
-            // A name without a breaker gets one now if there is room.
-            None => self.with(|r| r.has_room(now)).then_some(ho::Duration::ZERO),
-        };
-        wait.map(|d| d.as_micros())
+        self.with(|r| r.retry_after(&name, instant(now))).map(|d| d.as_micros())
     }
 
     fn mode(&self, name: String, now: u64) -> Option<wit::Mode> {
