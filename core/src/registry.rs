@@ -235,11 +235,6 @@ impl<M: Meter + Default> Registry<M> {
         self.configure(name, patch.apply(&self.config), now)
     }
 
-    /// The configuration of every name not given its own.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// Gives `name` its own configuration, from now on and after eviction
     /// (for at most `capacity` names). A breaker `name` already has is
     /// replaced at `now` by a new, closed one (its metrics start afresh; the
@@ -596,10 +591,7 @@ mod saved {
             let mut breakers = Vec::new();
             breakers.try_reserve_exact(entries.len()).map_err(|_| OutOfMemory)?;
             for e in entries {
-                let mut name = String::new();
-                name.try_reserve_exact(e.name.as_str().len()).map_err(|_| OutOfMemory)?;
-                name.push_str(e.name.as_str());
-                breakers.push((name, e.breaker.snapshot(now)));
+                breakers.push((crate::try_to_string(e.name.as_str())?, e.breaker.snapshot(now)));
             }
             Ok(RegistrySnapshot { version: SNAPSHOT_VERSION, evictions: self.evictions, breakers })
         }
