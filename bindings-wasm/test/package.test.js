@@ -75,10 +75,10 @@ void send().then((n: number) => console.log(n, state, again.metrics().admitted))
 })
 
 test('the module stays near its measured size: no float formatting crept back in', () => {
-  // 185 KB measured with fallible outputs (issue 21: 182 KB before them,
-  // 179 KB with retention, 141 KB before it; BENCHMARKS.md,
-  // `python3 bindings-wasm/bench/size.py`). Formatting one f64 into a
-  // message once added 16 KB: this catches that.
+  // 187 KB measured with the core's configure rule (issue 22), 185 KB with
+  // fallible outputs (issue 21: 182 KB before them), 179 KB with retention,
+  // 141 KB before it (BENCHMARKS.md, `python3 bindings-wasm/bench/size.py`).
+  // Formatting one f64 into a message once added 16 KB: this catches that.
   const size = statSync(join(HERE, '..', 'dist', 'halfopen_wasm_bg.wasm')).size
-  assert.ok(size <= 187_000, `the module is ${size} bytes`)
+  assert.ok(size <= 190_000, `the module is ${size} bytes`)
 })
