@@ -75,9 +75,17 @@ async function main() {
   const result = {
     events,
     maxMessages: MAX_MESSAGES,
-    a: { ...check(web.partners.a.received, [...Array(half).keys()]), callsWhileDown: web.partners.a.callsWhileDown, opens: opens.a, maxHeld, stats: a.stats() },
+    a: {
+      ...check(web.partners.a.received, [...Array(half).keys()]),
+      duplicates: web.partners.a.duplicates,
+      callsWhileDown: web.partners.a.callsWhileDown,
+      opens: opens.a,
+      maxHeld,
+      stats: a.stats(),
+    },
     b: {
       ...check(web.partners.b.received, [...Array(half).keys()]),
+      duplicates: web.partners.b.duplicates,
       opens: opens.b,
       deliveredWhileADown: aStillDown ? bDeliveredWhileADown : 0,
       doneMs: Math.round(bDone),
@@ -97,9 +105,9 @@ async function main() {
     return
   }
   console.log(`seed 001 with halfopen: ${events} events, partner A down until B had all of its ${half}`)
-  console.log(`  A: delivered ${result.a.delivered}/${half}, twice ${result.a.twice}, out of order ${result.a.outOfOrder}; ` +
+  console.log(`  A: delivered ${result.a.delivered}/${half}, twice ${result.a.twice} (sent again and deduplicated by key: ${result.a.duplicates}), out of order ${result.a.outOfOrder}; ` +
     `${result.a.callsWhileDown} calls while down (${result.a.opens} opens); at most ${maxHeld} held (bound ${MAX_MESSAGES}); backlog drained in ${result.drainMs} ms`)
-  console.log(`  B: delivered ${result.b.delivered}/${half} while A was down, twice ${result.b.twice}, out of order ${result.b.outOfOrder}, opens ${result.b.opens}, all in ${result.b.doneMs} ms`)
+  console.log(`  B: delivered ${result.b.delivered}/${half} while A was down, twice ${result.b.twice} (deduplicated by key: ${result.b.duplicates}), out of order ${result.b.outOfOrder}, opens ${result.b.opens}, all in ${result.b.doneMs} ms`)
   console.log(`  messages left in Redis: ${stored}`)
 }
 

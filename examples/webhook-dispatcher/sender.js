@@ -19,10 +19,11 @@ const { RedisStore } = require('halfopen/redis-store')
 
 const SEED_MS = 10_000
 
-/** POSTs `event` as JSON to `url`; rejects on a status other than 2xx, or when `signal` aborts. */
-function post(agent, url, event, signal) {
+/** POSTs `event` as JSON to `url` with `key` as its Idempotency-Key; rejects on a status other than 2xx, or when `signal` aborts. */
+function post(agent, url, event, signal, key) {
+  const headers = { 'content-type': 'application/json', 'idempotency-key': key }
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, signal, headers: { 'content-type': 'application/json' } }, (res) => {
+    const req = http.request(url, { method: 'POST', agent, signal, headers }, (res) => {
       res.resume()
       res.on('end', () => (res.statusCode < 300 ? resolve() : reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode }))))
     })
@@ -70,7 +71,9 @@ async function startSender({ redis, urls, scale = 1, maxMessages = 100_000, onDe
       sharedClock: true,
       isFailure: partnerUnwell,
       store: new RedisStore(redis, { key: `webhooks:${name}` }),
-      send: (event, { signal }) => post(agent, url, event, signal),
+      // The key is the same on every attempt and across restarts: the
+      // partner deduplicates by it (delivery is at least once).
+      send: (event, { signal, key }) => post(agent, url, event, signal, key),
     })
     dispatchers[name].on('dead', onDead)
     dispatchers[name].agent = agent

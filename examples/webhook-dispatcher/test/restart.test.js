@@ -79,16 +79,17 @@ test('a crash (SIGKILL) mid-delivery loses nothing: at most the sends not yet fo
   const second = sender(redis.port, base, 0, 0)
   await second.wait('drained')
   await second.stop('SIGTERM')
-  const ids = partner.received
-  const distinct = new Set(ids)
-  assert.equal(distinct.size, 3000, 'nothing lost')
+  assert.deepEqual(partner.received, [...Array(3000).keys()], 'nothing lost, each processed once, in order')
   // What the partner took but Redis had not yet forgotten when the process
   // died is sent again (at least once): the send in flight, and the latest
-  // delivery if its removal was still in this turn's batch. After the
-  // restart, the rest in order.
-  const repeated = ids.length - distinct.size
-  console.log(`crash: ${repeated} deliveries repeated`)
+  // delivery if its removal was still in this turn's batch — with the key it
+  // had before the crash (kept in Redis), so the partner processes none of
+  // them twice. After the restart, the rest in order.
+  const ids = partner.arrivals
+  const repeated = ids.length - new Set(ids).size
+  console.log(`crash: ${repeated} deliveries repeated, deduplicated by key: ${partner.duplicates}`)
   assert.ok(repeated <= 2, `repeated ${repeated}`)
+  assert.equal(partner.duplicates, repeated, 'every repeat carried its first key')
   const firstAfter = ids.findIndex((id, i) => ids.indexOf(id) !== i)
   const tail = ids.slice(firstAfter === -1 ? ids.length : firstAfter)
   assert.ok(tail.every((id, i) => i === 0 || id > tail[i - 1]), 'the restarted sender sends in order')
