@@ -13,8 +13,6 @@ const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
 
-/** A Registry's own options (the rest are the core's, for every breaker). */
-
 /** What the addon's `acquire` returns when the registry is full. */
 const FULL = -0.5
 
