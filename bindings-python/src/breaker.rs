@@ -196,7 +196,7 @@ pub(crate) fn seconds_for(py: Python<'_>, s: &Bound<'_, PyAny>) -> PyResult<half
     if !number {
         return Err(option_error(py, true, "seconds", &format!("must be a number, got {}", type_name(s))));
     }
-    let s = s.extract::<f64>().unwrap_or(f64::INFINITY);
+    let s = crate::time::float_of(s);
     let us = micros(s).ok_or_else(|| option_error(py, false, "seconds", crate::time::seconds_problem(s)))?;
     Ok(halfopen::Duration::from_micros(us))
 }

@@ -69,7 +69,7 @@ impl RetentionArgs<'_, '_> {
             if !number {
                 return Err(option_error(py, true, "max_age", &format!("must be a number, got {}", type_name(age))));
             }
-            let age = age.extract::<f64>().unwrap_or(f64::INFINITY);
+            let age = crate::time::float_of(age);
             let us =
                 micros(age).ok_or_else(|| option_error(py, false, "max_age", crate::time::seconds_problem(age)))?;
             c.max_age = Some(halfopen::Duration::from_micros(us));

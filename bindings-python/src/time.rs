@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use halfopen::{Duration, Instant};
+use pyo3::prelude::*;
 
 /// Microseconds of `seconds`, if it is finite, not negative, and fits.
 pub(crate) fn micros(seconds: f64) -> Option<u64> {
@@ -21,6 +22,13 @@ pub(crate) fn seconds_problem(seconds: f64) -> &'static str {
     } else {
         "is too large: at most 18446744073709 seconds (2**64 - 1 microseconds)"
     }
+}
+
+/// A Python number (an `int` or a `float`) as a float: an `int` too large
+/// for one (`10**400`) is the largest finite float of its sign, so that it
+/// is refused as too large (or negative), not as "not finite".
+pub(crate) fn float_of(number: &Bound<'_, PyAny>) -> f64 {
+    number.extract::<f64>().unwrap_or_else(|_| if number.lt(0).unwrap_or(false) { f64::MIN } else { f64::MAX })
 }
 
 /// Seconds of a duration.

@@ -804,3 +804,16 @@ def test_every_name_listed_or_scraped_that_the_memory_cannot_hold_is_a_memory_er
         "names": "out of memory: the names did not fit",
         "collect": "out of memory: the readings did not fit",
     }
+
+
+# From the final read: an int too large for a float (10**400) was refused as
+# "not finite"; it is finite, and too large (or negative).
+def test_an_int_beyond_a_float_is_too_large_not_infinite() -> None:
+    breaker = CircuitBreaker("big", clock=Clock())
+    with pytest.raises(ValueError, match="seconds is too large"):
+        breaker.force_open_at_least(10**400)
+    with pytest.raises(ValueError, match="seconds must not be negative"):
+        breaker.force_open(-(10**400))
+    with pytest.raises(ValueError, match="max_age is too large"):
+        halfopen.RetentionQueue("q", clock=Clock(), concurrency_limit=1, max_age=10**400)
+    assert breaker.state is State.CLOSED
