@@ -48,6 +48,12 @@ test('the packed main and platform packages install offline, pick this machine\'
       assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
     }
     assert.ok(!listed.some((f) => f.endsWith('.node')), 'the binary is in the platform package, not the main one')
+    // The README npm shows is this package's own, not the project's front page.
+    assert.equal(
+      fs.readFileSync(path.join(dir, 'node_modules', 'halfopen', 'README.md'), 'utf8'),
+      fs.readFileSync(path.join(PACKAGE, 'README.md'), 'utf8'),
+    )
+    assert.match(fs.readFileSync(path.join(PACKAGE, 'README.md'), 'utf8'), /^# halfopen — for Node\.js\n/)
     assert.ok(!listed.includes('src') && !listed.includes('test'), 'sources and tests stay out')
     assert.deepEqual(fs.readdirSync(path.join(dir, 'node_modules', 'halfopen-linux-x64-gnu')).sort(), ['halfopen.linux-x64-gnu.node', 'package.json'])
 

@@ -1,12 +1,15 @@
-"""Packaging: the package builds into one abi3 wheel (CPython 3.10+), which
-installs into a fresh venv (nothing else in it) and works there."""
+"""Packaging: the package builds into one abi3 wheel (CPython 3.10+), with its
+own README as the description, which installs into a fresh venv (nothing
+else in it) and works there."""
 
 from __future__ import annotations
 
 import pathlib
+import email
 import subprocess
 import sys
 import venv
+import zipfile
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 
@@ -36,6 +39,14 @@ def test_one_abi3_wheel_installs_into_a_fresh_venv(tmp_path: pathlib.Path) -> No
     )
     (wheel,) = wheels.glob("halfopen-*.whl")
     assert "-cp310-abi3-" in wheel.name, wheel.name
+    # PyPI shows the package's own README (pyproject's `readme`), as Markdown.
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(z.read(name))
+    assert metadata["Description-Content-Type"].startswith("text/markdown")
+    description = metadata.get_payload(decode=True).decode("utf-8")
+    assert description.strip() == (PACKAGE / "README.md").read_text(encoding="utf-8").strip()
+    assert description.startswith("# halfopen — for Python\n")
     env = tmp_path / "env"
     venv.create(env, with_pip=True)
     python = env / "bin" / "python"

@@ -28,6 +28,9 @@ test('the packed tarball installs, loads from ESM and CommonJS, and type-checks'
     for (const file of ['browser.js', 'index.d.ts', 'node.js', 'workerd.js', 'halfopen_wasm_bg.wasm', 'lib', 'package.json']) {
       assert.ok(listed.includes(file), `${file} is in the package (${listed})`)
     }
+    // The README npm shows is this package's own (build.mjs copies it into dist/).
+    assert.equal(readFileSync(join(installed, 'README.md'), 'utf8'), readFileSync(join(HERE, '..', 'README.md'), 'utf8'))
+    assert.match(readFileSync(join(installed, 'README.md'), 'utf8'), /^# halfopen-wasm — /)
     const wasm = readFileSync(join(installed, 'halfopen_wasm_bg.wasm'))
     console.log(`halfopen_wasm_bg.wasm: ${wasm.length} bytes, ${gzipSync(wasm, { level: 9 }).length} gzipped; tarball ${statSync(tarball).size} bytes`)
 

@@ -35,6 +35,10 @@ def test_its_interface_is_the_documented_one() -> None:
     functions = lambda wit: sorted(re.findall(r"^\s*(%?[a-z][a-z0-9-]*): (?:static )?func", wit, re.MULTILINE))  # noqa: E731
     assert functions(built) == functions(documented)
     assert len(functions(built)) >= 50, "the pattern finds the functions"
+    # The component's README names the interface's version, the one built.
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (version,) = set(re.findall(r"halfopen:breaker@([0-9.]+)", readme))
+    assert f"export halfopen:breaker/breaker@{version};" in built
 
 
 @pytest.fixture
