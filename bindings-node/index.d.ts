@@ -76,6 +76,23 @@ export interface CoreOptions {
 
 /** Why a call was refused: see `CircuitBreakerOpenError.reason`. */
 export type RefusalReason = 'open' | 'probes_busy' | 'limit_full' | 'held'
+/**
+ * What is wrong with an option, as the core says it (`Problem::code`): the
+ * `problem` of a RangeError naming the option in `option`.
+ */
+export type OptionProblem =
+  | 'no_trip_policy'
+  | 'zero'
+  | 'too_small'
+  | 'too_large'
+  | 'not_finite'
+  | 'out_of_range'
+  | 'exceeds_window'
+  | 'missing'
+  | 'below_open_timeout'
+  | 'exceeds_half_open_max_attempts'
+  | 'exceeds_max'
+
 
 /**
  * Seed 000's options, and every other core option (ms for times).

@@ -111,10 +111,14 @@ function typeError(option, expected, value) {
   return err
 }
 
-/** A RangeError naming `option`. */
-function rangeError(option, problem) {
-  const err = new RangeError(`option ${option} ${problem}`)
+/**
+ * A RangeError naming `option`: `words` say what is wrong, `problem` is the
+ * core's code for it (`Problem::code`: `'zero'`, `'out_of_range'`, …).
+ */
+function rangeError(option, words, problem) {
+  const err = new RangeError(`option ${option} ${words}`)
   err.option = option
+  err.problem = problem
   return err
 }
 
@@ -150,7 +154,8 @@ const OPTION_OF_FIELD = {
 
 /**
  * The addon's structured error (`{kind, field?, problem?, message}` as its
- * message) as the package's error: a RangeError naming the option, a
+ * message) as the package's error: a RangeError naming the option (and the
+ * core's `problem` code), a
  * SnapshotError, a RegistryFullError (for `name`). Anything else is returned
  * as it is.
  */
@@ -165,7 +170,7 @@ function fromNative(err, { options = {}, name } = {}) {
     case 'config': {
       let option = OPTION_OF_FIELD[e.field] || e.field
       if (e.field === 'window' && options.windowCalls !== undefined) option = 'windowCalls'
-      return rangeError(option, e.problem)
+      return rangeError(option, e.message, e.problem)
     }
     case 'snapshot':
       return new SnapshotError(e.problem, e.message)

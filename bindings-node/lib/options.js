@@ -62,6 +62,7 @@ function checkName(name, what = 'name', maxBytes = Infinity) {
     if (bytes > maxBytes) {
       const err = new RangeError(`${what} must be at most ${maxBytes} bytes in UTF-8, got ${bytes}`)
       err.option = what
+      err.problem = 'too_large'
       throw err
     }
   }
@@ -150,6 +151,7 @@ function translate(given, where) {
     if (!(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS)) {
       const err = new RangeError(`option timeoutMs must be a number above 0 and at most ${MAX_TIMER_MS} (a timer's limit), got ${timeoutMs}`)
       err.option = 'timeoutMs'
+      err.problem = 'out_of_range'
       throw err
     }
   }
@@ -189,6 +191,7 @@ function checkMsRange(method, ms) {
   if (!(ms >= 0) || !(ms <= Number.MAX_SAFE_INTEGER)) {
     const err = new RangeError(`${method}(ms): ms must be a number from 0 to 2^53 - 1, got ${ms}`)
     err.option = 'ms'
+    err.problem = 'out_of_range'
     throw err
   }
 }

@@ -14,7 +14,7 @@ use halfopen::retention::{
     DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionSnapshot, Submitted,
     exposition,
 };
-use halfopen::{Breaker, Config, Duration, LatencyHistogram, Metrics, SnapshotError};
+use halfopen::{Breaker, Config, Duration, LatencyHistogram, Metrics, Problem, SnapshotError};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -74,7 +74,7 @@ fn whole(value: Option<f64>, field: &str, max: f64, range: &str) -> Result<Optio
     match value {
         None => Ok(None),
         Some(v) if v.fract() == 0.0 && (0.0..=max).contains(&v) => Ok(Some(v as u64)),
-        Some(_) => Err(refused(field, range)),
+        Some(_) => Err(refused(field, Problem::OutOfRange, range)),
     }
 }
 
@@ -97,34 +97,34 @@ impl NativeRetention {
             ..RetentionConfig::default()
         };
         if let Some(age) = self.max_age_ms {
-            let us = micros(age)
-                .filter(|_| age <= 9_007_199_254_740_991.0)
-                .ok_or_else(|| refused("max_age", "must be a number of milliseconds from 0 to 2^53 - 1"))?;
+            let us = micros(age).filter(|_| age <= 9_007_199_254_740_991.0).ok_or_else(|| {
+                refused("max_age", Problem::OutOfRange, "must be a number of milliseconds from 0 to 2^53 - 1")
+            })?;
             c.max_age = Some(Duration::from_micros(us));
         }
         c.overflow = match self.overflow.as_deref() {
             None | Some("reject") => Overflow::Reject,
             Some("drop_oldest") => Overflow::DropOldest,
-            Some(_) => return Err(refused("overflow", "must be \"reject\" or \"drop_oldest\"")),
+            Some(_) => return Err(refused("overflow", Problem::OutOfRange, "must be \"reject\" or \"drop_oldest\"")),
         };
         c.probe = match self.probe.as_deref() {
             None | Some("oldest") => Probe::Oldest,
             Some("new_message") => Probe::NewMessage,
-            Some(_) => return Err(refused("probe", "must be \"oldest\" or \"new_message\"")),
+            Some(_) => return Err(refused("probe", Problem::OutOfRange, "must be \"oldest\" or \"new_message\"")),
         };
         let per_second = whole(self.release_per_second, "release_rate", U32, U32_RANGE)?;
         let burst = whole(self.release_burst, "release_rate", U32, U32_RANGE)?;
         c.release_rate = match (per_second, burst) {
             (None, None) => None,
             (Some(per_second), Some(burst)) => Some(Rate { per_second: per_second as u32, burst: burst as u32 }),
-            _ => return Err(refused("release_rate", "needs both perSecond and burst")),
+            _ => return Err(refused("release_rate", Problem::Missing, "needs both perSecond and burst")),
         };
         Ok(c)
     }
 }
 
 fn retention_error(e: halfopen::retention::RetentionError) -> Error {
-    refused(e.field.name(), &e.to_string())
+    refused(e.field.name(), e.problem, &e.to_string())
 }
 
 /// A breaker from `options` (latency measured if asked).

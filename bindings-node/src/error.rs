@@ -5,11 +5,11 @@
 //! as a JavaScript `Error` with the same message.
 //!
 //! `kind`: `"config"` (an invalid option: `field` is the core's field name,
-//! `problem` its problem), `"snapshot"` (`problem`: the core's
+//! `problem` the core's `Problem::code`), `"snapshot"` (`problem`: the core's
 //! `SnapshotError::kind`), `"registry_full"`, `"too_many_configured"`,
 //! `"capacity"`, `"out_of_memory"` (an output did not fit the memory).
 
-use halfopen::{ConfigError, RegistryError, SnapshotError};
+use halfopen::{ConfigError, Problem, RegistryError, SnapshotError};
 #[cfg(feature = "node")]
 pub use napi::bindgen_prelude::{Buffer, Error, Result};
 
@@ -54,16 +54,18 @@ pub(crate) fn out_of_memory(what: &str) -> Error {
     structured("out_of_memory", None, None, &format!("out of memory: {what} did not fit"))
 }
 
-/// An option that no configuration can hold, or that the core refused.
-pub(crate) fn config(field: &str, problem: &str) -> Error {
-    structured("config", Some(field), Some(problem), problem)
+/// An option that no configuration can hold, or that the core refused:
+/// `problem` crosses as its code, `message` says it in words.
+pub(crate) fn config(field: &str, problem: Problem, message: &str) -> Error {
+    structured("config", Some(field), Some(problem.code()), message)
 }
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Self {
         match r {
-            Refusal::Config(e) => config(e.field.name(), e.problem.describe()),
-            Refusal::Registry(RegistryError::Config(e)) => config(e.field.name(), e.problem.describe()),
+            Refusal::Config(e) | Refusal::Registry(RegistryError::Config(e)) => {
+                config(e.field.name(), e.problem, e.problem.describe())
+            }
             Refusal::Registry(e @ RegistryError::Full { .. }) => {
                 structured("registry_full", None, None, &e.to_string())
             }

@@ -47,24 +47,27 @@ pub struct NativeOptions {
 
 fn count(value: f64, field: Field) -> Result<u32> {
     if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
-        return Err(refused(field.name(), "must be a whole number from 0 to 4294967295"));
+        return Err(refused(field.name(), Problem::OutOfRange, "must be a whole number from 0 to 4294967295"));
     }
     Ok(value as u32)
 }
 
 fn millis(value: f64, field: Field) -> Result<Duration> {
-    micros(value)
-        .map(Duration::from_micros)
-        .ok_or_else(|| refused(field.name(), "must be a finite, non-negative number of milliseconds"))
+    micros(value).map(Duration::from_micros).ok_or_else(|| {
+        let problem = if value.is_finite() { Problem::OutOfRange } else { Problem::NotFinite };
+        refused(field.name(), problem, "must be a finite, non-negative number of milliseconds")
+    })
 }
 
 fn small(value: f64, field: Field) -> Result<u16> {
-    u16::try_from(count(value, field)?).map_err(|_| refused(field.name(), "is too large"))
+    u16::try_from(count(value, field)?)
+        .map_err(|_| refused(field.name(), Problem::TooLarge, Problem::TooLarge.describe()))
 }
 
 /// The core's preset called `name`.
 fn preset(name: &str) -> Result<Config> {
-    Config::preset(name).ok_or_else(|| refused("preset", "must be \"whatsapp_gateway\" or \"partner_webhook\""))
+    Config::preset(name)
+        .ok_or_else(|| refused("preset", Problem::OutOfRange, "must be \"whatsapp_gateway\" or \"partner_webhook\""))
 }
 
 impl NativeOptions {
@@ -94,7 +97,7 @@ impl NativeOptions {
                 "slowCallMs" => p.slow_call_duration = Some(None),
                 "slowCallRateThreshold" => p.slow_call_rate_threshold = Some(None),
                 "concurrencyLimit" => p.concurrency_limit = Some(None),
-                other => return Err(refused(other, "cannot be null")),
+                other => return Err(refused(other, Problem::OutOfRange, "cannot be null")),
             }
         }
         if let Some(v) = self.failure_threshold {
@@ -131,7 +134,7 @@ impl NativeOptions {
         p.jitter = self.jitter;
         if let Some(v) = self.jitter_seed {
             if v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
-                return Err(refused("jitter_seed", "must be a whole number from 0 to 2^53 - 1"));
+                return Err(refused("jitter_seed", Problem::OutOfRange, "must be a whole number from 0 to 2^53 - 1"));
             }
             p.jitter_seed = Some(v as u64);
         }
@@ -147,7 +150,7 @@ impl NativeOptions {
         if let Some(v) = self.concurrency_limit {
             p.concurrency_limit = Some(Some(ConcurrencyLimit::Fixed(count(v, Field::ConcurrencyLimit)?)));
         }
-        let missing = |field: Field| refused(field.name(), Problem::Missing.describe());
+        let missing = |field: Field| refused(field.name(), Problem::Missing, Problem::Missing.describe());
         match (self.adaptive_limit_min, self.adaptive_limit_max) {
             (None, None) => {}
             (Some(_), None) => return Err(missing(Field::AdaptiveLimitMax)),
@@ -156,6 +159,7 @@ impl NativeOptions {
             (Some(_), Some(_)) if self.concurrency_limit.is_some() || self.unsets("concurrencyLimit") => {
                 return Err(refused(
                     Field::ConcurrencyLimit.name(),
+                    Problem::OutOfRange,
                     "excludes adaptive_limit_min and adaptive_limit_max",
                 ));
             }

@@ -489,6 +489,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
       (err) => {
         assert.ok(err instanceof TypeError || err instanceof RangeError, `${err.name}: ${err.message}`)
         assert.equal(err.option, RETENTION_FIELDS[c.invalid], `the option named: ${err.message}`)
+        if (c.problem !== undefined) assert.equal(err.problem, c.problem, `the problem: ${err.message}`)
         return true
       },
     )
@@ -508,6 +509,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
         assert.ok(err instanceof TypeError || err instanceof RangeError, `${err.name}: ${err.message}`)
         const names = FIELD_OPTIONS[c.invalid] || [CONFIG_KEYS[c.invalid] || c.invalid.replace(/_(.)/g, (_, l) => l.toUpperCase())]
         assert.ok(names.includes(err.option), `error names ${err.option}, expected ${names}: ${err.message}`)
+        if (c.problem !== undefined) assert.equal(err.problem, c.problem, `the problem: ${err.message}`)
         return true
       },
     )
@@ -518,7 +520,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     checkKeys(doc, ['format', 'description', 'cases'], file)
     assert.equal(doc.format, FORMAT, `${file}: format`)
     return doc.cases.map((c) => {
-      checkKeys(c, ['description', 'config', 'registry', 'retention', 'steps', 'invalid'], c.description)
+      checkKeys(c, ['description', 'config', 'registry', 'retention', 'steps', 'invalid', 'problem'], c.description)
       const expected = EXPECTED_FAILURES[file]?.[c.description]
       const name = `${file.replace('.json', '')}::${c.description}`
       const run = async () => {

@@ -17,11 +17,12 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
-use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, out_of_memory, outcome_of, refusal, snapshot_error,
-    snapshot_text, state_member, state_name, unfinished, unfinished_error,
-};
-use crate::options::{self, option_error, type_name};
+use crate::classify::{check_exception, fall_back, outcome_of, unfinished};
+use crate::errors::{option_error, out_of_memory, refusal, snapshot_error, type_name, unfinished_error};
+use crate::host::{Host, snapshot_text};
+use crate::names::{mode_name, state_member, state_name};
+use crate::options;
+use crate::permit::Permit;
 use crate::time::{micros, secs, secs_at};
 
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
@@ -197,7 +198,7 @@ pub(crate) fn seconds_for(py: Python<'_>, s: &Bound<'_, PyAny>) -> PyResult<half
         return Err(option_error(py, true, "seconds", &format!("must be a number, got {}", type_name(s))));
     }
     let s = crate::time::float_of(s);
-    let us = micros(s).ok_or_else(|| option_error(py, false, "seconds", crate::time::seconds_problem(s)))?;
+    let us = micros(s).ok_or_else(|| option_error(py, false, "seconds", crate::time::seconds_problem(s).1))?;
     Ok(halfopen::Duration::from_micros(us))
 }
 

@@ -229,7 +229,7 @@ impl Readings {
         } else {
             let problem = format!(
                 "sources must be CircuitBreakers, Registries or RetentionQueues, got {}",
-                crate::options::type_name(source)
+                crate::errors::type_name(source)
             );
             return Err(PyTypeError::new_err(problem));
         }

@@ -5,12 +5,18 @@
 
 mod blocks;
 mod breaker;
+mod classify;
 mod collector;
+mod errors;
+mod events;
 mod fork;
 mod host;
+mod names;
 mod options;
+mod permit;
 mod registry;
 mod retention;
+mod support;
 mod time;
 
 use pyo3::prelude::*;
@@ -18,8 +24,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<breaker::NativeBreaker>()?;
-    m.add_class::<host::Permit>()?;
-    m.add_class::<host::StateChange>()?;
+    m.add_class::<permit::Permit>()?;
+    m.add_class::<events::StateChange>()?;
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;

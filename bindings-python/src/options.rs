@@ -6,13 +6,11 @@
 //! core validates the rest and owns every default (an absent option keeps
 //! it; `None` unsets a policy).
 
-use halfopen::{
-    ConcurrencyLimit, Config, ConfigError, ConfigPatch, Duration, Field, MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS,
-    MAX_WINDOW_CALLS, Problem, Window,
-};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use halfopen::{ConcurrencyLimit, Config, ConfigError, ConfigPatch, Duration, Field, Problem, Window};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+
+use crate::errors::{self, ADAPTIVE, option_error, out_of_range, type_name, value_error};
 
 /// The options the core reads, by their Python names.
 const CORE: &[&str] = &[
@@ -37,16 +35,6 @@ const CORE: &[&str] = &[
     "adaptive_limit",
 ];
 
-/// A `TypeError` or `ValueError` whose message starts with the option's
-/// name, and whose `option` attribute is it.
-pub(crate) fn option_error(py: Python<'_>, type_error: bool, option: &str, problem: &str) -> PyErr {
-    let message = format!("{option} {problem}");
-    let err = if type_error { PyTypeError::new_err(message) } else { PyValueError::new_err(message) };
-    // Setting an attribute on a fresh exception instance cannot fail.
-    let _ = err.value(py).setattr("option", option);
-    err
-}
-
 /// The option of the core's `field` (given `options`, for the window's kind).
 fn option_of(field: Field, options: &Bound<'_, PyDict>) -> &'static str {
     match field {
@@ -57,38 +45,10 @@ fn option_of(field: Field, options: &Bound<'_, PyDict>) -> &'static str {
     }
 }
 
-/// A `ValueError` for an invalid configuration, naming the option (never
-/// the core's field: `adaptive_limit`, not `adaptive_limit_min`) and, for a
-/// whole number out of bounds, the bounds.
+/// The core's refusal of a configuration built from `options`, as the
+/// error naming the option that set the field.
 pub(crate) fn config_error(py: Python<'_>, e: ConfigError, options: &Bound<'_, PyDict>) -> PyErr {
-    let option = option_of(e.field, options);
-    let problem = match e.problem {
-        _ if option == "adaptive_limit" => ADAPTIVE.to_owned(),
-        Problem::Zero | Problem::TooLarge if whole_range(option).is_some() => out_of_range(option),
-        problem => problem.describe().to_owned(),
-    };
-    option_error(py, false, option, &problem)
-}
-
-/// What `adaptive_limit` must be.
-const ADAPTIVE: &str = "must be a (min, max) tuple of whole numbers with 1 <= min <= max <= 1000000";
-
-/// The whole numbers a count option takes, if it is one.
-fn whole_range(option: &str) -> Option<(u64, u64)> {
-    let most = match option {
-        "failure_threshold" | "consecutive_failures" | "minimum_calls" => u32::MAX.into(),
-        "concurrency_limit" => MAX_CONCURRENCY_LIMIT.into(),
-        "window_calls" => MAX_WINDOW_CALLS.into(),
-        "half_open_max_attempts" | "half_open_successes" => MAX_HALF_OPEN_ATTEMPTS.into(),
-        _ => return None,
-    };
-    Some((1, most))
-}
-
-/// "must be a whole number from 1 to N", N the option's largest value.
-fn out_of_range(option: &str) -> String {
-    let (least, most) = whole_range(option).unwrap_or((0, u32::MAX.into()));
-    format!("must be a whole number from {least} to {most}")
+    errors::config_error(py, option_of(e.field, options), e.problem)
 }
 
 fn is_number(v: &Bound<'_, PyAny>) -> bool {
@@ -101,12 +61,13 @@ fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(option_error(py, true, option, &format!("must be an int, got {}", type_name(v))));
     }
-    v.extract::<u32>().map_err(|_| option_error(py, false, option, &out_of_range(option)))
+    v.extract::<u32>().map_err(|_| value_error(py, option, Problem::OutOfRange, &out_of_range(option)))
 }
 
 /// A count the core holds in a `u16` (its bounds are smaller still).
 fn small_count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u16> {
-    u16::try_from(count(py, option, v)?).map_err(|_| option_error(py, false, option, &out_of_range(option)))
+    u16::try_from(count(py, option, v)?)
+        .map_err(|_| value_error(py, option, Problem::OutOfRange, &out_of_range(option)))
 }
 
 /// A real number (an `int` or a `float`, not a `bool`).
@@ -114,19 +75,16 @@ fn number(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
     if !is_number(v) {
         return Err(option_error(py, true, option, &format!("must be a number, got {}", type_name(v))));
     }
-    v.extract::<f64>().map_err(|_| option_error(py, false, option, "must be a finite number"))
+    v.extract::<f64>().map_err(|_| value_error(py, option, Problem::NotFinite, "must be a finite number"))
 }
 
 /// Seconds, as a core duration (to the microsecond).
 fn seconds(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let s = number(py, option, v)?;
-    crate::time::micros(s)
-        .map(Duration::from_micros)
-        .ok_or_else(|| option_error(py, false, option, crate::time::seconds_problem(s)))
-}
-
-pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into())
+    crate::time::micros(s).map(Duration::from_micros).ok_or_else(|| {
+        let (problem, words) = crate::time::seconds_problem(s);
+        value_error(py, option, problem, words)
+    })
 }
 
 /// The configuration `options` describe (every key must be a core option):
@@ -221,7 +179,7 @@ fn adaptive(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ConcurrencyLimit> 
             let problem = format!("must be a (min, max) tuple of ints, got {} in it", type_name(&v));
             return Err(option_error(py, true, "adaptive_limit", &problem));
         }
-        v.extract::<u32>().map_err(|_| option_error(py, false, "adaptive_limit", ADAPTIVE))
+        v.extract::<u32>().map_err(|_| value_error(py, "adaptive_limit", Problem::OutOfRange, ADAPTIVE))
     };
     Ok(ConcurrencyLimit::Adaptive { min: part(0)?, max: part(1)? })
 }

@@ -13,11 +13,15 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::blocks;
 use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
-use crate::host::{
-    Host, Permit, check_exception, fall_back, mode_name, out_of_memory, outcome_of, refusal, snapshot_error,
-    snapshot_text, state_name, support, unfinished, unfinished_error,
+use crate::classify::{check_exception, fall_back, outcome_of, unfinished};
+use crate::errors::{
+    option_error, out_of_memory, refusal, registry_error, registry_full, snapshot_error, type_name, unfinished_error,
 };
-use crate::options::{self, name_of, option_error, type_name};
+use crate::host::{Host, snapshot_text};
+use crate::names::{mode_name, state_name};
+use crate::options::{self, name_of};
+use crate::permit::Permit;
+use crate::support::support;
 use crate::time::{secs, secs_at};
 
 /// Every breaker's name and metrics, the breakers held and the evictions.
@@ -39,28 +43,6 @@ pub struct NativeRegistry {
 enum Refused {
     Breaker(halfopen::Rejection),
     Full { room: bool },
-}
-
-/// A registry's refusal of a new name (full: `room` as for [`Refused`]), or
-/// its configuration errors.
-fn registry_error(py: Python<'_>, name: &str, e: RegistryError, room: bool) -> PyErr {
-    match e {
-        RegistryError::Full { .. } => registry_full(py, name, room),
-        RegistryError::Config(c) => option_error(py, false, c.field.name(), c.problem.describe()),
-        RegistryError::Capacity => option_error(py, false, "capacity", "must be from 1 to 4294967295"),
-        // What a name cannot have (its own configuration past the capacity, ...).
-        other => option_error(py, false, "name", &format!("refused: {other}")),
-    }
-}
-
-/// `RegistryFullError` for `name`: `retry_after` 0.0 if a retry now would
-/// find an idle breaker to evict (`room`), else `None` (none is known to be).
-fn registry_full(py: Python<'_>, name: &str, room: bool) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let retry_after = room.then_some(0.0);
-        Ok(PyErr::from_value(support(py)?.getattr("RegistryFullError")?.call1((name, retry_after))?))
-    };
-    build().unwrap_or_else(|err| err)
 }
 
 /// The exception for a refusal from `admit`.

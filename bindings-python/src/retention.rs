@@ -8,16 +8,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionReading,
+    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionReading,
     RetentionSnapshot, Submitted, exposition,
 };
-use halfopen::{Breaker, Config, LatencyHistogram, Metrics, Problem};
+use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
-use crate::host::{Host, StateChange, out_of_memory, outcome_of, snapshot_error, snapshot_text, state_name};
-use crate::options::{self, option_error, type_name};
+use crate::classify::outcome_of;
+use crate::errors::{U32_RANGE, option_error, out_of_memory, retention_error, snapshot_error, type_name, value_error};
+use crate::events::StateChange;
+use crate::host::{Host, snapshot_text};
+use crate::names::state_name;
+use crate::options;
 use crate::time::{micros, secs_at};
 
 type Core = Dispatcher<Py<PyAny>, Arc<Config>, Gauges>;
@@ -33,9 +37,6 @@ fn whole(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>, max: u64, r
         _ => Err(option_error(py, false, option, range)),
     }
 }
-
-/// What `max_messages`, `max_attempts` and `release_rate`'s parts take (0 refused).
-const U32_RANGE: &str = "must be a whole number from 1 to 4294967295";
 
 /// The retention options (keyword arguments), checked.
 struct RetentionArgs<'a, 'py> {
@@ -70,8 +71,10 @@ impl RetentionArgs<'_, '_> {
                 return Err(option_error(py, true, "max_age", &format!("must be a number, got {}", type_name(age))));
             }
             let age = crate::time::float_of(age);
-            let us =
-                micros(age).ok_or_else(|| option_error(py, false, "max_age", crate::time::seconds_problem(age)))?;
+            let us = micros(age).ok_or_else(|| {
+                let (problem, words) = crate::time::seconds_problem(age);
+                value_error(py, "max_age", problem, words)
+            })?;
             c.max_age = Some(halfopen::Duration::from_micros(us));
         }
         let choice = |option: &str, v: Option<&Bound<'_, PyAny>>, names: [&str; 2]| -> PyResult<bool> {
@@ -104,29 +107,6 @@ impl RetentionArgs<'_, '_> {
         }
         Ok(c)
     }
-}
-
-/// A `ValueError` naming the option, saying what it takes (not the core's
-/// "invalid max_attempts: ...", which would name it twice).
-fn retention_error(py: Python<'_>, e: RetentionError) -> PyErr {
-    let option = e.field.name();
-    let problem = match (option, e.problem) {
-        ("max_bytes", Problem::Zero) => "must be a whole number from 1 to 2**53 - 1".to_owned(),
-        ("max_age", Problem::Zero) => "must be above 0 seconds".to_owned(),
-        ("release_rate", Problem::Missing) => "is required: a dispatcher needs a release rate or its breaker a \
-                                               concurrency limit, or a recovered upstream would get the whole \
-                                               backlog at once"
-            .to_owned(),
-        ("release_rate", Problem::Zero) => {
-            "must be (per_second, burst), each a whole number from 1 to 4294967295".to_owned()
-        }
-        (_, Problem::Zero) => U32_RANGE.to_owned(),
-        _ => {
-            let text = e.to_string();
-            text.strip_prefix(&format!("invalid {option}: ")).map_or(text.clone(), str::to_owned)
-        }
-    };
-    option_error(py, false, option, &problem)
 }
 
 /// The breaker and retention configurations a queue was built from, to

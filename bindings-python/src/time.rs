@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use halfopen::{Duration, Instant};
+use halfopen::{Duration, Instant, Problem};
 use pyo3::prelude::*;
 
 /// Microseconds of `seconds`, if it is finite, not negative, and fits.
@@ -12,15 +12,15 @@ pub(crate) fn micros(seconds: f64) -> Option<u64> {
     (us.is_finite() && us >= 0.0 && us <= u64::MAX as f64).then_some(us as u64)
 }
 
-/// Why `seconds` has no microseconds (`micros` gave none): what an error
-/// says of it.
-pub(crate) fn seconds_problem(seconds: f64) -> &'static str {
+/// Why `seconds` has no microseconds (`micros` gave none): the core's code
+/// for it and what an error says of it.
+pub(crate) fn seconds_problem(seconds: f64) -> (Problem, &'static str) {
     if !seconds.is_finite() {
-        "must be a finite number of seconds"
+        (Problem::NotFinite, "must be a finite number of seconds")
     } else if seconds < 0.0 {
-        "must not be negative"
+        (Problem::OutOfRange, "must not be negative")
     } else {
-        "is too large: at most 18446744073709 seconds (2**64 - 1 microseconds)"
+        (Problem::TooLarge, "is too large: at most 18446744073709 seconds (2**64 - 1 microseconds)")
     }
 }
 

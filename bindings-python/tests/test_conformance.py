@@ -395,13 +395,15 @@ def run_retention(case: Dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", list(cases()))
 def test_conformance(case: Dict[str, Any]) -> None:
-    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid"}, case
+    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid", "problem"}, case
     if "retention" in case and "invalid" in case:
         opts = {**options(case["config"]), **retention_options(case["retention"])}
         with pytest.raises((TypeError, ValueError)) as raised:
             halfopen.RetentionQueue("conformance", **opts)
         field = case["invalid"]
         assert raised.value.option == field, str(raised.value)
+        if "problem" in case:
+            assert getattr(raised.value, "problem", None) == case["problem"], str(raised.value)
         return
     if "retention" in case:
         run_retention(case)
@@ -411,6 +413,8 @@ def test_conformance(case: Dict[str, Any]) -> None:
         with pytest.raises((TypeError, ValueError)) as raised:
             halfopen.CircuitBreaker("conformance", **opts)
         assert raised.value.option == python_option(case["invalid"], case["config"]), str(raised.value)
+        if "problem" in case:
+            assert getattr(raised.value, "problem", None) == case["problem"], str(raised.value)
         return
     run_steps(case["config"], case["steps"], case.get("registry"))
 

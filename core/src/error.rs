@@ -80,6 +80,46 @@ pub enum Problem {
 }
 
 impl Problem {
+    /// Every problem, in declaration order.
+    pub const ALL: [Problem; 11] = [
+        Problem::NoTripPolicy,
+        Problem::Zero,
+        Problem::TooSmall,
+        Problem::TooLarge,
+        Problem::NotFinite,
+        Problem::OutOfRange,
+        Problem::ExceedsWindow,
+        Problem::Missing,
+        Problem::BelowOpenTimeout,
+        Problem::ExceedsHalfOpenMaxAttempts,
+        Problem::ExceedsMax,
+    ];
+
+    /// A stable snake_case identifier, the one every binding hands its
+    /// callers (`problem` on their errors; conformance cases' `problem`).
+    /// Bindings word errors from it; [`describe`](Self::describe) is the
+    /// core's own wording and may change.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Problem::NoTripPolicy => "no_trip_policy",
+            Problem::Zero => "zero",
+            Problem::TooSmall => "too_small",
+            Problem::TooLarge => "too_large",
+            Problem::NotFinite => "not_finite",
+            Problem::OutOfRange => "out_of_range",
+            Problem::ExceedsWindow => "exceeds_window",
+            Problem::Missing => "missing",
+            Problem::BelowOpenTimeout => "below_open_timeout",
+            Problem::ExceedsHalfOpenMaxAttempts => "exceeds_half_open_max_attempts",
+            Problem::ExceedsMax => "exceeds_max",
+        }
+    }
+
+    /// The problem whose [`code`](Self::code) is `code`.
+    pub fn from_code(code: &str) -> Option<Problem> {
+        Problem::ALL.into_iter().find(|p| p.code() == code)
+    }
+
     /// A short human description.
     pub const fn describe(self) -> &'static str {
         match self {
@@ -165,3 +205,18 @@ impl fmt::Display for SnapshotError {
 
 #[cfg(feature = "snapshot")]
 impl core::error::Error for SnapshotError {}
+
+#[cfg(test)]
+mod tests {
+    use super::Problem;
+
+    #[test]
+    fn each_problem_has_its_own_code_and_is_found_by_it() {
+        for (i, p) in Problem::ALL.into_iter().enumerate() {
+            assert_eq!(Problem::from_code(p.code()), Some(p));
+            assert!(p.code().bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{}", p.code());
+            assert!(Problem::ALL[..i].iter().all(|q| q.code() != p.code()));
+        }
+        assert_eq!(Problem::from_code("Zero"), None);
+    }
+}

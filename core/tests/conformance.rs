@@ -46,10 +46,23 @@ fn main() {
             Err(e) => trials.push(Trial::test(format!("{name}::<file>"), move || Err(e.into()))),
         }
     }
+    let schema = dir.join("schema.json");
+    trials.push(Trial::test("schema.json::its problem codes are the core's", move || problem_codes(&schema)));
     let cases = trials.len();
     let conclusion = libtest_mimic::run(&Arguments::from_args(), trials);
     println!("conformance: {files} files, {cases} scenarios, {} steps run", STEPS.load(Ordering::Relaxed));
     conclusion.exit();
+}
+
+/// The schema's `problem` enum is `Problem::code` of every problem, in order.
+fn problem_codes(schema: &Path) -> Result<(), Failed> {
+    let text = std::fs::read_to_string(schema).map_err(|e| e.to_string())?;
+    let schema: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let case = &schema["$defs"]["case"]["properties"]["problem"]["enum"];
+    let listed: Vec<&str> =
+        case.as_array().ok_or("no problem enum in $defs.case")?.iter().filter_map(Value::as_str).collect();
+    let codes: Vec<&str> = Problem::ALL.iter().map(|p| p.code()).collect();
+    if listed == codes { Ok(()) } else { Err(format!("schema lists {listed:?}, the core has {codes:?}").into()) }
 }
 
 /// Reads one scenario file: `(description, case)` for each case.
@@ -87,7 +100,7 @@ fn object<'a>(value: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Valu
 }
 
 fn run_case(case: &Value) -> Result<(), Failed> {
-    let map = object(case, &["description", "config", "registry", "retention", "steps", "invalid"])?;
+    let map = object(case, &["description", "config", "registry", "retention", "steps", "invalid", "problem"])?;
     let config = map.get("config").ok_or("case without config")?;
     if let Some(retention) = map.get("retention") {
         return run_retention_case(map, config, retention);
@@ -99,14 +112,7 @@ fn run_case(case: &Value) -> Result<(), Failed> {
         Some(r) => build_registry(c, r).map(Breakers::Many),
     });
     match (map.get("invalid"), map.get("steps")) {
-        (Some(field), None) => {
-            let field = field.as_str().ok_or("invalid must name a field")?;
-            match built {
-                Err(got) if got.starts_with(&format!("{field}:")) => Ok(()),
-                Err(got) => Err(format!("expected an error for {field}, got {got}").into()),
-                Ok(_) => Err(format!("expected an error for {field}, the config was accepted").into()),
-            }
-        }
+        (Some(field), None) => refused(map, field, built.map(drop)),
         (None, Some(steps)) => {
             let mut run = Run { breakers: built?, clock: Instant::ZERO, permits: HashMap::new() };
             for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
@@ -127,14 +133,7 @@ fn run_retention_case(map: &Map<String, Value>, config: &Value, retention: &Valu
     let built = build_config(config)
         .and_then(|c| retention_steps::build(retention).and_then(|r| retention_steps::Run::new(c, r)));
     match (map.get("invalid"), map.get("steps")) {
-        (Some(field), None) => {
-            let field = field.as_str().ok_or("invalid must name a field")?;
-            match built {
-                Err(got) if got.starts_with(&format!("{field}:")) => Ok(()),
-                Err(got) => Err(format!("expected an error for {field}, got {got}").into()),
-                Ok(_) => Err(format!("expected an error for {field}, the config was accepted").into()),
-            }
-        }
+        (Some(field), None) => refused(map, field, built.map(drop)),
         (None, Some(steps)) => {
             let mut run = built?;
             for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
@@ -147,8 +146,24 @@ fn run_retention_case(map: &Map<String, Value>, config: &Value, retention: &Valu
     }
 }
 
+/// Checks an `invalid` case: `built` failed naming `field`, and, with a
+/// `problem`, for that problem (`Problem::code`).
+fn refused(map: &Map<String, Value>, field: &Value, built: Result<(), String>) -> Result<(), Failed> {
+    let field = field.as_str().ok_or("invalid must name a field")?;
+    let problem = map.get("problem").map(|p| p.as_str().ok_or("problem must be a code")).transpose()?;
+    match built {
+        Err(got) if got.starts_with(&format!("{field}:")) => match problem {
+            Some(p) if got != format!("{field}: {p}") => Err(format!("expected {field}: {p}, got {got}").into()),
+            _ => Ok(()),
+        },
+        Err(got) => Err(format!("expected an error for {field}, got {got}").into()),
+        Ok(()) => Err(format!("expected an error for {field}, the config was accepted").into()),
+    }
+}
+
+/// A refusal as the runner compares it: `field: problem code`.
 fn describe(e: ConfigError) -> String {
-    format!("{}: {}", e.field.name(), e.problem.describe())
+    format!("{}: {}", e.field.name(), e.problem.code())
 }
 
 /// `{"capacity": n, "configure": {"key": config, ...}}`.
@@ -199,7 +214,7 @@ fn build_patch(value: &Value) -> Result<ConfigPatch, String> {
         Some(None) => return Err("preset must be a name".into()),
     };
     let mut c = ConfigPatch { preset, ..ConfigPatch::default() };
-    let invalid = |field: Field| format!("{}: {}", field.name(), Problem::OutOfRange.describe());
+    let invalid = |field: Field| format!("{}: {}", field.name(), Problem::OutOfRange.code());
     for (key, v) in map {
         let field = |f: Field| move |_| invalid(f);
         match key.as_str() {

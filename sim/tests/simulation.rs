@@ -82,7 +82,10 @@ fn the_readme_tables_are_the_ones_make_demo_prints() {
     }
     let sim_readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("sim/README");
     let sensitivity = halfopen_sim::table::sensitivity(&scenarios::all(), 1);
-    assert!(sim_readme.contains(&sensitivity), "sim/README.md's sensitivity table is stale: run make demo\n{sensitivity}");
+    assert!(
+        sim_readme.contains(&sensitivity),
+        "sim/README.md's sensitivity table is stale: run make demo\n{sensitivity}"
+    );
     let variants = halfopen_sim::table::variants(&scenarios::all(), 1);
     assert!(sim_readme.contains(&variants), "sim/README.md's variants table is stale: run make demo\n{variants}");
     let reports: Vec<_> = webhook::Strategy::ALL.into_iter().map(webhook::run).collect();

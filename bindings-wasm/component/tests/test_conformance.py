@@ -484,12 +484,14 @@ def run_retention(case: Dict[str, Any]) -> None:
         try:
             made = H("[static]dispatcher.create", config(case["config"]), retention(case["retention"]))
         except Invalid as refused:
-            got = str(refused)
+            got, problem = str(refused), None
         else:
             assert is_err(made, ResourceAny), "the config was accepted"
             assert made.tag == "retention", f"{made.tag}: {made.payload}"
-            got = snake(made.payload.field)
+            got, problem = snake(made.payload.field), snake(made.payload.problem)
         assert got == case["invalid"], f"expected an error for {case['invalid']}, got one for {got}"
+        if "problem" in case:
+            assert problem == case["problem"], f"expected {case['problem']}, got {problem}"
         return
     run = RetentionRun(case)
     for index, step in enumerate(case["steps"]):
@@ -501,18 +503,20 @@ def run_retention(case: Dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", list(cases()))
 def test_conformance(case: Dict[str, Any]) -> None:
-    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid"}, case
+    assert set(case) <= {"description", "config", "registry", "retention", "steps", "invalid", "problem"}, case
     if "retention" in case:
         return run_retention(case)
     if "invalid" in case:
         try:
             made = H("[static]breaker.create", config(case["config"]), False)
         except Invalid as refused:
-            got = str(refused)
+            got, problem = str(refused), None
         else:
             assert is_err(made, ResourceAny), "the config was accepted"
-            got = snake(made.field)
+            got, problem = snake(made.field), snake(made.problem)
         assert got == case["invalid"], f"expected an error for {case['invalid']}, got one for {got}"
+        if "problem" in case:
+            assert problem == case["problem"], f"expected {case['problem']}, got {problem}"
         return
     run = Run(case)
     for index, step in enumerate(case["steps"]):

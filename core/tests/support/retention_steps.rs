@@ -27,7 +27,7 @@ pub fn build(value: &Value) -> Result<RetentionConfig, String> {
         "release_burst",
     ];
     let map = object(value, KEYS)?;
-    let invalid = |field: &str| format!("{field}: {}", Problem::OutOfRange.describe());
+    let invalid = |field: &str| format!("{field}: {}", Problem::OutOfRange.code());
     // A whole number ≥ 0 within `max`, or the field's error.
     let whole = |key: &str, field: &str, max: u64| {
         map.get(key)
@@ -66,7 +66,7 @@ pub fn build(value: &Value) -> Result<RetentionConfig, String> {
 }
 
 pub fn describe(e: RetentionError) -> String {
-    format!("{}: {}", e.field.name(), e.problem.describe())
+    format!("{}: {}", e.field.name(), e.problem.code())
 }
 
 /// A retention case's dispatcher, clock and message names.
@@ -82,7 +82,7 @@ pub struct Run {
 impl Run {
     pub fn new(config: Config, retention: RetentionConfig) -> Result<Run, String> {
         let breaker = Breaker::with_meter(config, halfopen::Metrics::default())
-            .map_err(|e| format!("{}: {}", e.field.name(), e.problem.describe()))?;
+            .map_err(|e| format!("{}: {}", e.field.name(), e.problem.code()))?;
         let dispatcher = Dispatcher::new(breaker, retention).map_err(describe)?;
         Ok(Run { dispatcher, clock: Instant::ZERO, seqs: HashMap::new(), messages: HashMap::new() })
     }
