@@ -1,57 +1,24 @@
-//! The state machine: phases, the call protocol, manual control. Every rule
-//! it decides by (what trips it, what a probe needs, how long it stays open)
-//! is in [`policy`](crate::policy).
+//! The state machine: it moves a breaker through its [`Phase`]s by the call
+//! protocol and manual control, applying the rules it decides by (what a
+//! call meets, what trips it, what a probe needs, how long it stays open,
+//! what a binding may do without asking), which are in
+//! [`policy`](crate::policy).
 
 use core::borrow::Borrow;
 
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::histogram::LatencyHistogram;
-use crate::jitter;
 use crate::licence::Licence;
 use crate::limit::Limiter;
 use crate::meter::{Meter, Report};
 use crate::metrics::{MetricsReading, ReadMetrics};
 use crate::permit::{Admission, Outcome, Permit, Rejection, Wait};
-use crate::policy;
+use crate::phase::Phase;
+use crate::policy::{self, Gate, Grant};
 use crate::state::{Counts, Mode, Reason, State, Transition, Transitions};
 use crate::time::{Duration, Instant};
 use crate::window::WindowState;
-
-/// Where the breaker is, with the deadline that belongs to it. Each phase
-/// change starts a new *generation*.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Closed,
-    /// Open; half-open from `until` on.
-    Open {
-        until: Instant,
-    },
-    /// Probing. If probes are in flight at `give_up_at`, they are given up.
-    HalfOpen {
-        give_up_at: Instant,
-    },
-    /// Held open; half-open from `until` on.
-    ForcedOpen {
-        until: Instant,
-    },
-    /// Held open until released.
-    HeldOpen,
-    /// Admits and counts everything; never trips.
-    Disabled,
-}
-
-impl Phase {
-    /// The state as last reported (a timed change that is due but not yet
-    /// applied is not counted).
-    fn state(self) -> State {
-        match self {
-            Phase::Closed | Phase::Disabled => State::Closed,
-            Phase::Open { .. } | Phase::ForcedOpen { .. } | Phase::HeldOpen => State::Open,
-            Phase::HalfOpen { .. } => State::HalfOpen,
-        }
-    }
-}
 
 /// A circuit breaker for one upstream.
 ///
@@ -231,13 +198,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         if !stale && self.phase.state() == State::HalfOpen {
             self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
         }
-        let failed = match outcome {
-            _ if stale => None,
-            Outcome::Success => Some(slow),
-            Outcome::Failure => Some(true),
-            Outcome::Ignored | Outcome::Cancelled => None,
-        };
-        let Some(failed) = failed else {
+        let Some(failed) = policy::verdict(outcome, stale, slow) else {
             // A call that held a slot ended without a verdict: it counts
             // toward the loss window only.
             if held {
@@ -258,21 +219,16 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn licence(&self, now: Instant) -> Licence {
         let now = now.max(self.latest);
         let c = self.config();
-        let limited = c.concurrency_limit.is_some();
-        let room = limited.then(|| self.limiter.limit.saturating_sub(self.in_flight));
-        match self.phase {
-            Phase::Closed if !self.meter.measures_latency() && room != Some(0) => Licence::Admit {
+        let room = c.concurrency_limit.is_some().then(|| self.limiter.limit.saturating_sub(self.in_flight));
+        match policy::grant(c, self.phase, now, self.meter.measures_latency(), room) {
+            Grant::Admit => Licence::Admit {
                 generation: self.generation,
                 until: self.window.bucket_end(c.window, now),
                 slow_after: policy::slow_after(c),
                 room,
             },
-            // With a limit, each open rejection's hint is drawn by the breaker.
-            Phase::Open { until } | Phase::ForcedOpen { until } if now < until && !limited => {
-                Licence::Reject { until: Some(until) }
-            }
-            Phase::HeldOpen => Licence::Reject { until: None },
-            _ => Licence::Ask,
+            Grant::Reject { until } => Licence::Reject { until },
+            Grant::Ask => Licence::Ask,
         }
     }
 
@@ -325,20 +281,18 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// When the breaker next changes by itself (open time ends, in-flight
     /// probes are given up), if it will.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } => Some(until),
-            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 => Some(give_up_at),
-            _ if self.in_flight > 0 && !self.limiter.admits(self.in_flight) => self.limiter.give_up_at(self.config()),
-            _ => None,
-        }
+        policy::phase_deadline(self.phase, self.probes_in_flight).or_else(|| {
+            let full = self.in_flight > 0 && !self.limiter.admits(self.in_flight);
+            full.then(|| self.limiter.give_up_at(self.config())).flatten()
+        })
     }
 
     /// The state at `now`, counting elapsed time; changes nothing.
     pub fn state(&self, now: Instant) -> State {
         let now = now.max(self.latest);
-        match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => State::HalfOpen,
-            phase => phase.state(),
+        match policy::open_period_ended(self.phase, now) {
+            Some(_) => State::HalfOpen,
+            None => self.phase.state(),
         }
     }
 
@@ -402,10 +356,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     {
         let now = now.max(self.latest);
         let metrics = self.meter.metrics();
-        let pending = match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } if until <= now => Some((until, State::HalfOpen)),
-            _ => None,
-        };
+        let pending = policy::open_period_ended(self.phase, now).map(|(until, _)| (until, State::HalfOpen));
         let [time_closed, time_half_open, time_open] = metrics.times(now, pending);
         let counters = *metrics.counters();
         let window = self.window.totals(self.config().window, now);
@@ -532,43 +483,32 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// with timed changes applied in the view only.
     fn wait_at(&self, now: Instant) -> Option<Wait> {
         let now = now.max(self.latest);
-        let c = self.config();
-        match self.phase {
-            Phase::Disabled => None,
-            Phase::Closed => self.limit_wait(&self.limiter, now, false),
-            Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Some(self.open_wait(until, now)),
+        match policy::gate(self.config(), self.phase, self.probes_in_flight, now) {
+            Gate::Pass => None,
+            Gate::UntilHalfOpen { until } => Some(self.open_wait(until, now)),
+            Gate::Held => Some(Wait::Held),
+            Gate::ProbesBusy { retry, give_up } => Some(Wait::ProbesBusy { retry, give_up }),
+            Gate::Limit { probing, restarted: false } => self.limit_wait(&self.limiter, now, probing),
             // Probing would begin: the first probe meets the limit started again.
-            Phase::Open { .. } | Phase::ForcedOpen { .. } => self.limit_wait(&self.limiter_at(now), now, true),
-            Phase::HeldOpen => Some(Wait::Held),
-            Phase::HalfOpen { give_up_at } if now >= give_up_at && self.probes_in_flight > 0 => None,
-            Phase::HalfOpen { give_up_at } if !policy::admits_probe(c, self.probes_in_flight) => {
-                let give_up = give_up_at - now;
-                Some(Wait::ProbesBusy { retry: policy::probe_retry_hint(c, give_up), give_up })
-            }
-            Phase::HalfOpen { .. } => self.limit_wait(&self.limiter, now, true),
+            Gate::Limit { probing, restarted: true } => self.limit_wait(&self.limiter_at(now), now, probing),
         }
     }
 
     /// The limiter as it would be at `now`: an open period that has ended
     /// starts probing, and the limit again.
     fn limiter_at(&self, now: Instant) -> Limiter {
-        match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } if now >= until => {
-                let mut limiter = self.limiter;
-                limiter.restart(self.config());
-                limiter
-            }
-            _ => self.limiter,
+        let mut limiter = self.limiter;
+        if policy::open_period_ended(self.phase, now).is_some() {
+            limiter.restart(self.config());
         }
+        limiter
     }
 
     /// Whether the calls in flight are given up by `now` (half-open probes
     /// not reported in time, or a full limit idle for `probe_timeout`).
     fn given_up_by(&self, now: Instant) -> bool {
-        match self.phase {
-            Phase::HalfOpen { give_up_at } if self.probes_in_flight > 0 && now >= give_up_at => true,
-            _ => self.limiter.gives_up(self.config(), self.in_flight, now),
-        }
+        policy::probes_given_up(self.phase, self.probes_in_flight, now)
+            || self.limiter.gives_up(self.config(), self.in_flight, now)
     }
 
     /// Whether a permit of `generation` is older than generation `since`,
@@ -635,22 +575,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// Moves the clock to `now` and applies the timed changes due.
     fn advance(&mut self, now: Instant) -> Option<Transition> {
         self.latest = self.latest.max(now);
-        match self.phase {
-            Phase::Open { until } | Phase::ForcedOpen { until } if self.latest >= until => {
-                let forced = matches!(self.phase, Phase::ForcedOpen { .. });
-                let reason = if forced { Reason::ForcedOpenEnded } else { Reason::OpenTimeout };
-                self.enter(Phase::HalfOpen { give_up_at: until });
-                Some(Transition { from: State::Open, to: State::HalfOpen, reason, at: until })
-            }
-            // Every in-flight probe was admitted at least `probe_timeout` ago,
-            // or a full limit has refused calls for as long with no report:
-            // give up the calls in flight; their late reports will be stale.
-            _ if self.given_up_by(self.latest) => {
-                self.give_up();
-                None
-            }
-            _ => None,
+        if let Some((until, reason)) = policy::open_period_ended(self.phase, self.latest) {
+            self.enter(Phase::HalfOpen { give_up_at: until });
+            return Some(Transition { from: State::Open, to: State::HalfOpen, reason, at: until });
         }
+        // Every in-flight probe was admitted at least `probe_timeout` ago,
+        // or a full limit has refused calls for as long with no report:
+        // give up the calls in flight; their late reports will be stale.
+        if self.given_up_by(self.latest) {
+            self.give_up();
+        }
+        None
     }
 
     /// Starts a new state period in `phase`: the permits issued so far are
@@ -701,7 +636,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         let c = self.config();
         // The period is drawn for the generation the open phase starts.
         let generation = self.generation.wrapping_add(1);
-        let until = now + jitter::shorten(self.open_for, c.jitter, c.jitter_seed, generation);
+        let until = now + policy::open_period(c, self.open_for, generation);
         self.enter(Phase::Open { until });
         Some(Transition { from, to: State::Open, reason, at: now })
     }
@@ -716,11 +651,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
         let window = self.config().window;
         self.window.record(window, now, failed, slow);
-        if !failed || self.phase == Phase::Disabled {
+        if !failed {
             return None;
         }
         let c = self.config();
-        let reason = policy::trip_reason(c, self.consecutive, self.window.totals(c.window, now))?;
+        let reason = policy::trip(c, self.phase, self.consecutive, self.window.totals(c.window, now))?;
         self.open_for = policy::first_open_period(c);
         self.open(now, reason, State::Closed)
     }

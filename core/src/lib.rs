@@ -37,11 +37,16 @@
 //! handed over in bulk so that the breaker ends up exactly where the plain
 //! protocol would leave it.
 //!
-//! Every rule the breaker decides by (trip policies, slow calls, probes,
-//! backoff, what a registry may forget) is in one module, `policy`; how the
-//! optional [`ConcurrencyLimit`] (how many calls may be in flight at once,
-//! fixed or adaptive) moves is in another, `limit`. Modules form no cycle
-//! (`tests/check_module_cycles.py`, in `make test`).
+//! Every rule the breaker decides by (what a call meets in each phase, what
+//! a report says of the upstream, trip policies, slow calls, probes, backoff
+//! and jitter, what ends an open period, the licence, what a registry may
+//! forget) is a pure function in one module, `policy`, unit-tested there;
+//! `breaker` applies them. Retention's rules (how many sends may be out,
+//! seed 001's probe rule, what a report does with a message, the bounds)
+//! are in `retention::policy`; how the optional [`ConcurrencyLimit`] (how
+//! many calls may be in flight at once, fixed or adaptive) moves is in
+//! `limit`. Modules form no cycle (`tests/check_module_cycles.py`, in
+//! `make test`).
 //!
 //! ## Time
 //! See [`time`]: microseconds as `u64` from any origin; time never goes
@@ -80,6 +85,7 @@ mod meter;
 mod metrics;
 mod patch;
 mod permit;
+mod phase;
 mod policy;
 pub mod prometheus;
 #[cfg(feature = "alloc")]

@@ -1,9 +1,16 @@
-//! Every rule a breaker decides by, as pure functions of the configuration
-//! and the counts: what trips it, what counts as slow, how probes are
-//! admitted and when they close it or are given up, how long it stays open,
-//! and when a registry may forget it.
+//! Every rule a breaker decides by, as pure functions of the configuration,
+//! its phase, its counts and `now`: what a call meets (the admission table),
+//! what a report says of the upstream, what trips it, what counts as slow,
+//! how probes are admitted and when they close it or are given up, how long
+//! it stays open and what ends an open period, what a binding may do without
+//! asking, and when a registry may forget it. [`Breaker`](crate::Breaker)
+//! applies them; the concurrency limit's own rules are in
+//! [`limit`](crate::limit), retention's in `retention::policy`.
 
 use crate::config::Config;
+use crate::jitter;
+use crate::permit::Outcome;
+use crate::phase::Phase;
 use crate::state::Reason;
 #[cfg(feature = "alloc")]
 use crate::state::{Counts, Mode, State};
@@ -105,9 +112,219 @@ pub(crate) fn grown_open_period(c: &Config, current: Duration) -> Duration {
     Duration::from_micros(grown).min(c.open_timeout_cap()).max(current)
 }
 
+/// What a call meets at `now` in `phase` (a timed change that is due
+/// counted as made), before the concurrency limit has its say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Admitted, whatever the limit: disabled, or the probes in flight are
+    /// given up (their slots with them).
+    Pass,
+    /// Refused until the open period ends at `until`.
+    UntilHalfOpen { until: Instant },
+    /// Refused: held open until released.
+    Held,
+    /// Refused: every probe slot is taken. `retry`: when to come back;
+    /// `give_up`: when the probes in flight are given up at the latest.
+    ProbesBusy { retry: Duration, give_up: Duration },
+    /// Admitted if the concurrency limit has room. `probing`: the call would
+    /// be a probe (refused, it gets the probes' hint); `restarted`: probing
+    /// begins with it, and with probing the limit starts again.
+    Limit { probing: bool, restarted: bool },
+}
+
+/// The admission table: what a call meets at `now` in `phase`, with
+/// `probes_in_flight` half-open probes out.
+pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, now: Instant) -> Gate {
+    match phase {
+        Phase::Disabled => Gate::Pass,
+        Phase::Closed => Gate::Limit { probing: false, restarted: false },
+        Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Gate::UntilHalfOpen { until },
+        Phase::Open { .. } | Phase::ForcedOpen { .. } => Gate::Limit { probing: true, restarted: true },
+        Phase::HeldOpen => Gate::Held,
+        _ if probes_given_up(phase, probes_in_flight, now) => Gate::Pass,
+        Phase::HalfOpen { give_up_at } if !admits_probe(c, probes_in_flight) => {
+            let give_up = give_up_at - now;
+            Gate::ProbesBusy { retry: probe_retry_hint(c, give_up), give_up }
+        }
+        Phase::HalfOpen { .. } => Gate::Limit { probing: true, restarted: false },
+    }
+}
+
+/// Whether the half-open probes in flight are given up by `now`: none was
+/// reported within `probe_timeout` of the latest probe's admission (a lost
+/// promise cannot hold the breaker half-open).
+pub(crate) fn probes_given_up(phase: Phase, probes_in_flight: u16, now: Instant) -> bool {
+    matches!(phase, Phase::HalfOpen { give_up_at } if probes_in_flight > 0 && now >= give_up_at)
+}
+
+/// The change an open period makes by itself once `now` reaches its end:
+/// to half-open, at the time it ended. A timed force-open ends in half-open
+/// too (probe first, never closed); held open ends only when released.
+pub(crate) fn open_period_ended(phase: Phase, now: Instant) -> Option<(Instant, Reason)> {
+    match phase {
+        Phase::Open { until } if now >= until => Some((until, Reason::OpenTimeout)),
+        Phase::ForcedOpen { until } if now >= until => Some((until, Reason::ForcedOpenEnded)),
+        _ => None,
+    }
+}
+
+/// When `phase` changes by itself: its open period ends, or its probes in
+/// flight are given up (the concurrency limit's own deadline aside).
+pub(crate) fn phase_deadline(phase: Phase, probes_in_flight: u16) -> Option<Instant> {
+    match phase {
+        Phase::Open { until } | Phase::ForcedOpen { until } => Some(until),
+        Phase::HalfOpen { give_up_at } if probes_in_flight > 0 => Some(give_up_at),
+        _ => None,
+    }
+}
+
+/// What a report says of the upstream: `Some(failed)` if it counts (a
+/// failure; a success, failed if it was slow), `None` if it counts nothing:
+/// ignored, cancelled, or a permit of an earlier state period (stale).
+pub(crate) fn verdict(outcome: Outcome, stale: bool, slow: bool) -> Option<bool> {
+    match outcome {
+        _ if stale => None,
+        Outcome::Success => Some(slow),
+        Outcome::Failure => Some(true),
+        Outcome::Ignored | Outcome::Cancelled => None,
+    }
+}
+
+/// Why a failure counted in `phase` (closed or disabled) opens the breaker,
+/// if it does: a disabled breaker counts every call but never trips.
+pub(crate) fn trip(c: &Config, phase: Phase, consecutive: u32, totals: WindowCounts) -> Option<Reason> {
+    match phase {
+        Phase::Disabled => None,
+        _ => trip_reason(c, consecutive, totals),
+    }
+}
+
+/// How long an open period of `open_for` (before jitter) lasts when it
+/// starts generation `generation`: `jitter` shortens it by a fraction drawn
+/// from the seed and the generation (never lengthens it: the cap stays a
+/// cap; no state, so it survives a snapshot).
+pub(crate) fn open_period(c: &Config, open_for: Duration, generation: u32) -> Duration {
+    jitter::shorten(open_for, c.jitter, c.jitter_seed, generation)
+}
+
+/// What a binding may do without asking at `now` (see
+/// [`Licence`](crate::Licence)), before the breaker fills in the details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Admit every call (the breaker gives the window bucket's end and the room).
+    Admit,
+    /// Reject every call read before `until` (`None`: every call, held open).
+    Reject { until: Option<Instant> },
+    /// Ask for every call.
+    Ask,
+}
+
+/// The licence rules: a closed breaker licenses admissions unless it
+/// measures latency (each call must then be timed by it) or its limit has no
+/// room (`room`: `None` without a limit); an open one licenses rejections
+/// until its period ends, unless a limit draws each rejection's hint; held
+/// open, every rejection. Anything else (half-open, disabled) asks.
+pub(crate) fn grant(c: &Config, phase: Phase, now: Instant, measures_latency: bool, room: Option<u32>) -> Grant {
+    let limited = c.concurrency_limit.is_some();
+    match phase {
+        Phase::Closed if !measures_latency && room != Some(0) => Grant::Admit,
+        Phase::Open { until } | Phase::ForcedOpen { until } if now < until && !limited => {
+            Grant::Reject { until: Some(until) }
+        }
+        Phase::HeldOpen => Grant::Reject { until: None },
+        _ => Grant::Ask,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConcurrencyLimit;
+
+    fn at(s: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn the_admission_table() {
+        let c = Config::default(); // 3 probes, open 30 s (retry hint 3 s), probes given up after 60 s
+        assert_eq!(gate(&c, Phase::Disabled, 0, at(0)), Gate::Pass);
+        assert_eq!(gate(&c, Phase::Closed, 0, at(0)), Gate::Limit { probing: false, restarted: false });
+        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, at(29)), Gate::UntilHalfOpen { until: at(30) });
+        assert_eq!(gate(&c, Phase::ForcedOpen { until: at(30) }, 0, at(0)), Gate::UntilHalfOpen { until: at(30) });
+        // An open period that has ended: the call is the first probe.
+        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, at(30)), Gate::Limit { probing: true, restarted: true });
+        assert_eq!(gate(&c, Phase::HeldOpen, 0, at(1_000_000)), Gate::Held);
+        let half_open = Phase::HalfOpen { give_up_at: at(90) };
+        assert_eq!(gate(&c, half_open, 2, at(40)), Gate::Limit { probing: true, restarted: false });
+        let busy = Gate::ProbesBusy { retry: Duration::from_secs(3), give_up: Duration::from_secs(50) };
+        assert_eq!(gate(&c, half_open, 3, at(40)), busy);
+        // Close to the give-up, the hint is no later than it.
+        let soon = Gate::ProbesBusy { retry: Duration::from_secs(1), give_up: Duration::from_secs(1) };
+        assert_eq!(gate(&c, half_open, 3, at(89)), soon);
+        // Probes not reported in time are given up: the call passes.
+        assert_eq!(gate(&c, half_open, 3, at(90)), Gate::Pass);
+    }
+
+    #[test]
+    fn what_ends_an_open_period_and_when() {
+        assert_eq!(open_period_ended(Phase::Open { until: at(30) }, at(29)), None);
+        assert_eq!(open_period_ended(Phase::Open { until: at(30) }, at(45)), Some((at(30), Reason::OpenTimeout)));
+        assert_eq!(
+            open_period_ended(Phase::ForcedOpen { until: at(30) }, at(30)),
+            Some((at(30), Reason::ForcedOpenEnded))
+        );
+        assert_eq!(open_period_ended(Phase::HeldOpen, at(u64::MAX / 2_000_000)), None);
+        assert_eq!(phase_deadline(Phase::ForcedOpen { until: at(7) }, 0), Some(at(7)));
+        assert_eq!(phase_deadline(Phase::HalfOpen { give_up_at: at(60) }, 0), None);
+        assert_eq!(phase_deadline(Phase::HalfOpen { give_up_at: at(60) }, 1), Some(at(60)));
+        assert_eq!(phase_deadline(Phase::HeldOpen, 0), None);
+        assert!(!probes_given_up(Phase::HalfOpen { give_up_at: at(60) }, 0, at(61)));
+        assert!(probes_given_up(Phase::HalfOpen { give_up_at: at(60) }, 1, at(60)));
+    }
+
+    #[test]
+    fn what_a_report_says_of_the_upstream() {
+        assert_eq!(verdict(Outcome::Success, false, false), Some(false));
+        assert_eq!(verdict(Outcome::Success, false, true), Some(true));
+        assert_eq!(verdict(Outcome::Failure, false, false), Some(true));
+        assert_eq!(verdict(Outcome::Ignored, false, false), None);
+        assert_eq!(verdict(Outcome::Cancelled, false, false), None);
+        assert_eq!(verdict(Outcome::Failure, true, false), None);
+    }
+
+    #[test]
+    fn a_disabled_breaker_never_trips() {
+        let c = Config { consecutive_failures: Some(1), ..Config::default() };
+        let totals = WindowCounts { calls: 9, failures: 9, slow: 0 };
+        assert_eq!(trip(&c, Phase::Closed, 9, totals), Some(Reason::ConsecutiveFailures));
+        assert_eq!(trip(&c, Phase::Disabled, 9, totals), None);
+    }
+
+    #[test]
+    fn jitter_only_ever_shortens_an_open_period() {
+        let c = Config { jitter: 0.5, ..Config::default() };
+        for generation in 0..64 {
+            let d = open_period(&c, Duration::from_secs(30), generation);
+            assert!(d <= Duration::from_secs(30) && d >= Duration::from_secs(15), "{d:?}");
+        }
+        assert_eq!(open_period(&Config::default(), Duration::from_secs(30), 1), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_licence_rules() {
+        let c = Config::default();
+        assert_eq!(grant(&c, Phase::Closed, at(0), false, None), Grant::Admit);
+        assert_eq!(grant(&c, Phase::Closed, at(0), true, None), Grant::Ask);
+        assert_eq!(grant(&c, Phase::Closed, at(0), false, Some(0)), Grant::Ask);
+        assert_eq!(grant(&c, Phase::Open { until: at(30) }, at(1), false, None), Grant::Reject { until: Some(at(30)) });
+        assert_eq!(grant(&c, Phase::Open { until: at(30) }, at(30), false, None), Grant::Ask);
+        assert_eq!(grant(&c, Phase::HeldOpen, at(1), false, None), Grant::Reject { until: None });
+        assert_eq!(grant(&c, Phase::Disabled, at(1), false, None), Grant::Ask);
+        let limited = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(4)), ..c };
+        assert_eq!(grant(&limited, Phase::Open { until: at(30) }, at(1), false, Some(4)), Grant::Ask);
+        assert_eq!(grant(&limited, Phase::Closed, at(1), false, Some(4)), Grant::Admit);
+    }
 
     #[test]
     fn rates_are_judged_only_from_the_minimum_number_of_calls() {

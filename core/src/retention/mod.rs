@@ -50,6 +50,7 @@
 mod config;
 pub mod exposition;
 mod in_flight;
+mod policy;
 mod rate;
 #[cfg(feature = "snapshot")]
 mod saved;
@@ -69,11 +70,8 @@ use crate::permit::{Outcome, Permit};
 use crate::state::{State, Transition};
 use crate::time::{Duration, Instant};
 use in_flight::InFlight;
+use policy::Fate;
 use rate::Bucket;
-
-/// The most bytes a dispatcher holds (2^53 − 1, what a snapshot holds and a
-/// JavaScript number carries exactly).
-const MAX_SAVED_BYTES: u64 = crate::MAX_SAVED_COUNTER;
 
 /// A message the dispatcher holds: retained or in flight.
 #[derive(Debug)]
@@ -370,28 +368,23 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
         if let Some(t) = self.breaker.record(permit, outcome, now) {
             self.events.push_back(Event::Transition(t));
         }
-        match outcome {
-            Outcome::Success => {
+        if outcome == Outcome::Failure {
+            self.counters.failed += 1;
+        }
+        match policy::fate(&self.config, outcome, held.attempts, held.expired(now)) {
+            Fate::Delivered => {
                 self.bytes -= held.bytes;
                 self.counters.delivered += 1;
                 return Some(Reported::Delivered(held.message));
             }
-            Outcome::Cancelled => {}
-            Outcome::Ignored => {
+            Fate::Dead(reason) => {
                 held.attempts = held.attempts.saturating_add(1);
-                self.bury(held, DeadReason::Refused);
+                self.bury(held, reason);
                 return Some(Reported::Dead);
             }
-            Outcome::Failure => {
-                held.attempts = held.attempts.saturating_add(1);
-                self.counters.failed += 1;
-                if self.config.max_attempts.is_some_and(|max| held.attempts >= max) {
-                    self.bury(held, DeadReason::Attempts);
-                    return Some(Reported::Dead);
-                }
-                if held.expired(now) {
-                    self.bury(held, DeadReason::Age);
-                    return Some(Reported::Dead);
+            Fate::Retained { attempt } => {
+                if attempt {
+                    held.attempts = held.attempts.saturating_add(1);
                 }
             }
         }
@@ -446,16 +439,8 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// also those the breaker gave up on, or admitted before a `disable`.
     fn room(&self, now: Instant) -> bool {
         let limit = self.breaker.counts(now).concurrency_limit;
-        let cap = match self.breaker.state(now) {
-            // The probes, and never more than the concurrency limit: a probe
-            // the breaker gave up on (`probe_timeout`) is still this
-            // dispatcher's send until it is reported.
-            State::HalfOpen => {
-                let probes = u32::from(self.breaker.config().half_open_max_attempts);
-                Some(limit.map_or(probes, |limit| limit.min(probes)))
-            }
-            _ => limit,
-        };
+        let probes = self.breaker.config().half_open_max_attempts;
+        let cap = policy::send_cap(self.breaker.state(now), probes, limit);
         cap.is_none_or(|cap| self.sending.len() < cap as usize)
     }
 
@@ -467,14 +452,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
             return false;
         }
         let state = self.breaker.state(now);
-        // Seed 001's rule: the retained wait for a new message to probe,
-        // unless one came that could not (or could not yet) be sent, or a
-        // probe has succeeded already (the rest of the probes are theirs:
-        // with no new message they would wait forever on a healthy partner).
-        if self.config.probe == Probe::NewMessage
-            && state != State::Closed
-            && !(state == State::HalfOpen && (self.probe_owed || self.breaker.probe_successes() > 0))
-        {
+        if policy::retained_wait(self.config.probe, state, self.probe_owed, self.breaker.probe_successes()) {
             return false;
         }
         self.bucket.as_ref().is_none_or(|b| b.ready_at(now)) && self.breaker.check(now).is_ok()
@@ -483,9 +461,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// Whether a new message probes ahead of the retained ones at `now`
     /// (seed 001's rule): half-open, before any probe has succeeded.
     fn new_message_probes(&self, now: Instant) -> bool {
-        self.config.probe == Probe::NewMessage
-            && self.breaker.state(now) == State::HalfOpen
-            && self.breaker.probe_successes() == 0
+        policy::new_message_probes(self.config.probe, self.breaker.state(now), self.breaker.probe_successes())
     }
 
     /// A permit at `now`, within the rate (the breaker's transition, if it
@@ -509,19 +485,13 @@ impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
     /// messages if the configuration says so — only if dropping them makes
     /// room. The bytes held never pass 2^53 − 1 (what a snapshot holds).
     fn make_room(&mut self, bytes: u64) -> bool {
-        let (max_messages, max_bytes) = (self.config.max_messages, self.config.max_bytes);
-        let max_bytes = max_bytes.map_or(MAX_SAVED_BYTES, |m| m.min(MAX_SAVED_BYTES));
-        let fits = |count: usize, held: u64| {
-            max_messages.is_none_or(|max| count < max as usize)
-                && held.checked_add(bytes).is_some_and(|b| b <= max_bytes)
-        };
-        let count = self.retained.len() + self.sending.len();
-        if fits(count, self.bytes) {
+        let fits = |count: usize, held: u64| policy::fits(&self.config, count, held, bytes);
+        if fits(self.retained.len() + self.sending.len(), self.bytes) {
             return true;
         }
         // What is left once every retained message is dropped: the sends.
         let in_flight: u64 = self.sending.held().map(|h| h.bytes).sum();
-        if self.config.overflow == Overflow::Reject || !fits(self.sending.len(), in_flight) {
+        if !policy::drops_for_room(&self.config, fits(self.sending.len(), in_flight)) {
             return false;
         }
         while !fits(self.retained.len() + self.sending.len(), self.bytes) {

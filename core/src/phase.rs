@@ -1,0 +1,40 @@
+//! Where a breaker is: its phase, with the deadline that belongs to it. The
+//! rules that read it are in [`policy`](crate::policy); the breaker moves it.
+
+use crate::state::State;
+use crate::time::Instant;
+
+/// Where the breaker is, with the deadline that belongs to it. Each phase
+/// change starts a new *generation*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Closed,
+    /// Open; half-open from `until` on.
+    Open {
+        until: Instant,
+    },
+    /// Probing. If probes are in flight at `give_up_at`, they are given up.
+    HalfOpen {
+        give_up_at: Instant,
+    },
+    /// Held open; half-open from `until` on.
+    ForcedOpen {
+        until: Instant,
+    },
+    /// Held open until released.
+    HeldOpen,
+    /// Admits and counts everything; never trips.
+    Disabled,
+}
+
+impl Phase {
+    /// The state as last reported (a timed change that is due but not yet
+    /// applied is not counted).
+    pub(crate) fn state(self) -> State {
+        match self {
+            Phase::Closed | Phase::Disabled => State::Closed,
+            Phase::Open { .. } | Phase::ForcedOpen { .. } | Phase::HeldOpen => State::Open,
+            Phase::HalfOpen { .. } => State::HalfOpen,
+        }
+    }
+}
