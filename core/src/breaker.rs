@@ -102,6 +102,8 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     #[inline(always)]
     pub fn try_acquire(&mut self, now: Instant) -> Admission {
         self.latest = self.latest.max(now);
+        // The hot path: `policy::gate`'s closed row with room in the limit,
+        // and its open row, inlined; every other case asks `gate`.
         match self.phase {
             Phase::Closed if self.limiter.admits(self.in_flight) => {
                 self.in_flight += 1;
