@@ -838,3 +838,4 @@ module.exports = nativeBinding
 module.exports.NativeBreaker = nativeBinding.NativeBreaker
 module.exports.NativeDispatcher = nativeBinding.NativeDispatcher
 module.exports.NativeRegistry = nativeBinding.NativeRegistry
+module.exports.wireCodes = nativeBinding.wireCodes

@@ -18,7 +18,7 @@ export declare class NativeBreaker {
   static bytes(): number
   /** A breaker from `options`; throws a structured error for an invalid one. */
   constructor(options: NativeOptions, latencyHistogram: boolean)
-  /** Admission: see `admission_code`. */
+  /** Admission: `wire::admission`. */
   acquire(nowMs: number): number
   /**
    * Why the latest rejection `acquire` made was made: `"open"`,
@@ -26,8 +26,8 @@ export declare class NativeBreaker {
    */
   refusalReason(): string
   /**
-   * Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
-   * success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
+   * Reports a call admitted in `generation` at `issuedAtMs` (the outcome's
+   * code: `wire::OUTCOMES`). True if a transition waits.
    */
   record(generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
   /** What JavaScript may do without asking from `nowMs`. */
@@ -97,22 +97,18 @@ export declare class NativeDispatcher {
    */
   load(json: string | undefined | null, bytes: Buffer | undefined | null, held: Array<number>, nowMs: number, counted: boolean): void
   /**
-   * Submits a message of `bytes` (checked: a whole number ≥ 0): a code
-   * `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,
-   * 0 to send now; `events`: 1 when `takeEvents` has something), or
-   * `-1 - events` when refused (a bound is full). Exact while `seq` is
-   * below 2^51 (a million messages a second for 71 years).
+   * Submits a message of `bytes` (checked: a whole number ≥ 0): a code,
+   * `wire::submitted`.
    */
   submit(bytes: number, nowMs: number): number
   /**
    * Every retained message to send now, oldest first (by sequence
-   * number), then `-1` if `takeEvents` has something.
+   * number), then `wire::EVENTS_WAIT_IN_LIST` if `takeEvents` has something.
    */
   next(nowMs: number): Array<number>
   /**
-   * Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
-   * 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in
-   * flight; plus 4 if `takeEvents` has something.
+   * Reports the send of `seq` (the outcome's code: `wire::OUTCOMES`): a
+   * code, `wire::reported`.
    */
   report(seq: number, outcomeCode: number, nowMs: number): number
   /**
@@ -186,7 +182,7 @@ export declare class NativeRegistry {
   maxNameBytes(): number
   /**
    * Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
-   * or -0.5 when the registry is full.
+   * or `wire::REGISTRY_FULL` when the registry is full.
    */
   acquire(name: string, nowMs: number): number
   /** Reports a call of `name`'s breaker. True if a transition waits. */
@@ -405,4 +401,19 @@ export interface NativeTransition {
   to: string
   reason: string
   atMs: number
+}
+
+/** The codes every packed value uses. */
+export declare function wireCodes(): WireCodes
+
+/** The codes, for `lib/wire.js`. */
+export interface WireCodes {
+  transitionPending: number
+  registryFull: number
+  /** Outcome names (`"success"`, ...) by code. */
+  outcomes: Array<string>
+  licenceKinds: Array<string>
+  reported: Array<string>
+  eventsWait: number
+  eventsWaitInList: number
 }

@@ -44,8 +44,8 @@ function load() {
   let loadError
   if (wanted !== 'wasm') {
     try {
-      const { NativeBreaker, NativeDispatcher, NativeRegistry } = require('./addon.js')
-      return { NativeBreaker, NativeDispatcher, NativeRegistry, backend: 'native' }
+      const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes } = require('./addon.js')
+      return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, backend: 'native' }
     } catch (err) {
       if (wanted === 'native') throw err
       loadError = err
@@ -72,8 +72,8 @@ function load() {
     warning.cause = loadError
     emitWarning(warning)
   }
-  const { NativeBreaker, NativeDispatcher, NativeRegistry } = wasm
-  return { NativeBreaker, NativeDispatcher, NativeRegistry, backend: 'wasm' }
+  const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes } = wasm
+  return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, backend: 'wasm' }
 }
 
 module.exports = load()

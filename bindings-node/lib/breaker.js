@@ -18,31 +18,22 @@
 // a concurrency limit, also after every call and report that crosses.
 
 const { NativeBreaker } = require('../native.js')
-const { execute, SUCCESS, FAILURE, IGNORED, CANCELLED } = require('./call.js')
+const { execute } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
+const { ADMIT, OUTCOME_CODES, REJECT, retryOf, SUCCESS, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
 const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
-const OUTCOMES = { success: SUCCESS, failure: FAILURE, ignored: IGNORED, cancelled: CANCELLED }
-const TRANSITION_PENDING = 4294967296
 const BATCH = 256
-// Licence kinds (NativeLicence.kind); UNKNOWN until first asked.
-const UNKNOWN = -1
-const ADMIT = 1
-const REJECT = 2
 
 /** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
 const OUTSTANDING = new WeakMap()
 
-/** The retry time of a rejection code from the addon (`-1 - ms`), exact to the microsecond. */
-function retryOf(code) {
-  return code === -Infinity ? Infinity : Math.round((-1 - code) * 1000) / 1000
-}
 
 /** The metrics object as documented: upper-case state, `null` for what is not measured. */
 const OPTIONAL_METRICS = ['concurrencyLimit', 'meanTimeOpenMs', 'errorRate', 'latencyCount', 'latencyP50Ms', 'latencyP95Ms', 'latencyP99Ms', 'latencyMaxMs']
@@ -77,7 +68,7 @@ function enqueueTransitions(emitter, transitions) {
  * TypeError. `owner` issued it (a breaker, or a registry with `name`).
  */
 function takePermit(owner, permit, outcome, name) {
-  const code = OUTCOMES[Object.hasOwn(OUTCOMES, outcome) ? outcome : '']
+  const code = OUTCOME_CODES[Object.hasOwn(OUTCOME_CODES, outcome) ? outcome : '']
   if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
   const data = permit !== null && typeof permit === 'object' ? OUTSTANDING.get(permit) : undefined
   if (data === undefined || data.owner !== owner || data.name !== name) {
@@ -466,12 +457,9 @@ Object.setPrototypeOf(CircuitBreaker, EventEmitter)
 
 module.exports = {
   CircuitBreaker,
-  OUTCOMES,
   STATES,
-  TRANSITION_PENDING,
   issuePermit,
   enqueueTransitions,
   metricsOf,
-  retryOf,
   takePermit,
 }

@@ -27,11 +27,7 @@
 
 const { CircuitBreakerTimeoutError, typeError, warnCallback } = require('./errors.js')
 const { performance } = require('./platform.js')
-
-const SUCCESS = 0
-const FAILURE = 1
-const IGNORED = 2
-const CANCELLED = 3
+const { CANCELLED, FAILURE, IGNORED, SUCCESS } = require('./wire.js')
 
 /** Runs `fn` through `host` if admitted; settles exactly as `fn` does (see index.d.ts). */
 function execute(host, fn, options) {
@@ -251,4 +247,4 @@ function guarded(host, fn, permit, signal) {
   })
 }
 
-module.exports = { classify, execute, SUCCESS, FAILURE, IGNORED, CANCELLED }
+module.exports = { classify, execute }

@@ -39,7 +39,7 @@
 // where the origin is random per Dispatcher, so keys of a process that
 // started again never repeat those of the one before.
 
-const { FAILURE, SUCCESS, classify } = require('./call.js')
+const { classify } = require('./call.js')
 const { read } = require('./clock.js')
 const {
   CircuitBreakerTimeoutError,
@@ -53,8 +53,8 @@ const { drain, enqueue, publish } = require('./events.js')
 const { MAX_TIMER_MS } = require('./options.js')
 const { EventEmitter, randomHex64 } = require('./platform.js')
 const { RetentionQueue } = require('./retention.js')
+const { FAILURE, OUTCOMES, SUCCESS } = require('./wire.js')
 
-const OUTCOME_NAMES = ['success', 'failure', 'ignored', 'cancelled']
 const FORWARDED = ['open', 'close', 'halfOpen', 'stateChange', 'delivered', 'dead', 'dropped']
 const STORE_METHODS = ['add', 'remove', 'save', 'load', 'clear']
 
@@ -266,7 +266,7 @@ class Dispatcher extends EventEmitter {
       done = true
       clearTimeout(timer)
       try {
-        this.queue.report(seq, OUTCOME_NAMES[outcome])
+        this.queue.report(seq, OUTCOMES[outcome])
       } catch (err) {
         warnCallback(err, `the dispatcher '${this.name}', reporting a send`)
       }

@@ -5,16 +5,14 @@
 // in flight is never evicted.
 
 const { NativeRegistry } = require('../native.js')
-const { enqueueTransitions, issuePermit, metricsOf, retryOf, STATES, takePermit, TRANSITION_PENDING } = require('./breaker.js')
+const { enqueueTransitions, issuePermit, metricsOf, STATES, takePermit } = require('./breaker.js')
 const { execute } = require('./call.js')
 const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, RegistryFullError, snapshotText } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
-
-/** What the addon's `acquire` returns when the registry is full. */
-const FULL = -0.5
+const { REGISTRY_FULL, retryOf, TRANSITION_PENDING } = require('./wire.js')
 
 /**
  * One breaker per name, made on first use, at most `capacity` (default
@@ -241,7 +239,7 @@ class KeyedBreaker {
     const now = read(this)
     const r = this._registry
     const code = r._native.acquire(this.name, now)
-    if (code === FULL) {
+    if (code === REGISTRY_FULL) {
       this._refusal[2] = true
       return null
     }

@@ -12,11 +12,10 @@ const { SnapshotError, fromNative, output, snapshotText, typeError } = require('
 const { drain, enqueue } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
+const { nextOf, OUTCOME_CODES, reportedOf, submitted } = require('./wire.js')
 
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
 const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
-const OUTCOMES = { success: 0, failure: 1, ignored: 2, cancelled: 3 }
-const REPORTED = ['delivered', 'retained', 'dead', 'unknown']
 const OVERFLOW = { reject: 'reject', dropOldest: 'drop_oldest' }
 const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
 
@@ -114,28 +113,23 @@ class RetentionQueue extends EventEmitter {
   submit(message) {
     const bytes = this._bytes(message)
     const now = read(this)
-    // 4 × seq + 2 × retained + events, or -1 - events (refused): src/dispatcher.rs.
-    const code = this._native.submit(bytes, now)
+    const { status, seq, events } = submitted(this._native.submit(bytes, now))
     let result
-    if (code < 0) {
-      result = { status: 'refused' }
+    if (status === 'refused') {
+      result = { status }
     } else {
-      const seq = Math.floor(code / 4)
       this._messages.set(seq, message)
-      result = { status: code % 4 >= 2 ? 'retained' : 'send', seq }
+      result = { status, seq }
     }
-    this._emitEvents(code === -2 || (code >= 0 && code % 2 === 1))
+    this._emitEvents(events)
     return result
   }
 
   /** Every retained message that may be sent now, oldest first: `[{ seq, message }]`. */
   next() {
-    const seqs = this._native.next(read(this))
-    // A trailing -1: events wait.
-    const pending = seqs.length > 0 && seqs[seqs.length - 1] === -1
-    if (pending) seqs.pop()
+    const { seqs, events } = nextOf(this._native.next(read(this)))
     const out = seqs.map((seq) => ({ seq, message: this._messages.get(seq) }))
-    this._emitEvents(pending)
+    this._emitEvents(events)
     return out
   }
 
@@ -145,13 +139,11 @@ class RetentionQueue extends EventEmitter {
    * `'unknown'` (not in flight: reported already, or never handed out).
    */
   report(seq, outcome) {
-    const code = OUTCOMES[Object.hasOwn(OUTCOMES, outcome) ? outcome : '']
+    const code = OUTCOME_CODES[Object.hasOwn(OUTCOME_CODES, outcome) ? outcome : '']
     if (code === undefined) throw typeError('outcome', '"success", "failure", "ignored" or "cancelled"', outcome)
     if (typeof seq !== 'number') throw typeError('seq', 'a number', seq)
-    // The result, plus 4 when events wait.
-    const reported = this._native.report(seq, code, readToReport(this))
-    if (reported >= 4) this._collect()
-    const result = REPORTED[reported % 4]
+    const { result, events } = reportedOf(this._native.report(seq, code, readToReport(this)))
+    if (events) this._collect()
     if (result === 'delivered') {
       const message = this._messages.get(seq)
       this._messages.delete(seq)

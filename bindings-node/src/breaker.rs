@@ -5,22 +5,21 @@
 use std::sync::Arc;
 
 use crate::error::{Buffer, Error, Result};
-use halfopen::{
-    Admission, Breaker, Config, Instant, LatencyHistogram, Licence, Metrics, Mode, Outcome, Permit, Snapshot,
-    Transition,
-};
+use halfopen::{Breaker, Config, Instant, LatencyHistogram, Licence, Metrics, Mode, Permit, Snapshot, Transition};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
 use crate::error::{Refusal, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, ms, ms_at};
+use crate::wire;
 
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 
 /// A transition, for events (`name`: the breaker's, from a registry).
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeTransition {
     pub name: Option<String>,
     pub from: String,
@@ -32,6 +31,7 @@ pub struct NativeTransition {
 /// What JavaScript may do without asking (the core's `Licence`), and the
 /// state, at one reading.
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeLicence {
     /// 0: ask for every call; 1: admit until `untilMs`; 2: reject until `untilMs`.
     pub kind: u32,
@@ -59,6 +59,7 @@ pub struct NativeLicence {
 
 /// Counters and derived figures, for `metrics()`.
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeMetrics {
     pub state: String,
     pub admitted: f64,
@@ -103,38 +104,14 @@ pub struct NativeBreaker {
     refusal: &'static str,
 }
 
-pub(crate) fn outcome(code: u32) -> Outcome {
-    match code {
-        0 => Outcome::Success,
-        1 => Outcome::Failure,
-        2 => Outcome::Ignored,
-        _ => Outcome::Cancelled,
-    }
-}
-
-/// Added to an admission's generation when a transition waits in `takeTransitions`.
-const TRANSITION_PENDING: f64 = 4_294_967_296.0;
-
-/// What `acquire` returns: the permit's generation (plus 2^32 if a transition
-/// waits), or for a rejection `-1 - retryAfterMs` (`-Infinity` when held
-/// open until released).
-pub(crate) fn admission_code(admission: &Admission) -> f64 {
-    match &admission.decision {
-        Ok(permit) => {
-            f64::from(permit.generation()) + if admission.transition.is_some() { TRANSITION_PENDING } else { 0.0 }
-        }
-        Err(rejection) => rejection.retry_after().map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d)),
-    }
-}
-
 /// The licence and state of `breaker` at `now`.
 pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> NativeLicence {
     let gauge = u32::from(breaker.state(now).gauge());
     let generation = breaker.counts(now).generation;
     let (kind, until, slow_after, room) = match breaker.licence(now) {
-        Licence::Ask => (0, Instant::MAX, None, None),
-        Licence::Admit { until, slow_after, room, .. } => (1, until, slow_after, room),
-        Licence::Reject { until } => (2, until.unwrap_or(Instant::MAX), None, None),
+        Licence::Ask => (wire::licence_kind("ask"), Instant::MAX, None, None),
+        Licence::Admit { until, slow_after, room, .. } => (wire::licence_kind("admit"), until, slow_after, room),
+        Licence::Reject { until } => (wire::licence_kind("reject"), until.unwrap_or(Instant::MAX), None, None),
     };
     let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
     let room = room.map_or(f64::INFINITY, f64::from);
@@ -169,7 +146,7 @@ impl NativeBreaker {
         Ok(NativeBreaker { breaker, transitions: Vec::new(), refusal: "" })
     }
 
-    /// Admission: see `admission_code`.
+    /// Admission: `wire::admission`.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn acquire(&mut self, now_ms: f64) -> f64 {
         let admission = self.breaker.try_acquire(instant(now_ms));
@@ -177,7 +154,7 @@ impl NativeBreaker {
         if let Err(rejection) = &admission.decision {
             self.refusal = rejection.wait.reason();
         }
-        admission_code(&admission)
+        wire::admission(&admission)
     }
 
     /// Why the latest rejection `acquire` made was made: `"open"`,
@@ -187,12 +164,12 @@ impl NativeBreaker {
         self.refusal.into()
     }
 
-    /// Reports a call admitted in `generation` at `issuedAtMs`; outcome 0
-    /// success, 1 failure, 2 ignored, 3 cancelled. True if a transition waits.
+    /// Reports a call admitted in `generation` at `issuedAtMs` (the outcome's
+    /// code: `wire::OUTCOMES`). True if a transition waits.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn record(&mut self, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
         let permit = Permit::from_parts(generation, instant(issued_at_ms));
-        let t = self.breaker.record(permit, outcome(outcome_code), instant(now_ms));
+        let t = self.breaker.record(permit, wire::outcome(outcome_code), instant(now_ms));
         self.keep(t)
     }
 

@@ -9,10 +9,10 @@ use crate::breaker::{Gauges, metrics_of, transition_of};
 use crate::error::{Buffer, Error, Refusal, Result, config as refused, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, micros, ms, ms_at};
+use crate::wire;
 use crate::{NativeMetrics, NativeTransition};
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionSnapshot, Submitted,
-    exposition,
+    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, RetentionConfig, RetentionSnapshot, exposition,
 };
 use halfopen::{Breaker, Config, Duration, LatencyHistogram, Metrics, Problem, SnapshotError};
 #[cfg(feature = "node")]
@@ -40,6 +40,7 @@ pub struct NativeRetention {
 
 /// Something JavaScript must hear of, in the core's order.
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeDispatchEvent {
     /// `"transition"`, `"dead"` or `"dropped"`.
     pub kind: String,
@@ -54,6 +55,7 @@ pub struct NativeDispatchEvent {
 
 /// What a dispatcher holds and did.
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeRetentionStats {
     pub retained: f64,
     pub in_flight: f64,
@@ -138,19 +140,6 @@ pub struct NativeDispatcher {
     dispatcher: Native,
 }
 
-/// `report`'s answer: delivered, back in the queue, dead, not in flight.
-const DELIVERED: u32 = 0;
-const RETAINED: u32 = 1;
-const DEAD: u32 = 2;
-const UNKNOWN: u32 = 3;
-
-impl NativeDispatcher {
-    /// 1 when events wait in `takeEvents`, else 0 (a code's last bit).
-    fn events(&self) -> f64 {
-        f64::from(u8::from(self.dispatcher.has_events()))
-    }
-}
-
 #[cfg_attr(feature = "node", napi)]
 impl NativeDispatcher {
     /// A dispatcher in front of a breaker made from `options`; throws a
@@ -200,49 +189,35 @@ impl NativeDispatcher {
         Ok(())
     }
 
-    /// Submits a message of `bytes` (checked: a whole number ≥ 0): a code
-    /// `4 × seq + 2 × retained + events` (`retained`: 1 when held for later,
-    /// 0 to send now; `events`: 1 when `takeEvents` has something), or
-    /// `-1 - events` when refused (a bound is full). Exact while `seq` is
-    /// below 2^51 (a million messages a second for 71 years).
+    /// Submits a message of `bytes` (checked: a whole number ≥ 0): a code,
+    /// `wire::submitted`.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn submit(&mut self, bytes: f64, now_ms: f64) -> f64 {
         let result = self.dispatcher.submit((), bytes as u64, instant(now_ms));
-        let events = self.events();
-        match result {
-            Ok(Submitted::Send(seq)) => 4.0 * seq as f64 + events,
-            Ok(Submitted::Retained(seq)) => 4.0 * seq as f64 + 2.0 + events,
-            Err(_) => -1.0 - events,
-        }
+        wire::submitted(&result, self.dispatcher.has_events())
     }
 
     /// Every retained message to send now, oldest first (by sequence
-    /// number), then `-1` if `takeEvents` has something.
+    /// number), then `wire::EVENTS_WAIT_IN_LIST` if `takeEvents` has something.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn next(&mut self, now_ms: f64) -> Vec<f64> {
         let now = instant(now_ms);
         let mut out: Vec<f64> = std::iter::from_fn(|| self.dispatcher.next(now)).map(|seq| seq as f64).collect();
         if self.dispatcher.has_events() {
-            out.push(-1.0);
+            out.push(wire::EVENTS_WAIT_IN_LIST);
         }
         out
     }
 
-    /// Reports the send of `seq`; outcome 0 success, 1 failure, 2 ignored,
-    /// 3 cancelled. 0 delivered, 1 back in the queue, 2 dead, 3 not in
-    /// flight; plus 4 if `takeEvents` has something.
+    /// Reports the send of `seq` (the outcome's code: `wire::OUTCOMES`): a
+    /// code, `wire::reported`.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn report(&mut self, seq: f64, outcome_code: u32, now_ms: f64) -> u32 {
-        if !(seq >= 0.0 && seq.fract() == 0.0) {
-            return UNKNOWN + 4 * u32::from(self.dispatcher.has_events());
-        }
-        let code = match self.dispatcher.report(seq as u64, crate::breaker::outcome(outcome_code), instant(now_ms)) {
-            Some(Reported::Delivered(())) => DELIVERED,
-            Some(Reported::Retained) => RETAINED,
-            Some(Reported::Dead) => DEAD,
-            None => UNKNOWN,
+        let reported = match seq >= 0.0 && seq.fract() == 0.0 {
+            true => self.dispatcher.report(seq as u64, wire::outcome(outcome_code), instant(now_ms)),
+            false => None,
         };
-        code + 4 * u32::from(self.dispatcher.has_events())
+        wire::reported(reported.as_ref(), self.dispatcher.has_events())
     }
 
     /// Applies what is due at `nowMs` (an open time that ended, messages

@@ -15,6 +15,7 @@ mod error;
 mod options;
 mod registry;
 mod time;
+mod wire;
 
 pub use breaker::{NativeBreaker, NativeLicence, NativeMetrics, NativeTransition};
 pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, NativeRetentionStats};
@@ -22,3 +23,4 @@ pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, Nat
 pub use error::PlainError;
 pub use options::NativeOptions;
 pub use registry::{NativeRefusal, NativeRegistry};
+pub use wire::{WireCodes, wire_codes};

@@ -9,24 +9,22 @@ use halfopen::{Config, Permit, Registry, Transition};
 use napi_derive::napi;
 
 use crate::breaker::{
-    Gauges, NativeLicence, NativeMetrics, NativeTransition, admission_code, licence_of, metrics_of, mode_name, outcome,
-    transition_of,
+    Gauges, NativeLicence, NativeMetrics, NativeTransition, licence_of, metrics_of, mode_name, transition_of,
 };
 use crate::error::{Refusal, out_of_memory};
 use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, ms};
+use crate::wire;
 
 /// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
 /// whether transitions wait in `takeTransitions` (one the rejection observed).
 #[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
 pub struct NativeRefusal {
     pub gauge: u32,
     pub reason: String,
     pub pending: bool,
 }
-
-/// What `acquire` returns when the registry is full (no idle breaker to evict).
-const FULL: f64 = -0.5;
 
 #[cfg_attr(feature = "node", napi)]
 pub struct NativeRegistry {
@@ -77,7 +75,7 @@ impl NativeRegistry {
     }
 
     /// Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
-    /// or -0.5 when the registry is full.
+    /// or `wire::REGISTRY_FULL` when the registry is full.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn acquire(&mut self, name: String, now_ms: f64) -> f64 {
         match self.registry.try_acquire(&name, instant(now_ms)) {
@@ -86,9 +84,9 @@ impl NativeRegistry {
                 if let Err(rejection) = &admission.decision {
                     self.refusal = rejection.wait.reason();
                 }
-                admission_code(&admission)
+                wire::admission(&admission)
             }
-            Err(_) => FULL,
+            Err(_) => wire::REGISTRY_FULL,
         }
     }
 
@@ -96,7 +94,7 @@ impl NativeRegistry {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn record(&mut self, name: String, generation: u32, issued_at_ms: f64, outcome_code: u32, now_ms: f64) -> bool {
         let permit = Permit::from_parts(generation, instant(issued_at_ms));
-        let t = self.registry.record(&name, permit, outcome(outcome_code), instant(now_ms));
+        let t = self.registry.record(&name, permit, wire::outcome(outcome_code), instant(now_ms));
         self.keep(&name, t)
     }
 

@@ -49,14 +49,11 @@ impl Exclude {
     }
 }
 
+/// The outcome called `name` (the core's names).
 pub(crate) fn outcome_of(py: Python<'_>, name: &str) -> PyResult<Outcome> {
-    match name {
-        "success" => Ok(Outcome::Success),
-        "failure" => Ok(Outcome::Failure),
-        "ignored" => Ok(Outcome::Ignored),
-        "cancelled" => Ok(Outcome::Cancelled),
-        _ => Err(option_error(py, false, "outcome", "must be \"success\", \"failure\", \"ignored\" or \"cancelled\"")),
-    }
+    Outcome::ALL.into_iter().find(|o| o.name() == name).ok_or_else(|| {
+        option_error(py, false, "outcome", "must be \"success\", \"failure\", \"ignored\" or \"cancelled\"")
+    })
 }
 
 /// What a protected call must not return: a coroutine, a generator or a

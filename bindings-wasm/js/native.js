@@ -16,17 +16,35 @@ import {
   NativeBreaker as WasmBreaker,
   NativeDispatcher as WasmDispatcher,
   NativeRegistry as WasmRegistry,
+  flatFields,
   optionOrder,
 } from './halfopen_wasm.js'
+
+// The codes of the packed values (src/wire.rs of the Node package) and the
+// flat records' fields (src/flat.rs), for the tests.
+export { flatFields, wireCodes } from './halfopen_wasm.js'
 
 let stackPointer = null
 /** Each numeric option's place in the flattened options (options.rs). */
 let optionIndex = null
+/** Each flat record's fields: `at[record][field]` is the field's place,
+ * `at[record]._count` how many values a record has (flat.rs `flatFields`:
+ * the order is written there only). */
+let at = null
 
 /** Takes the module's exports once it is instantiated. */
 export function attach(exports) {
   stackPointer = exports.__stack_pointer
   optionIndex = new Map(optionOrder().split(',').map((name, i) => [name, i]))
+  at = {}
+  for (const entry of flatFields().split(';')) {
+    const [record, list] = entry.split('=')
+    const names = list.split(',')
+    at[record] = { _count: names.length }
+    names.forEach((name, i) => {
+      at[record][name] = i
+    })
+  }
 }
 
 const same = (result) => result
@@ -58,70 +76,73 @@ function flatOptions(options) {
   return [preset, values, given, unset]
 }
 
-/** A licence (flat.rs: kind, generation, untilMs, gauge, slowAfterMs,
- * room, limited, pending); none for an empty one (no such breaker). */
+/** A licence (flat.rs); none for an empty one (no such breaker). */
 function licenceOf(f) {
   if (f.length === 0) return null
+  const p = at.licence
   return {
-    kind: f[0],
-    generation: f[1],
-    untilMs: f[2],
-    gauge: f[3],
-    slowAfterMs: f[4],
-    room: f[5],
-    limited: f[6] !== 0,
-    pending: f[7] !== 0,
+    kind: f[p.kind],
+    generation: f[p.generation],
+    untilMs: f[p.untilMs],
+    gauge: f[p.gauge],
+    slowAfterMs: f[p.slowAfterMs],
+    room: f[p.room],
+    limited: f[p.limited] !== 0,
+    pending: f[p.pending] !== 0,
   }
 }
 
 const STATE_NAMES = ['closed', 'half_open', 'open']
 
-/** Metrics (flat.rs: the state's gauge, then the numbers in
- * `NativeMetrics` order); an absent (NaN) one is left out, as napi does. */
+/** Metrics (flat.rs: `state` as its gauge); an absent (NaN) one is left
+ * out, as napi does. */
 function metricsOf(f) {
   if (f.length === 0) return null
+  const p = at.metrics
   // The addon's order: the fields always there, then those that may be absent.
   const m = {
-    state: STATE_NAMES[f[0]],
-    admitted: f[1],
-    successes: f[2],
-    failures: f[3],
-    slow: f[4],
-    rejections: f[5],
-    ignored: f[6],
-    cancelled: f[7],
-    stale: f[8],
-    opens: f[9],
-    opensLast24h: f[10],
-    timeClosedMs: f[11],
-    timeOpenMs: f[12],
-    timeHalfOpenMs: f[13],
-    consecutiveFailures: f[21],
-    windowCalls: f[22],
-    windowFailures: f[23],
-    windowSlow: f[24],
-    probesInFlight: f[25],
-    probeSuccesses: f[26],
-    inFlight: f[27],
-    meanTimeOpenMs: f[14],
-    errorRate: f[15],
-    latencyCount: f[16],
-    latencyP50Ms: f[17],
-    latencyP95Ms: f[18],
-    latencyP99Ms: f[19],
-    latencyMaxMs: f[20],
-    concurrencyLimit: f[28],
+    state: STATE_NAMES[f[p.state]],
+    admitted: f[p.admitted],
+    successes: f[p.successes],
+    failures: f[p.failures],
+    slow: f[p.slow],
+    rejections: f[p.rejections],
+    ignored: f[p.ignored],
+    cancelled: f[p.cancelled],
+    stale: f[p.stale],
+    opens: f[p.opens],
+    opensLast24h: f[p.opensLast24h],
+    timeClosedMs: f[p.timeClosedMs],
+    timeOpenMs: f[p.timeOpenMs],
+    timeHalfOpenMs: f[p.timeHalfOpenMs],
+    consecutiveFailures: f[p.consecutiveFailures],
+    windowCalls: f[p.windowCalls],
+    windowFailures: f[p.windowFailures],
+    windowSlow: f[p.windowSlow],
+    probesInFlight: f[p.probesInFlight],
+    probeSuccesses: f[p.probeSuccesses],
+    inFlight: f[p.inFlight],
+    meanTimeOpenMs: f[p.meanTimeOpenMs],
+    errorRate: f[p.errorRate],
+    latencyCount: f[p.latencyCount],
+    latencyP50Ms: f[p.latencyP50Ms],
+    latencyP95Ms: f[p.latencyP95Ms],
+    latencyP99Ms: f[p.latencyP99Ms],
+    latencyMaxMs: f[p.latencyMaxMs],
+    concurrencyLimit: f[p.concurrencyLimit],
   }
   for (const key of Object.keys(m)) if (Number.isNaN(m[key])) delete m[key]
   return m
 }
 
-/** Transitions (flat.rs: name, from, to, reason, atMs for each). */
+/** Transitions (flat.rs: one after another; `name` only from a registry). */
 function transitionsOf(f) {
+  const p = at.transition
   const list = []
-  for (let i = 0; i < f.length; i += 5) {
-    const t = { from: f[i + 1], to: f[i + 2], reason: f[i + 3], atMs: f[i + 4] }
-    list.push(f[i] === undefined ? t : { name: f[i], ...t })
+  for (let i = 0; i < f.length; i += p._count) {
+    const t = { from: f[i + p.from], to: f[i + p.to], reason: f[i + p.reason], atMs: f[i + p.atMs] }
+    const name = f[i + p.name]
+    list.push(name === undefined ? t : { name, ...t })
   }
   return list
 }
@@ -137,38 +158,46 @@ function flatRetention(r) {
   return [new Float64Array(numbers.map((v) => (typeof v === 'number' ? v : 0))), given, r.overflow, r.probe]
 }
 
-/** Dispatcher events (flat.rs: kind, seq, reason, attempts, then a transition's from, to, reason, atMs). */
+/** Dispatcher events (flat.rs: one after another, a transition's fields after the event's own). */
 function eventsOf(f) {
+  const p = at.event
   const list = []
-  for (let i = 0; i < f.length; i += 8) {
-    const kind = f[i]
+  for (let i = 0; i < f.length; i += p._count) {
+    const kind = f[i + p.kind]
     if (kind === 'transition') {
-      list.push({ kind, transition: { from: f[i + 4], to: f[i + 5], reason: f[i + 6], atMs: f[i + 7] } })
+      const transition = { from: f[i + p.from], to: f[i + p.to], reason: f[i + p.transitionReason], atMs: f[i + p.atMs] }
+      list.push({ kind, transition })
     } else if (kind === 'dead') {
-      list.push({ kind, seq: f[i + 1], reason: f[i + 2], attempts: f[i + 3] })
+      list.push({ kind, seq: f[i + p.seq], reason: f[i + p.reason], attempts: f[i + p.attempts] })
     } else {
-      list.push({ kind, seq: f[i + 1] })
+      list.push({ kind, seq: f[i + p.seq] })
     }
   }
   return list
 }
 
-/** Retention stats (flat.rs: `NativeRetentionStats` in order). */
-const statsOf = (f) => ({
-  retained: f[0],
-  inFlight: f[1],
-  bytes: f[2],
-  submitted: f[3],
-  refused: f[4],
-  sent: f[5],
-  delivered: f[6],
-  failed: f[7],
-  dead: f[8],
-  dropped: f[9],
-})
+/** Retention stats (flat.rs). */
+function statsOf(f) {
+  const p = at.stats
+  return {
+    retained: f[p.retained],
+    inFlight: f[p.inFlight],
+    bytes: f[p.bytes],
+    submitted: f[p.submitted],
+    refused: f[p.refused],
+    sent: f[p.sent],
+    delivered: f[p.delivered],
+    failed: f[p.failed],
+    dead: f[p.dead],
+    dropped: f[p.dropped],
+  }
+}
 
-/** A refusal (flat.rs: gauge, reason, pending). */
-const refusalOf = (f) => ({ gauge: f[0], reason: f[1], pending: f[2] })
+/** A refusal (flat.rs). */
+function refusalOf(f) {
+  const p = at.refusal
+  return { gauge: f[p.gauge], reason: f[p.reason], pending: f[p.pending] }
+}
 
 /** `method` of the module's class, guarded; `parse` turns its result into the addon's. */
 function guarded(method, parse = same) {

@@ -1,11 +1,36 @@
 //! The translation's objects as flat values for `js/native.js`, which builds
 //! the objects the napi addon returns (same names, same values): numbers in
-//! a fixed order (`NaN`: a field that is absent), strings where a value is one.
+//! a fixed order (`NaN`: a field that is absent), strings where a value is
+//! one. The order is written here only: [`FIELDS`] names each record's
+//! fields in the order its builder below emits them, and `js/native.js`
+//! reads every value at its name's place (`flatFields()`). That the two
+//! agree is checked by `test/flat.test.js`, which compares the objects
+//! built with the Node addon's for the same calls.
 
 use halfopen_node::{
     NativeDispatchEvent, NativeLicence, NativeMetrics, NativeRefusal, NativeRetentionStats, NativeTransition,
 };
-use wasm_bindgen::JsValue;
+use wasm_bindgen::prelude::*;
+
+/// Each record's field names, in the order its values come:
+/// `record=field,...;` for licence, metrics, transition, refusal, event, stats.
+const FIELDS: &str = concat!(
+    "licence=kind,generation,untilMs,gauge,slowAfterMs,room,limited,pending;",
+    "metrics=state,admitted,successes,failures,slow,rejections,ignored,cancelled,stale,opens,opensLast24h,",
+    "timeClosedMs,timeOpenMs,timeHalfOpenMs,meanTimeOpenMs,errorRate,latencyCount,latencyP50Ms,latencyP95Ms,",
+    "latencyP99Ms,latencyMaxMs,consecutiveFailures,windowCalls,windowFailures,windowSlow,probesInFlight,",
+    "probeSuccesses,inFlight,concurrencyLimit;",
+    "transition=name,from,to,reason,atMs;",
+    "refusal=gauge,reason,pending;",
+    "event=kind,seq,reason,attempts,from,to,transitionReason,atMs;",
+    "stats=retained,inFlight,bytes,submitted,refused,sent,delivered,failed,dead,dropped",
+);
+
+/// [`FIELDS`], for `js/native.js`.
+#[wasm_bindgen(js_name = flatFields)]
+pub fn flat_fields() -> String {
+    FIELDS.to_owned()
+}
 
 /// kind, generation, untilMs, gauge, slowAfterMs, room, limited, pending.
 pub(crate) fn licence(l: &NativeLicence) -> Vec<f64> {

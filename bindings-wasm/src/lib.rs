@@ -2,9 +2,11 @@
 //! native half (`halfopen-node` without napi) behind wasm-bindgen, under the
 //! same class and method names (`js/native.js` completes them), so that the
 //! same JavaScript half drives it. Options come in flattened (`options`) and
-//! objects go out as flat values (`flat`), which `js/native.js` builds back
-//! into the addon's objects: no serialization framework and no float
-//! formatting in the module, which keeps it small. Times are the caller's
+//! objects go out as flat values (`flat`, whose field names `flatFields()`
+//! hands JavaScript), which `js/native.js` builds back into the addon's
+//! objects: no serialization framework and no float formatting in the
+//! module, which keeps it small; `js-sys` builds the few objects made once
+//! (the field names, the wire codes). Times are the caller's
 //! milliseconds (`Instant::now()` traps on this target). The module never
 //! calls back into JavaScript that calls it.
 //!
@@ -22,6 +24,7 @@ mod flat;
 mod options;
 mod poison;
 mod registry;
+mod wire;
 
 pub use breaker::NativeBreaker;
 pub use dispatcher::NativeDispatcher;

@@ -48,6 +48,21 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 4] = [Outcome::Success, Outcome::Failure, Outcome::Ignored, Outcome::Cancelled];
+
+    /// Its snake_case name: `"success"`, `"failure"`, `"ignored"`, `"cancelled"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::Ignored => "ignored",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// A call that was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejection {

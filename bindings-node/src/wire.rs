@@ -1,0 +1,119 @@
+//! The wire: every number that crosses to JavaScript with a meaning, written
+//! once, here. `wireCodes()` hands the codes to `lib/wire.js`, the one
+//! decoder on the JavaScript side (nothing is retyped there). Objects cross
+//! as napi objects (`NativeLicence`, `NativeMetrics`, ...); numbers are
+//! packed only on the call path, where one `f64` saves an object per call:
+//!
+//! - **`acquire`** (a breaker's or a registry name's; the hot path): a
+//!   permit's generation (0 ≤ g < 2^32), plus [`TRANSITION_PENDING`] (2^32)
+//!   when a transition waits in `takeTransitions`; a rejection is
+//!   `-1 - retryAfterMs` (below 0; `-Infinity`: held open until released;
+//!   the reason is read only when needed, `refusalReason`); a registry too
+//!   full for a new name answers [`REGISTRY_FULL`].
+//! - **outcomes** (`record`, `report`): the index in [`OUTCOMES`].
+//! - **licence kinds** (`NativeLicence.kind`): the index in [`LICENCE_KINDS`].
+//! - **`submit`** (a retention queue's, once per message): `4 × seq + 2 ×
+//!   retained + events` (`retained`: held for later, else send now; `events`:
+//!   `takeEvents` has something), or `-1 - events` when refused (a bound is
+//!   full). Exact while `seq` is below 2^51.
+//! - **`next`**: the sequence numbers to send now, oldest first, then
+//!   [`EVENTS_WAIT_IN_LIST`] if `takeEvents` has something.
+//! - **`report`**: the index in [`REPORTED`], plus [`EVENTS_WAIT`] if
+//!   `takeEvents` has something.
+
+use halfopen::retention::{Reported, Submitted};
+use halfopen::{Admission, Outcome};
+
+use crate::time::ms;
+
+/// Added to an admission's generation when a transition waits.
+pub(crate) const TRANSITION_PENDING: f64 = 4_294_967_296.0;
+
+/// What a registry's `acquire` answers when it is full (no idle breaker to evict).
+pub(crate) const REGISTRY_FULL: f64 = -0.5;
+
+/// The outcomes, by code.
+pub(crate) const OUTCOMES: [Outcome; 4] = Outcome::ALL;
+
+/// The licence kinds, by code.
+pub(crate) const LICENCE_KINDS: [&str; 3] = ["ask", "admit", "reject"];
+
+/// What a report did with the message, by code.
+pub(crate) const REPORTED: [&str; 4] = ["delivered", "retained", "dead", "unknown"];
+
+/// Added to `report`'s code when events wait.
+pub(crate) const EVENTS_WAIT: u32 = 4;
+
+/// Last in `next`'s list when events wait.
+pub(crate) const EVENTS_WAIT_IN_LIST: f64 = -1.0;
+
+/// The outcome of `code` (an unknown code is a cancellation: it counts nothing).
+pub(crate) fn outcome(code: u32) -> Outcome {
+    OUTCOMES.get(code as usize).copied().unwrap_or(Outcome::Cancelled)
+}
+
+/// `acquire`'s code for `admission`.
+pub(crate) fn admission(admission: &Admission) -> f64 {
+    match &admission.decision {
+        Ok(permit) => {
+            f64::from(permit.generation()) + if admission.transition.is_some() { TRANSITION_PENDING } else { 0.0 }
+        }
+        Err(rejection) => rejection.retry_after().map_or(f64::NEG_INFINITY, |d| -1.0 - ms(d)),
+    }
+}
+
+/// A licence kind's code.
+pub(crate) fn licence_kind(kind: &str) -> u32 {
+    LICENCE_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u32
+}
+
+/// `submit`'s code for `result` (`Ok(Submitted)`, or `Err` when refused).
+pub(crate) fn submitted<E>(result: &Result<Submitted, E>, events: bool) -> f64 {
+    let events = f64::from(u8::from(events));
+    match result {
+        Ok(Submitted::Send(seq)) => 4.0 * *seq as f64 + events,
+        Ok(Submitted::Retained(seq)) => 4.0 * *seq as f64 + 2.0 + events,
+        Err(_) => -1.0 - events,
+    }
+}
+
+/// `report`'s code for `reported` (`None`: not in flight).
+pub(crate) fn reported<M>(reported: Option<&Reported<M>>, events: bool) -> u32 {
+    let name = match reported {
+        Some(Reported::Delivered(_)) => "delivered",
+        Some(Reported::Retained) => "retained",
+        Some(Reported::Dead) => "dead",
+        None => "unknown",
+    };
+    let code = REPORTED.iter().position(|r| *r == name).unwrap_or(REPORTED.len() - 1) as u32;
+    code + if events { EVENTS_WAIT } else { 0 }
+}
+
+/// The codes, for `lib/wire.js`.
+#[cfg_attr(feature = "node", napi_derive::napi(object))]
+pub struct WireCodes {
+    pub transition_pending: f64,
+    pub registry_full: f64,
+    /// Outcome names (`"success"`, ...) by code.
+    pub outcomes: Vec<String>,
+    pub licence_kinds: Vec<String>,
+    pub reported: Vec<String>,
+    pub events_wait: u32,
+    pub events_wait_in_list: f64,
+}
+
+/// The codes every packed value uses.
+#[cfg_attr(feature = "node", napi_derive::napi)]
+pub fn wire_codes() -> WireCodes {
+    let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+    let outcomes: Vec<&str> = OUTCOMES.iter().map(|o| o.name()).collect();
+    WireCodes {
+        transition_pending: TRANSITION_PENDING,
+        registry_full: REGISTRY_FULL,
+        outcomes: names(&outcomes),
+        licence_kinds: names(&LICENCE_KINDS),
+        reported: names(&REPORTED),
+        events_wait: EVENTS_WAIT,
+        events_wait_in_list: EVENTS_WAIT_IN_LIST,
+    }
+}

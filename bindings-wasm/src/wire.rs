@@ -1,0 +1,27 @@
+//! The Node package's wire codes (`halfopen_node::wire_codes`), handed to
+//! JavaScript as the same object the addon's `wireCodes()` returns, built
+//! here with `js-sys`: `lib/wire.js` reads them, never retypes them.
+
+use js_sys::{Array, Object, Reflect};
+use wasm_bindgen::prelude::*;
+
+/// `{transitionPending, registryFull, outcomes, licenceKinds, reported, eventsWait, eventsWaitInList}`.
+#[wasm_bindgen(js_name = wireCodes)]
+pub fn wire_codes() -> Result<Object, JsValue> {
+    let codes = halfopen_node::wire_codes();
+    let names = |list: &[String]| list.iter().map(|s| JsValue::from_str(s)).collect::<Array>();
+    let object = Object::new();
+    let fields: [(&str, JsValue); 7] = [
+        ("transitionPending", codes.transition_pending.into()),
+        ("registryFull", codes.registry_full.into()),
+        ("outcomes", names(&codes.outcomes).into()),
+        ("licenceKinds", names(&codes.licence_kinds).into()),
+        ("reported", names(&codes.reported).into()),
+        ("eventsWait", codes.events_wait.into()),
+        ("eventsWaitInList", codes.events_wait_in_list.into()),
+    ];
+    for (name, value) in fields {
+        Reflect::set(&object, &JsValue::from_str(name), &value)?;
+    }
+    Ok(object)
+}
