@@ -141,7 +141,7 @@ wasm-build: setup-wasm
 # HALFOPEN_PACKAGE) and against the Node package's own WebAssembly fallback
 # (HALFOPEN_BACKEND=wasm), then the wasm package's own: workerd, poisoning,
 # packing.
-SHARED_NODE_TESTS := errors wire breaker conformance limit review differential defects prom-client dispatcher
+SHARED_NODE_TESTS := errors wire sizes breaker conformance limit review differential defects prom-client dispatcher
 test-wasm: wasm-build node-build setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js)

@@ -19,21 +19,42 @@ const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
 const OVERFLOW = { reject: 'reject', dropOldest: 'drop_oldest' }
 const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
 
-/** A message's size in bytes by default: UTF-8 of a string, a binary's length, else its JSON's UTF-8. */
+/**
+ * A message's size in bytes by default (tests/conformance/README.md, "A
+ * message's size"): UTF-8 of a string, a binary's length, else its compact
+ * JSON's UTF-8; a value with no JSON form is a TypeError naming `size`.
+ */
 function defaultSize(message) {
   if (typeof message === 'string') return utf8Length(message)
   if (ArrayBuffer.isView(message)) return message.byteLength
   if (message instanceof ArrayBuffer) return message.byteLength
-  const json = JSON.stringify(message)
-  return json === undefined ? 0 : utf8Length(json)
+  let json
+  let cause
+  try {
+    json = JSON.stringify(message)
+  } catch (err) {
+    cause = err // a cycle, a BigInt, a toJSON that throws
+  }
+  if (json === undefined) {
+    const err = new TypeError(`size: the message (${typeof message}) has no JSON form; give a size function to say how many bytes it is`)
+    err.option = 'size'
+    if (cause !== undefined) err.cause = cause
+    throw err
+  }
+  return utf8Length(json)
 }
 
-/** UTF-8 bytes of `text` (a surrogate pair: 4), without encoding it. */
+/** UTF-8 bytes of `text`, without encoding it: a surrogate pair 4, a lone surrogate 3 (its replacement character). */
 function utf8Length(text) {
-  let bytes = text.length
+  let bytes = 0
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
-    if (c >= 0x80) bytes += c >= 0x800 && (c < 0xd800 || c > 0xdfff) ? 2 : 1
+    if (c < 0x80) bytes += 1
+    else if (c < 0x800) bytes += 2
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      bytes += 4
+      i += 1
+    } else bytes += 3
   }
   return bytes
 }

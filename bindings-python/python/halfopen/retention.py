@@ -7,7 +7,8 @@ Every decision is the core's.
 
 Decisions: a message's size (for ``max_bytes``) is, by default, its length
 for ``bytes``-like values, its UTF-8 length for ``str``, and the UTF-8 length
-of its JSON otherwise (pass ``size=`` for anything else). An exception from
+of its compact JSON otherwise, as in every runtime (``default_size``; pass
+``size=`` for anything else). An exception from
 ``send`` that ``is_failure`` says is not the upstream's health dead-letters the
 message at once (sending it again cannot help). A ``Dispatcher``'s send has
 a timeout, the core's ``DEFAULT_SEND_TIMEOUT`` (seed 001's 10 s) by default,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
 
@@ -106,16 +108,32 @@ def _retrieve(future: "asyncio.Future[Any]") -> None:
         future.exception()
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def default_size(message: Any) -> int:
-    """Bytes of a message by default (see the module)."""
-    if isinstance(message, (bytes, bytearray, memoryview)):
+    """Bytes of a message by default, the rule every runtime shares
+    (tests/conformance/README.md, "A message's size"): ``bytes``-like values
+    their length in bytes, a ``str`` its UTF-8 length (a lone surrogate 3
+    bytes), anything else the UTF-8 length of its compact JSON (no spaces,
+    non-ASCII as is, a lone surrogate escaped); no JSON form is a
+    ``TypeError`` naming ``size``."""
+    if isinstance(message, (bytes, bytearray)):
         return len(message)
+    if isinstance(message, memoryview):
+        return message.nbytes
     if isinstance(message, str):
         return len(message.encode("utf-8", "surrogatepass"))
     try:
-        return len(json.dumps(message).encode("utf-8"))
-    except (TypeError, ValueError) as err:
-        raise TypeError("size: the message is not JSON; pass size= to say how big it is") from err
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as err:
+        raise option_error(
+            TypeError, "size", f"size: the message ({type(message).__name__}) has no JSON form; give a size function to say how many bytes it is"
+        ) from err
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return len(_LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text).encode("utf-8"))
 
 
 class RetentionQueue(NativeRetentionQueue, Generic[M]):

@@ -1,0 +1,49 @@
+'use strict'
+// A message's default size, the rule every runtime shares
+// (tests/message_sizes.json; tests/conformance/README.md, "A message's size").
+
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { test } = require('node:test')
+const { RetentionQueue } = require(process.env.HALFOPEN_PACKAGE || '..')
+
+const SIZES = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'tests', 'message_sizes.json'), 'utf8'))
+
+function message(spec) {
+  if ('string' in spec) return spec.string
+  if ('binary' in spec) return Uint8Array.from(spec.binary)
+  if ('json' in spec) return spec.json
+  return () => 'a function has no JSON form'
+}
+
+for (const c of SIZES.cases) {
+  test(c.description, () => {
+    const queue = new RetentionQueue({ name: 'sizes', concurrencyLimit: 1, maxBytes: 1000 })
+    queue.forceOpen() // held: the bytes stay counted
+    if (c.error !== undefined) {
+      assert.throws(() => queue.submit(message(c.message)), (err) => err instanceof TypeError && err.option === c.error)
+      assert.equal(queue.stats().submitted, 0)
+      return
+    }
+    assert.equal(queue.submit(message(c.message)).status, 'retained')
+    assert.equal(queue.stats().bytes, c.bytes)
+  })
+}
+
+test('an ArrayBuffer and a view of part of one weigh their bytes', () => {
+  const queue = new RetentionQueue({ name: 'sizes', concurrencyLimit: 1 })
+  queue.forceOpen()
+  queue.submit(new ArrayBuffer(7))
+  queue.submit(new Uint16Array(new ArrayBuffer(16), 2, 3))
+  assert.equal(queue.stats().bytes, 7 + 6)
+})
+
+test('a cycle or a BigInt has no JSON form: a TypeError naming size, with the cause', () => {
+  const queue = new RetentionQueue({ name: 'sizes', concurrencyLimit: 1 })
+  const cycle = {}
+  cycle.self = cycle
+  for (const m of [cycle, { n: 10n }, undefined]) {
+    assert.throws(() => queue.submit(m), (err) => err instanceof TypeError && err.option === 'size')
+  }
+})
