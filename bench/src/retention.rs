@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant as StdInstant;
 
-use halfopen::retention::{Dispatcher, Reported, RetentionConfig, Submitted};
+use halfopen::retention::{Reported, RetentionConfig, RetentionQueue, Submitted};
 use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, Metrics, Outcome};
 
 use crate::alloc_count::LIVE_BYTES;
@@ -15,9 +15,9 @@ use crate::alloc_count::LIVE_BYTES;
 const MESSAGES: u64 = 1_000_000;
 const ROUNDS: usize = 5;
 
-fn dispatcher() -> Dispatcher<u64> {
+fn dispatcher() -> RetentionQueue<u64> {
     let config = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(100)), ..Config::partner_webhook() };
-    Dispatcher::new(Breaker::with_meter(config, Metrics::default()).unwrap(), RetentionConfig::default()).unwrap()
+    RetentionQueue::new(Breaker::with_meter(config, Metrics::default()).unwrap(), RetentionConfig::default()).unwrap()
 }
 
 /// Median messages per second of `run` over the rounds.

@@ -12,13 +12,13 @@ use crate::time::{duration, elapsed, instant, micros, ms, ms_at};
 use crate::wire;
 use crate::{NativeMetrics, NativeTransition};
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, RetentionConfig, RetentionSnapshot, exposition,
+    DeadReason, Event, Overflow, Probe, Rate, RetentionConfig, RetentionQueue, RetentionSnapshot, exposition,
 };
 use halfopen::{Breaker, Config, Duration, LatencyHistogram, Metrics, Problem, SnapshotError};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
-type Native = Dispatcher<(), Arc<Config>, Gauges>;
+type Native = RetentionQueue<(), Arc<Config>, Gauges>;
 
 /// How a dispatcher retains, as numbers (milliseconds for times); absent:
 /// the core's default (no bound, reject, probe with the oldest, never give
@@ -147,7 +147,8 @@ impl NativeDispatcher {
     #[cfg_attr(feature = "node", napi(constructor))]
     pub fn new(options: NativeOptions, latency_histogram: bool, retention: NativeRetention) -> Result<Self> {
         let retention = retention.config()?;
-        let dispatcher = Dispatcher::new(breaker(&options, latency_histogram)?, retention).map_err(retention_error)?;
+        let dispatcher =
+            RetentionQueue::new(breaker(&options, latency_histogram)?, retention).map_err(retention_error)?;
         Ok(NativeDispatcher { dispatcher })
     }
 

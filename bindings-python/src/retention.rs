@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionReading,
+    DeadReason, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionQueue, RetentionReading,
     RetentionSnapshot, Submitted, exposition,
 };
 use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
@@ -24,7 +24,7 @@ use crate::names::state_name;
 use crate::options;
 use crate::time::{micros, secs_at};
 
-type Core = Dispatcher<Py<PyAny>, Arc<Config>, Gauges>;
+type Core = RetentionQueue<Py<PyAny>, Arc<Config>, Gauges>;
 
 /// A whole number for `option`, at most `max` (`range` says so in words).
 fn whole(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>, max: u64, range: &str) -> PyResult<Option<u64>> {
@@ -266,7 +266,7 @@ impl NativeRetentionQueue {
         let meter = (Metrics::default(), latency.then(Box::<LatencyHistogram>::default));
         let breaker =
             Breaker::with_meter(Arc::clone(&config), meter).map_err(|e| options::config_error(py, e, &empty))?;
-        let core = Dispatcher::new(breaker, retention).map_err(|e| retention_error(py, e))?;
+        let core = RetentionQueue::new(breaker, retention).map_err(|e| retention_error(py, e))?;
         Ok(NativeRetentionQueue { name, core: Mutex::new(core), built: Built { config, retention, latency }, host })
     }
 

@@ -7,7 +7,7 @@
 //! `make test` pipes this into `tests/check_prometheus.py`, which parses it
 //! with the `prometheus_client` package's parser.
 
-use halfopen::retention::{Dispatcher, RetentionConfig, exposition};
+use halfopen::retention::{RetentionConfig, RetentionQueue, exposition};
 use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, LatencyHistogram, Metrics, Outcome, Registry};
 
 /// Names the check expects, in order of first use.
@@ -38,7 +38,7 @@ fn main() {
     // waits.
     let breaker = Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(1)), ..Config::partner_webhook() };
     let breaker = Breaker::with_meter(breaker, Metrics::default()).expect("valid");
-    let mut partner: Dispatcher<&str> = Dispatcher::new(breaker, RetentionConfig::default()).expect("paced");
+    let mut partner: RetentionQueue<&str> = RetentionQueue::new(breaker, RetentionConfig::default()).expect("paced");
     for (message, bytes) in [("first", 100), ("second", 50), ("third", 25)] {
         partner.submit(message, bytes, ms(0)).expect("unbounded");
     }

@@ -57,7 +57,7 @@
 //!   hook: [`Breaker::with_meter`], read with [`Breaker::metrics`].
 //! - `Registry` (feature `alloc`): one breaker per key, bounded.
 //! - [`prometheus`]: the text exposition format.
-//! - `retention` (feature `alloc`): a `Dispatcher`
+//! - `retention` (feature `alloc`): a `RetentionQueue`
 //!   that holds what a breaker refuses and releases it in order, paced
 //!   (seed 001).
 //! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Overflowed, Probe, Rate, Reported, RetentionConfig, RetentionError,
-    RetentionField, RetentionSnapshot, Submitted,
+    DeadReason, Event, Overflow, Overflowed, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionField,
+    RetentionQueue, RetentionSnapshot, Submitted,
 };
 use halfopen::{ConcurrencyLimit, Config, Duration, Elapsed, Instant, Metrics, Outcome, Problem, SnapshotError, State};
 
@@ -22,16 +22,16 @@ fn webhook(limit: u32) -> halfopen::Breaker<Config, Metrics> {
     halfopen::Breaker::with_meter(config, Metrics::default()).unwrap()
 }
 
-fn dispatcher(limit: u32, config: RetentionConfig) -> Dispatcher<u32> {
-    Dispatcher::new(webhook(limit), config).unwrap()
+fn dispatcher(limit: u32, config: RetentionConfig) -> RetentionQueue<u32> {
+    RetentionQueue::new(webhook(limit), config).unwrap()
 }
 
 /// Hands out everything `next` gives at `now`.
-fn drain(d: &mut Dispatcher<u32>, now: Instant) -> Vec<u64> {
+fn drain(d: &mut RetentionQueue<u32>, now: Instant) -> Vec<u64> {
     core::iter::from_fn(|| d.next(now)).collect()
 }
 
-fn events(d: &mut Dispatcher<u32>) -> Vec<Event<u32>> {
+fn events(d: &mut RetentionQueue<u32>) -> Vec<Event<u32>> {
     core::iter::from_fn(|| d.poll_event()).collect()
 }
 
@@ -110,7 +110,7 @@ fn a_failed_message_goes_back_to_its_place() {
 
 /// Five messages sent side by side (a limit of 5) that all fail: the
 /// breaker opens (5 in a row) at `t = 4 ms`, with the five retained.
-fn tripped(config: RetentionConfig) -> Dispatcher<u32> {
+fn tripped(config: RetentionConfig) -> RetentionQueue<u32> {
     let mut d = dispatcher(5, config);
     let sent: Vec<u64> = (0..5u32)
         .map(|i| match d.submit(i, 1, ms(u64::from(i))) {
@@ -189,7 +189,7 @@ fn a_bound_refuses_the_new_message_or_drops_the_oldest() {
 fn dead_letters_after_max_attempts_max_age_or_a_refusal() {
     let config =
         RetentionConfig { max_attempts: Some(2), max_age: Some(Duration::from_secs(60)), ..RetentionConfig::default() };
-    let mut d: Dispatcher<u32> = Dispatcher::new(
+    let mut d: RetentionQueue<u32> = RetentionQueue::new(
         halfopen::Breaker::with_meter(
             Config {
                 concurrency_limit: Some(ConcurrencyLimit::Fixed(5)),
@@ -243,11 +243,11 @@ fn a_rate_paces_the_release() {
 #[test]
 fn a_dispatcher_needs_something_to_pace_its_release_and_sane_bounds() {
     let unlimited = halfopen::Breaker::with_meter(Config::partner_webhook(), Metrics::default()).unwrap();
-    let err = Dispatcher::<u32>::new(unlimited, RetentionConfig::default()).err();
+    let err = RetentionQueue::<u32>::new(unlimited, RetentionConfig::default()).err();
     assert_eq!(err, Some(RetentionError { field: RetentionField::ReleaseRate, problem: Problem::Missing }));
     let paced = RetentionConfig { release_rate: Some(Rate { per_second: 5, burst: 1 }), ..RetentionConfig::default() };
     let unlimited = halfopen::Breaker::with_meter(Config::partner_webhook(), Metrics::default()).unwrap();
-    assert!(Dispatcher::<u32>::new(unlimited, paced).is_ok());
+    assert!(RetentionQueue::<u32>::new(unlimited, paced).is_ok());
     for (config, field) in [
         (RetentionConfig { max_messages: Some(0), ..RetentionConfig::default() }, RetentionField::MaxMessages),
         (RetentionConfig { max_bytes: Some(0), ..RetentionConfig::default() }, RetentionField::MaxBytes),
@@ -281,7 +281,7 @@ const TIMEOUT_MS: u64 = 10_000;
 /// One random run: a dispatcher, the sends in flight (and when each was
 /// handed out), where every message went.
 struct Run {
-    d: Dispatcher<u32>,
+    d: RetentionQueue<u32>,
     limit: u32,
     config: RetentionConfig,
     /// Every message the dispatcher holds, by sequence number (what a
@@ -318,7 +318,7 @@ impl Run {
         };
         let config = *self.d.breaker().config();
         let held = &self.held;
-        self.d = Dispatcher::restore(config, self.config, &decoded.unwrap(), now, Elapsed::Ignored, |seq| {
+        self.d = RetentionQueue::restore(config, self.config, &decoded.unwrap(), now, Elapsed::Ignored, |seq| {
             held.get(&seq).copied()
         })
         .expect("a dispatcher restores its own snapshot");
@@ -415,7 +415,8 @@ fn random_sequences_keep_every_message_exactly_once() {
             ..Config::partner_webhook()
         };
         let mut r = Run {
-            d: Dispatcher::new(halfopen::Breaker::with_meter(breaker, Metrics::default()).unwrap(), config).unwrap(),
+            d: RetentionQueue::new(halfopen::Breaker::with_meter(breaker, Metrics::default()).unwrap(), config)
+                .unwrap(),
             limit,
             config,
             held: HashMap::new(),
@@ -466,8 +467,8 @@ fn a_snapshot_mid_outage_restores_on_another_clock_and_sends_what_was_in_flight_
     let saved = d.snapshot(ms(10_005));
     for decoded in [RetentionSnapshot::from_json(&saved.to_json()), RetentionSnapshot::from_bytes(&saved.to_bytes())] {
         // A fresh process whose clock starts at zero.
-        let mut r: Dispatcher<u32> =
-            Dispatcher::restore(*d.breaker().config(), config, &decoded.unwrap(), ms(0), Elapsed::Ignored, |seq| {
+        let mut r: RetentionQueue<u32> =
+            RetentionQueue::restore(*d.breaker().config(), config, &decoded.unwrap(), ms(0), Elapsed::Ignored, |seq| {
                 messages.get(&seq).copied()
             })
             .unwrap();
@@ -489,7 +490,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_why() {
     let saved = d.snapshot(ms(100));
     let all = |seq: u64| Some(seq as u32);
     let restore = |s: &RetentionSnapshot, c: RetentionConfig, m: &dyn Fn(u64) -> Option<u32>| {
-        Dispatcher::<u32>::restore(breaker_config, c, s, ms(0), Elapsed::Ignored, m).map(|_| ())
+        RetentionQueue::<u32>::restore(breaker_config, c, s, ms(0), Elapsed::Ignored, m).map(|_| ())
     };
     assert_eq!(restore(&saved, config, &all), Ok(()));
     assert_eq!(
@@ -530,8 +531,8 @@ fn a_restored_count_of_attempts_at_its_maximum_does_not_overflow() {
     let mut v: serde_json::Value = serde_json::from_str(&d.snapshot(ms(1)).to_json()).unwrap();
     v["messages"][0][2] = serde_json::Value::from(u32::MAX);
     let s = RetentionSnapshot::from_json(&v.to_string()).unwrap();
-    let mut r: Dispatcher<u32> =
-        Dispatcher::restore(*d.breaker().config(), RetentionConfig::default(), &s, ms(0), Elapsed::Ignored, |_| {
+    let mut r: RetentionQueue<u32> =
+        RetentionQueue::restore(*d.breaker().config(), RetentionConfig::default(), &s, ms(0), Elapsed::Ignored, |_| {
             Some(7)
         })
         .unwrap();
@@ -628,4 +629,12 @@ fn under_seed_001s_rule_a_new_message_that_cannot_probe_yet_lets_the_oldest_prob
         }
     }
     assert_eq!(sent, vec![1]);
+}
+
+#[test]
+#[allow(deprecated)]
+fn the_former_name_dispatcher_still_names_the_queue() {
+    let queue: halfopen::retention::Dispatcher<u32> =
+        halfopen::retention::Dispatcher::new(webhook(1), RetentionConfig::default()).expect("paced by its limit");
+    let _same: RetentionQueue<u32> = queue;
 }

@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt::Write;
 
-use halfopen::retention::{Dispatcher, Event, Probe, Reported, RetentionConfig, Submitted};
+use halfopen::retention::{Event, Probe, Reported, RetentionConfig, RetentionQueue, Submitted};
 use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, Metrics, Outcome, Permit, State};
 
 type Micros = u64;
@@ -159,7 +159,7 @@ pub fn run(strategy: Strategy) -> Report {
         _ => (ConcurrencyLimit::Adaptive { min: 1, max: SENDER_CONCURRENCY }, Probe::Oldest),
     };
     let config = RetentionConfig { probe, ..RetentionConfig::default() };
-    let mut dispatcher: Dispatcher<u32> = Dispatcher::new(breaker(Some(limit)), config).expect("paced");
+    let mut dispatcher: RetentionQueue<u32> = RetentionQueue::new(breaker(Some(limit)), config).expect("paced");
     let mut woken_at: Option<Micros> = None;
     while let Some(Reverse((t, _, happening))) = queue.pop() {
         if t > HORIZON {

@@ -13,7 +13,7 @@ use crate::breaker::Gauges;
 use crate::convert::{self, config_in, duration, instant};
 use crate::wit;
 
-type Native = r::Dispatcher<(), ho::Config, Gauges>;
+type Native = r::RetentionQueue<(), ho::Config, Gauges>;
 
 pub(crate) struct Queue(RefCell<Native>);
 

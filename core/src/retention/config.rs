@@ -1,4 +1,4 @@
-//! How a [`Dispatcher`](super::Dispatcher) retains: its bounds, what to do
+//! How a [`RetentionQueue`](super::RetentionQueue) retains: its bounds, what to do
 //! when they are reached, which message probes, when a message is given up,
 //! and how fast a backlog is released.
 
@@ -16,7 +16,7 @@ pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// What to do with a message that would exceed a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
-    /// Refuse it: [`submit`](super::Dispatcher::submit) hands it back.
+    /// Refuse it: [`submit`](super::RetentionQueue::submit) hands it back.
     #[default]
     Reject,
     /// Drop the oldest retained messages to make room (each is counted and

@@ -8,7 +8,7 @@ use super::RetentionCounters;
 use crate::prometheus::{Family, Value, render_families};
 
 /// What a dispatcher holds and did, at one reading (see
-/// [`Dispatcher::reading`](super::Dispatcher::reading)).
+/// [`RetentionQueue::reading`](super::RetentionQueue::reading)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetentionReading {
     /// Messages retained (not in flight).

@@ -1,23 +1,23 @@
-//! Retention (seed 001): a [`Dispatcher`] bound to a breaker holds what
+//! Retention (seed 001): a [`RetentionQueue`] bound to a breaker holds what
 //! could not be sent while the breaker refuses, and releases it in order,
 //! paced, once it admits again. Sans-IO like the breaker: the caller sends
 //! the messages the dispatcher hands out and reports how each went.
 //!
-//! **The protocol.** [`submit`](Dispatcher::submit) a message: it is handed
+//! **The protocol.** [`submit`](RetentionQueue::submit) a message: it is handed
 //! out at once ([`Submitted::Send`]) when nothing is retained and the
 //! breaker admits it, else retained (FIFO; a newer message never overtakes
-//! a retained one, so order is kept). [`next`](Dispatcher::next) hands out
+//! a retained one, so order is kept). [`next`](RetentionQueue::next) hands out
 //! the oldest retained message when the breaker admits a call (its
 //! concurrency limit and the optional [`Rate`] pace the release: never the
 //! whole backlog at once). Send what was handed out (read it with
-//! [`message`](Dispatcher::message)) and [`report`](Dispatcher::report) the
+//! [`message`](RetentionQueue::message)) and [`report`](RetentionQueue::report) the
 //! outcome: a success is delivered (the message comes back to the caller);
 //! a failure goes back to its place in the queue, or to the dead letters
 //! after `max_attempts` or `max_age`; an ignored outcome (the upstream
 //! refused the message itself) is dead-lettered at once; a cancelled one
 //! goes back without counting an attempt. Call `next` until it hands out
 //! nothing, after every `submit` and `report`, and again at
-//! [`poll_timeout`](Dispatcher::poll_timeout) (when an open time ends, a
+//! [`poll_timeout`](RetentionQueue::poll_timeout) (when an open time ends, a
 //! rate token comes, or a retained message ages out).
 //!
 //! **Report every send.** The dispatcher never has more sends out than the
@@ -71,7 +71,7 @@ use crate::state::{State, Transition};
 use crate::time::{Duration, Instant};
 use in_flight::InFlight;
 use policy::Fate;
-use rate::Bucket;
+use rate::TokenBucket;
 
 /// A message the dispatcher holds: retained or in flight.
 #[derive(Debug)]
@@ -90,11 +90,11 @@ impl<M> Held<M> {
     }
 }
 
-/// What [`submit`](Dispatcher::submit) did with a message (its sequence
+/// What [`submit`](RetentionQueue::submit) did with a message (its sequence
 /// number, which names it from then on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
-    /// Send it now, then [`report`](Dispatcher::report) it.
+    /// Send it now, then [`report`](RetentionQueue::report) it.
     Send(u64),
     /// Held until the breaker admits it.
     Retained(u64),
@@ -119,7 +119,7 @@ pub enum DeadReason {
 }
 
 /// Something the caller must hear of, in order (read with
-/// [`poll_event`](Dispatcher::poll_event)).
+/// [`poll_event`](RetentionQueue::poll_event)).
 #[derive(Debug, PartialEq)]
 pub enum Event<M> {
     /// The breaker changed state.
@@ -174,8 +174,13 @@ pub struct RetentionCounters {
     pub dropped: u64,
 }
 
+/// The former name of [`RetentionQueue`] (the bindings call their sending
+/// drivers `Dispatcher`; this is the queue they drive).
+#[deprecated(since = "0.1.0", note = "renamed RetentionQueue")]
+pub type Dispatcher<M, C = Config, Mt = crate::Metrics> = RetentionQueue<M, C, Mt>;
+
 /// A breaker with a queue of what it could not send (see the module).
-pub struct Dispatcher<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics> {
+pub struct RetentionQueue<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics> {
     breaker: Breaker<C, Mt>,
     config: RetentionConfig,
     /// Waiting to be sent, in submission order.
@@ -183,7 +188,7 @@ pub struct Dispatcher<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics>
     /// Handed out and not yet reported, by sequence number.
     sending: InFlight<M>,
     events: VecDeque<Event<M>>,
-    bucket: Option<Bucket>,
+    bucket: Option<TokenBucket>,
     /// Bytes held, retained and in flight.
     bytes: u64,
     next_seq: u64,
@@ -195,13 +200,13 @@ pub struct Dispatcher<M, C: Borrow<Config> = Config, Mt: Meter = crate::Metrics>
     counters: RetentionCounters,
 }
 
-impl<M, C: Borrow<Config>, Mt: Meter> Dispatcher<M, C, Mt> {
+impl<M, C: Borrow<Config>, Mt: Meter> RetentionQueue<M, C, Mt> {
     /// A dispatcher in front of `breaker`. It needs a release rate or a
     /// breaker with a concurrency limit: something must pace the release.
     pub fn new(breaker: Breaker<C, Mt>, config: RetentionConfig) -> Result<Self, RetentionError> {
         config.validate(breaker.config().concurrency_limit.is_some())?;
-        Ok(Dispatcher {
-            bucket: config.release_rate.map(|rate| Bucket::new(rate, Instant::ZERO)),
+        Ok(RetentionQueue {
+            bucket: config.release_rate.map(|rate| TokenBucket::new(rate, Instant::ZERO)),
             breaker,
             config,
             retained: VecDeque::new(),

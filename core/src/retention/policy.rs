@@ -1,4 +1,4 @@
-//! Every rule a [`Dispatcher`](super::Dispatcher) decides by, as pure
+//! Every rule a [`RetentionQueue`](super::RetentionQueue) decides by, as pure
 //! functions: how many sends it may have out, when the retained wait for a
 //! new message to probe (seed 001's rule), what a report does with the
 //! message, and what fits within the bounds. The dispatcher applies them.

@@ -7,18 +7,18 @@ use crate::time::{Duration, Instant};
 const SCALE: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
-pub(crate) struct Bucket {
+pub(crate) struct TokenBucket {
     rate: Rate,
-    /// Tokens held, in millionths.
-    held: u64,
-    /// When `held` was last brought up to date.
+    /// Tokens in the bucket, in millionths.
+    tokens: u64,
+    /// When `tokens` was last brought up to date.
     at: Instant,
 }
 
-impl Bucket {
+impl TokenBucket {
     /// A full bucket.
     pub(crate) fn new(rate: Rate, now: Instant) -> Self {
-        Bucket { rate, held: Self::full(rate), at: now }
+        TokenBucket { rate, tokens: Self::full(rate), at: now }
     }
 
     /// The most millionths of a token a bucket of `rate` holds.
@@ -26,24 +26,24 @@ impl Bucket {
         u64::from(rate.burst) * SCALE
     }
 
-    /// The millionths of a token held at `now`, for a snapshot.
+    /// The millionths of a token in the bucket at `now`, for a snapshot.
     #[cfg(feature = "snapshot")]
-    pub(crate) fn held(&self, now: Instant) -> u64 {
+    pub(crate) fn tokens(&self, now: Instant) -> u64 {
         let mut bucket = self.clone();
         bucket.refill(now);
-        bucket.held
+        bucket.tokens
     }
 
-    /// A bucket holding `held` millionths at `now` (at most full).
+    /// A bucket with `tokens` millionths at `now` (at most full).
     #[cfg(feature = "snapshot")]
-    pub(crate) fn with(rate: Rate, held: u64, now: Instant) -> Self {
-        Bucket { rate, held: held.min(Self::full(rate)), at: now }
+    pub(crate) fn with(rate: Rate, tokens: u64, now: Instant) -> Self {
+        TokenBucket { rate, tokens: tokens.min(Self::full(rate)), at: now }
     }
 
     fn refill(&mut self, now: Instant) {
         if now > self.at {
             let gained = (now - self.at).as_micros().saturating_mul(u64::from(self.rate.per_second));
-            self.held = self.held.saturating_add(gained).min(Self::full(self.rate));
+            self.tokens = self.tokens.saturating_add(gained).min(Self::full(self.rate));
             self.at = now;
         }
     }
@@ -51,7 +51,7 @@ impl Bucket {
     /// Whether a token is there at `now`.
     pub(crate) fn ready(&mut self, now: Instant) -> bool {
         self.refill(now);
-        self.held >= SCALE
+        self.tokens >= SCALE
     }
 
     /// Whether a token is there at `now`, changing nothing.
@@ -62,14 +62,14 @@ impl Bucket {
 
     /// Spends a token ([`ready`](Self::ready) said there is one).
     pub(crate) fn spend(&mut self) {
-        self.held = self.held.saturating_sub(SCALE);
+        self.tokens = self.tokens.saturating_sub(SCALE);
     }
 
     /// When the next token is there (`now` if it is).
     pub(crate) fn next_token(&self, now: Instant) -> Instant {
         let mut bucket = self.clone();
         bucket.refill(now);
-        let missing = SCALE.saturating_sub(bucket.held);
+        let missing = SCALE.saturating_sub(bucket.tokens);
         let per_second = u64::from(self.rate.per_second);
         now + Duration::from_micros(missing.div_ceil(per_second))
     }

@@ -13,8 +13,8 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::borrow::Borrow;
 
-use super::rate::Bucket;
-use super::{Dispatcher, Held, RetentionConfig, RetentionCounters};
+use super::rate::TokenBucket;
+use super::{Held, RetentionConfig, RetentionCounters, RetentionQueue};
 use crate::breaker::{Breaker, Snapshot};
 use crate::config::Config;
 use crate::error::SnapshotError;
@@ -86,7 +86,7 @@ impl RetentionCounters {
     }
 }
 
-impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
+impl<M, C: Borrow<Config>, Mt: Meter + Persist> RetentionQueue<M, C, Mt> {
     /// Its state at `now` (the messages in flight counted as retained).
     pub fn snapshot(&self, now: Instant) -> RetentionSnapshot {
         let now = now.max(self.latest);
@@ -105,7 +105,7 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
             messages,
             counters: self.counters.save(),
             probe_owed: self.probe_owed,
-            tokens: self.bucket.as_ref().map(|b| b.held(now)),
+            tokens: self.bucket.as_ref().map(|b| b.tokens(now)),
         }
     }
 
@@ -130,7 +130,7 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
         // does; the latest time seen is `now`.
         let latest = now;
         let now = s.breaker.resume_at(now, elapsed);
-        let mut d = Dispatcher::new(breaker, retention).map_err(|_| SnapshotError::ConfigMismatch)?;
+        let mut d = RetentionQueue::new(breaker, retention).map_err(|_| SnapshotError::ConfigMismatch)?;
         let corrupt = |what| Err(SnapshotError::Corrupt(what));
         let counters = RetentionCounters::load(s.counters);
         if s.counters.iter().any(|&n| n > MAX_SAVED_COUNTER) || s.next_seq > MAX_SAVED_COUNTER {
@@ -175,7 +175,9 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> Dispatcher<M, C, Mt> {
             retained.push_back(Held { seq: m.seq, message: msg, bytes: m.bytes, attempts: m.attempts, expires });
         }
         d.bucket = match (retention.release_rate, s.tokens) {
-            (Some(rate), Some(held)) if held <= Bucket::full(rate) => Some(Bucket::with(rate, held, now)),
+            (Some(rate), Some(tokens)) if tokens <= TokenBucket::full(rate) => {
+                Some(TokenBucket::with(rate, tokens, now))
+            }
             (None, None) => None,
             _ => return corrupt("release rate tokens"),
         };

@@ -1,12 +1,12 @@
 //! The conformance runner's retention cases (a case with `"retention"`): a
-//! [`Dispatcher`] of named messages in front of the case's breaker. The
+//! [`RetentionQueue`] of named messages in front of the case's breaker. The
 //! format is in `tests/conformance/README.md` ("Retention").
 
 use std::collections::HashMap;
 
 use halfopen::retention::{
-    DeadReason, Dispatcher, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionSnapshot,
-    Submitted,
+    DeadReason, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionError, RetentionQueue,
+    RetentionSnapshot, Submitted,
 };
 use halfopen::{Breaker, Config, Duration, Elapsed, Instant, Problem};
 use serde_json::{Map, Value};
@@ -71,7 +71,7 @@ pub fn describe(e: RetentionError) -> String {
 
 /// A retention case's dispatcher, clock and message names.
 pub struct Run {
-    dispatcher: Dispatcher<String>,
+    dispatcher: RetentionQueue<String>,
     clock: Instant,
     /// Sequence numbers by message name, of every message accepted.
     seqs: HashMap<String, u64>,
@@ -83,7 +83,7 @@ impl Run {
     pub fn new(config: Config, retention: RetentionConfig) -> Result<Run, String> {
         let breaker = Breaker::with_meter(config, halfopen::Metrics::default())
             .map_err(|e| format!("{}: {}", e.field.name(), e.problem.code()))?;
-        let dispatcher = Dispatcher::new(breaker, retention).map_err(describe)?;
+        let dispatcher = RetentionQueue::new(breaker, retention).map_err(describe)?;
         Ok(Run { dispatcher, clock: Instant::ZERO, seqs: HashMap::new(), messages: HashMap::new() })
     }
 
@@ -284,7 +284,7 @@ impl Run {
         let retention = *self.dispatcher.config();
         let messages = &self.messages;
         self.dispatcher =
-            Dispatcher::restore(config, retention, &decoded.map_err(|e| e.to_string())?, now, elapsed, |seq| {
+            RetentionQueue::restore(config, retention, &decoded.map_err(|e| e.to_string())?, now, elapsed, |seq| {
                 messages.get(&seq).cloned()
             })
             .map_err(|e| e.to_string())?;
