@@ -179,12 +179,14 @@ function fromNative(err, { options = {}, name } = {}) {
     case 'name': {
       const out = new RangeError(e.message)
       out.option = 'name'
+      out.problem = 'too_large'
       return out
     }
     case 'too_many_configured':
     case 'capacity': {
       const out = new RangeError(e.message)
       out.option = 'capacity'
+      out.problem = e.kind === 'capacity' ? 'out_of_range' : 'too_large'
       return out
     }
     case 'out_of_memory': {

@@ -151,7 +151,7 @@ function translate(given, where) {
     if (!(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS)) {
       const err = new RangeError(`option timeoutMs must be a number above 0 and at most ${MAX_TIMER_MS} (a timer's limit), got ${timeoutMs}`)
       err.option = 'timeoutMs'
-      err.problem = 'out_of_range'
+      err.problem = numberProblem(timeoutMs, MAX_TIMER_MS)
       throw err
     }
   }
@@ -191,9 +191,15 @@ function checkMsRange(method, ms) {
   if (!(ms >= 0) || !(ms <= Number.MAX_SAFE_INTEGER)) {
     const err = new RangeError(`${method}(ms): ms must be a number from 0 to 2^53 - 1, got ${ms}`)
     err.option = 'ms'
-    err.problem = 'out_of_range'
+    err.problem = numberProblem(ms, Number.MAX_SAFE_INTEGER)
     throw err
   }
+}
+
+/** The core's code for a number refused as out of `[0, max]` (the rule of src/options.rs `whole_problem`). */
+function numberProblem(value, max) {
+  if (!Number.isFinite(value)) return 'not_finite'
+  return value > max ? 'too_large' : 'out_of_range'
 }
 
 module.exports = { MAX_TIMER_MS, checkAtLeastMs, checkForceOpenMs, checkName, translate }

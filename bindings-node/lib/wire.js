@@ -1,8 +1,9 @@
 'use strict'
 // The one decoder of the native half's packed values. What each means is
-// written once, in src/wire.rs; these constants are its codes (`wireCodes()`
-// of the addon and of the wasm module: test/wire.test.js checks they agree),
-// and nothing else in lib/ knows a code.
+// written in src/wire.rs; this file is its one mirror in JavaScript (the
+// hot path reads constants, not a call), checked by test/wire.test.js
+// against `wireCodes()` of the addon and of the wasm module; nothing else in
+// lib/ knows a code.
 
 /** Outcomes by code (src/wire.rs `OUTCOMES`). */
 const OUTCOMES = ['success', 'failure', 'ignored', 'cancelled']

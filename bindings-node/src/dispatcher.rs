@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::breaker::{Gauges, metrics_of, transition_of};
 use crate::error::{Buffer, Error, Refusal, Result, config as refused, out_of_memory};
-use crate::options::NativeOptions;
+use crate::options::{NativeOptions, millis_problem, whole_problem};
 use crate::time::{duration, elapsed, instant, micros, ms, ms_at};
 use crate::wire;
 use crate::{NativeMetrics, NativeTransition};
@@ -75,8 +75,10 @@ pub struct NativeRetentionStats {
 fn whole(value: Option<f64>, field: &str, max: f64, range: &str) -> Result<Option<u64>> {
     match value {
         None => Ok(None),
-        Some(v) if v.fract() == 0.0 && (0.0..=max).contains(&v) => Ok(Some(v as u64)),
-        Some(_) => Err(refused(field, Problem::OutOfRange, range)),
+        Some(v) => match whole_problem(v, max) {
+            None => Ok(Some(v as u64)),
+            Some(problem) => Err(refused(field, problem, range)),
+        },
     }
 }
 
@@ -99,10 +101,11 @@ impl NativeRetention {
             ..RetentionConfig::default()
         };
         if let Some(age) = self.max_age_ms {
-            let us = micros(age).filter(|_| age <= 9_007_199_254_740_991.0).ok_or_else(|| {
-                refused("max_age", Problem::OutOfRange, "must be a number of milliseconds from 0 to 2^53 - 1")
-            })?;
-            c.max_age = Some(Duration::from_micros(us));
+            if let Some(problem) = millis_problem(age) {
+                let range = "must be a finite, non-negative number of milliseconds, at most 18446744073709551";
+                return Err(refused("max_age", problem, range));
+            }
+            c.max_age = Some(Duration::from_micros(micros(age).unwrap_or(u64::MAX)));
         }
         c.overflow = match self.overflow.as_deref() {
             None | Some("reject") => Overflow::Reject,

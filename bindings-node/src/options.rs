@@ -45,18 +45,54 @@ pub struct NativeOptions {
     pub adaptive_limit_max: Option<f64>,
 }
 
-fn count(value: f64, field: Field) -> Result<u32> {
-    if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
-        return Err(refused(field.name(), Problem::OutOfRange, "must be a whole number from 0 to 4294967295"));
+/// What is wrong with `value` as a whole number from 0 to `max` (`None`:
+/// nothing), by the rule every binding uses for a value no configuration
+/// can hold: not finite, negative or fractional (out of range), above the
+/// type's largest (too large).
+pub(crate) fn whole_problem(value: f64, max: f64) -> Option<Problem> {
+    if !value.is_finite() {
+        Some(Problem::NotFinite)
+    } else if value < 0.0 || value.fract() != 0.0 {
+        Some(Problem::OutOfRange)
+    } else if value > max {
+        Some(Problem::TooLarge)
+    } else {
+        None
     }
-    Ok(value as u32)
+}
+
+/// The largest number of milliseconds a duration holds (2^64 − 1 µs).
+const MAX_MS: f64 = 18_446_744_073_709_551.0;
+
+/// What is wrong with `value` as a number of milliseconds (`None`: nothing).
+pub(crate) fn millis_problem(value: f64) -> Option<Problem> {
+    if !value.is_finite() {
+        Some(Problem::NotFinite)
+    } else if value < 0.0 {
+        Some(Problem::OutOfRange)
+    } else if value > MAX_MS {
+        Some(Problem::TooLarge)
+    } else {
+        None
+    }
+}
+
+fn count(value: f64, field: Field) -> Result<u32> {
+    match whole_problem(value, f64::from(u32::MAX)) {
+        Some(problem) => Err(refused(field.name(), problem, "must be a whole number from 0 to 4294967295")),
+        None => Ok(value as u32),
+    }
 }
 
 fn millis(value: f64, field: Field) -> Result<Duration> {
-    micros(value).map(Duration::from_micros).ok_or_else(|| {
-        let problem = if value.is_finite() { Problem::OutOfRange } else { Problem::NotFinite };
-        refused(field.name(), problem, "must be a finite, non-negative number of milliseconds")
-    })
+    match millis_problem(value) {
+        Some(problem) => Err(refused(
+            field.name(),
+            problem,
+            "must be a finite, non-negative number of milliseconds, at most 18446744073709551",
+        )),
+        None => Ok(Duration::from_micros(micros(value).unwrap_or(u64::MAX))),
+    }
 }
 
 fn small(value: f64, field: Field) -> Result<u16> {
@@ -133,8 +169,8 @@ impl NativeOptions {
         }
         p.jitter = self.jitter;
         if let Some(v) = self.jitter_seed {
-            if v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
-                return Err(refused("jitter_seed", Problem::OutOfRange, "must be a whole number from 0 to 2^53 - 1"));
+            if let Some(problem) = whole_problem(v, 9_007_199_254_740_991.0) {
+                return Err(refused("jitter_seed", problem, "must be a whole number from 0 to 2^53 - 1"));
             }
             p.jitter_seed = Some(v as u64);
         }

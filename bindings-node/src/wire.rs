@@ -1,6 +1,8 @@
 //! The wire: every number that crosses to JavaScript with a meaning, written
-//! once, here. `wireCodes()` hands the codes to `lib/wire.js`, the one
-//! decoder on the JavaScript side (nothing is retyped there). Objects cross
+//! once, here. `lib/wire.js` is the one decoder on the JavaScript side: it
+//! mirrors these codes and layouts (no other file in `lib/` knows one), and
+//! `test/wire.test.js` checks its codes against `wireCodes()` of the addon
+//! and of the wasm module, and its decoding against real calls. Objects cross
 //! as napi objects (`NativeLicence`, `NativeMetrics`, ...); numbers are
 //! packed only on the call path, where one `f64` saves an object per call:
 //!
@@ -15,7 +17,8 @@
 //! - **`submit`** (a retention queue's, once per message): `4 × seq + 2 ×
 //!   retained + events` (`retained`: held for later, else send now; `events`:
 //!   `takeEvents` has something), or `-1 - events` when refused (a bound is
-//!   full). Exact while `seq` is below 2^51.
+//!   full). Exact: every `seq` is below the core's `retention::MAX_SEQ`
+//!   (2^51).
 //! - **`next`**: the sequence numbers to send now, oldest first, then
 //!   [`EVENTS_WAIT_IN_LIST`] if `takeEvents` has something.
 //! - **`report`**: the index in [`REPORTED`], plus [`EVENTS_WAIT`] if

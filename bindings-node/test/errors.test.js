@@ -34,3 +34,23 @@ test('a value the translation refuses before the core sees it: a code too', () =
   refused(() => new CircuitBreaker({ name: 'a' }).forceOpenAtLeast(-1), 'ms', 'out_of_range')
   refused(() => new Registry({ failureThreshold: 0 }), 'failureThreshold', 'zero')
 })
+
+// The same wrong values give the same codes in every binding (tests/option_problems.json; Python reads it too).
+const fs = require('node:fs')
+const path = require('node:path')
+const PROBLEMS = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'tests', 'option_problems.json'), 'utf8'))
+const SPECIAL = { NaN: Number.NaN, Infinity: Number.POSITIVE_INFINITY }
+const DURATIONS = new Set(['open_timeout', 'probe_timeout', 'max_age'])
+
+for (const c of PROBLEMS.cases) {
+  const camel = c.option.replace(/_(.)/g, (_, l) => l.toUpperCase()) + (DURATIONS.has(c.option) ? 'Ms' : '')
+  const value = typeof c.value === 'string' ? SPECIAL[c.value] : c.value
+  test(`${c.where} ${c.option} = ${c.value}: ${c.problem}`, () => {
+    const make = {
+      breaker: () => new CircuitBreaker({ name: 'a', [camel]: value }),
+      retention: () => new RetentionQueue({ name: 'q', concurrencyLimit: 1, [camel]: value }),
+      registry: () => new Registry({ [camel]: value }),
+    }[c.where]
+    refused(make, camel, c.problem)
+  })
+}

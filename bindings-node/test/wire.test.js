@@ -30,3 +30,16 @@ test('the packed retention values decode to what they say', () => {
   assert.deepEqual(wire.reportedOf(d.report(0, wire.SUCCESS, 1)), { result: 'unknown', events: false })
   assert.deepEqual(wire.nextOf(d.next(2)), { seqs: [], events: false })
 })
+
+test('sequence numbers past 2^51 never cross inexactly: such a snapshot is refused, the last one refuses new messages', () => {
+  const { RetentionQueue, SnapshotError } = require(process.env.HALFOPEN_PACKAGE || '..')
+  const options = { name: 'q', clock: () => 0, concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest' }
+  const at = (n) => Object.assign(new RetentionQueue(options).toJSON(), { next_seq: n, counters: [n, 0, n, n, 0, 0, 0] })
+  assert.throws(() => RetentionQueue.fromJSON(options, at(2 ** 51 + 1), []), (err) => err instanceof SnapshotError && err.kind === 'corrupt')
+  const last = RetentionQueue.fromJSON(options, at(2 ** 51), [])
+  assert.deepEqual(last.submit('A'), { status: 'refused' })
+  assert.equal(last.stats().refused, 1) // counted as a refusal, as a full queue counts one
+  const below = RetentionQueue.fromJSON(options, at(2 ** 51 - 1), [])
+  assert.deepEqual(below.submit('A'), { status: 'send', seq: 2 ** 51 - 1 })
+  assert.deepEqual(below.submit('B'), { status: 'refused' })
+})

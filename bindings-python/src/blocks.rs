@@ -14,7 +14,6 @@
 use std::sync::Mutex;
 
 use halfopen::Permit as CorePermit;
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::{PyTraverseError, PyVisit};
@@ -71,8 +70,7 @@ pub(crate) fn leave(py: Python<'_>, blocks: &Blocks, name: Option<&str>, depth: 
     };
     // Dropped with the lock released: the frame may be the last reference
     // to objects whose finalizers run Python code.
-    let (_frame, _, permit) =
-        block.ok_or_else(|| PyRuntimeError::new_err("a with block was left more times than it was entered"))?;
+    let (_frame, _, permit) = block.ok_or_else(crate::errors::unbalanced_block)?;
     Ok(permit)
 }
 

@@ -16,7 +16,6 @@ use std::sync::OnceLock;
 
 use halfopen::retention::{RetentionReading, exposition};
 use halfopen::{Config, MetricsReading, Registry};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList, PyModule, PyString, PyTuple, PyType};
 
@@ -227,11 +226,7 @@ impl Readings {
             self.breakers.push((name.clone(), breaker));
             self.queues.push((name, retention));
         } else {
-            let problem = format!(
-                "sources must be CircuitBreakers, Registries or RetentionQueues, got {}",
-                crate::errors::type_name(source)
-            );
-            return Err(PyTypeError::new_err(problem));
+            return Err(crate::errors::not_a_source(source));
         }
         Ok(())
     }
@@ -255,9 +250,7 @@ pub(crate) fn _collect<'py>(
     }
     let mut seen = HashSet::with_capacity(readings.breakers.len());
     if let Some((name, _)) = readings.breakers.iter().find(|(name, _)| !seen.insert(name.as_str())) {
-        let problem =
-            format!("two breakers are named {name:?}: their series would be one (names must be unique across sources)");
-        return Err(PyValueError::new_err(problem));
+        return Err(crate::errors::same_name(name));
     }
     let samples = Samples::new(sample)?;
     // 150,000 new tuples would set Python's cycle collector off hundreds of

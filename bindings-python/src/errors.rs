@@ -16,7 +16,7 @@
 
 use halfopen::retention::RetentionError;
 use halfopen::{MAX_CONCURRENCY_LIMIT, MAX_HALF_OPEN_ATTEMPTS, MAX_WINDOW_CALLS, Problem, RegistryError, Rejection};
-use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -25,6 +25,27 @@ use pyo3::types::PyString;
 use crate::names::state_member;
 use crate::support::support;
 use crate::time::secs;
+
+/// A `Collector`'s source that is not one (a `TypeError`).
+pub(crate) fn not_a_source(source: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "sources must be CircuitBreakers, Registries or RetentionQueues, got {}",
+        type_name(source)
+    ))
+}
+
+/// Two breakers of a `Collector`'s sources with one name (a `ValueError`:
+/// their series would be one).
+pub(crate) fn same_name(name: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "two breakers are named {name:?}: their series would be one (names must be unique across sources)"
+    ))
+}
+
+/// A `with` block left more times than it was entered (a `RuntimeError`).
+pub(crate) fn unbalanced_block() -> PyErr {
+    PyRuntimeError::new_err("a with block was left more times than it was entered")
+}
 
 /// The name of `v`'s type, for a message.
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -39,6 +60,13 @@ pub(crate) fn option_error(py: Python<'_>, type_error: bool, option: &str, probl
     // Setting an attribute on a fresh exception instance cannot fail.
     let _ = err.value(py).setattr("option", option);
     err
+}
+
+/// What is wrong with an `int` a whole-number option's type cannot hold:
+/// negative (out of range), else above the type's largest (too large) — the
+/// rule every binding uses.
+pub(crate) fn int_problem(v: &Bound<'_, PyAny>) -> Problem {
+    if v.lt(0).unwrap_or(false) { Problem::OutOfRange } else { Problem::TooLarge }
 }
 
 /// A `ValueError` for the configuration option `option`: `words` start the
@@ -90,8 +118,12 @@ pub(crate) fn registry_error(py: Python<'_>, name: &str, e: RegistryError, room:
         RegistryError::Full { .. } => registry_full(py, name, room),
         RegistryError::Config(c) => value_error(py, c.field.name(), c.problem, c.problem.describe()),
         RegistryError::Capacity => value_error(py, "capacity", Problem::OutOfRange, "must be from 1 to 4294967295"),
-        // What a name cannot have (its own configuration past the capacity, ...).
-        other => option_error(py, false, "name", &format!("refused: {other}")),
+        RegistryError::TooManyConfigured { capacity } => {
+            let words = format!("{capacity} reached: no more names can be given their own configuration");
+            value_error(py, "capacity", Problem::TooLarge, &words)
+        }
+        // A name too long for the core.
+        other => value_error(py, "name", Problem::TooLarge, &format!("refused: {other}")),
     }
 }
 

@@ -10,7 +10,7 @@ use halfopen::{ConcurrencyLimit, Config, ConfigError, ConfigPatch, Duration, Fie
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
-use crate::errors::{self, ADAPTIVE, option_error, out_of_range, type_name, value_error};
+use crate::errors::{self, ADAPTIVE, int_problem, option_error, out_of_range, type_name, value_error};
 
 /// The options the core reads, by their Python names.
 const CORE: &[&str] = &[
@@ -61,13 +61,12 @@ fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(option_error(py, true, option, &format!("must be an int, got {}", type_name(v))));
     }
-    v.extract::<u32>().map_err(|_| value_error(py, option, Problem::OutOfRange, &out_of_range(option)))
+    v.extract::<u32>().map_err(|_| value_error(py, option, int_problem(v), &out_of_range(option)))
 }
 
 /// A count the core holds in a `u16` (its bounds are smaller still).
 fn small_count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u16> {
-    u16::try_from(count(py, option, v)?)
-        .map_err(|_| value_error(py, option, Problem::OutOfRange, &out_of_range(option)))
+    u16::try_from(count(py, option, v)?).map_err(|_| value_error(py, option, Problem::TooLarge, &out_of_range(option)))
 }
 
 /// A real number (an `int` or a `float`, not a `bool`).
@@ -75,7 +74,9 @@ fn number(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
     if !is_number(v) {
         return Err(option_error(py, true, option, &format!("must be a number, got {}", type_name(v))));
     }
-    v.extract::<f64>().map_err(|_| value_error(py, option, Problem::NotFinite, "must be a finite number"))
+    // An int too large for a float is the largest float of its sign: refused
+    // as too large (or negative) by what reads it, not as "not finite".
+    Ok(crate::time::float_of(v))
 }
 
 /// Seconds, as a core duration (to the microsecond).
@@ -109,7 +110,7 @@ pub(crate) fn patch(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Con
         None => None,
         Some(p) => match p.extract::<String>() {
             Ok(name) => Some(Config::preset(&name).ok_or_else(|| {
-                option_error(py, false, "preset", "must be \"whatsapp_gateway\" or \"partner_webhook\"")
+                value_error(py, "preset", Problem::OutOfRange, "must be \"whatsapp_gateway\" or \"partner_webhook\"")
             })?),
             Err(_) => return Err(option_error(py, true, "preset", &format!("must be a str, got {}", type_name(&p)))),
         },
@@ -156,8 +157,10 @@ pub(crate) fn patch(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Con
                 if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
                     return Err(option_error(py, true, key, &format!("must be an int, got {}", type_name(&v))));
                 }
-                p.jitter_seed =
-                    Some(v.extract::<u64>().map_err(|_| option_error(py, false, key, "must be from 0 to 2**64 - 1"))?)
+                p.jitter_seed = Some(
+                    v.extract::<u64>()
+                        .map_err(|_| value_error(py, key, int_problem(&v), "must be from 0 to 2**64 - 1"))?,
+                )
             }
             "half_open_max_attempts" => p.half_open_max_attempts = Some(small_count(py, key, &v)?),
             "half_open_successes" => p.half_open_successes = Some(Some(small_count(py, key, &v)?)),
@@ -196,7 +199,7 @@ pub(crate) fn name_of(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Strin
     }
     // The core's bound (MAX_NAME_BYTES), for breakers and queues as for registries.
     if let Err(e) = halfopen::check_name(text) {
-        return Err(option_error(py, false, "name", &format!("refused: {e}")));
+        return Err(value_error(py, "name", Problem::TooLarge, &format!("refused: {e}")));
     }
     Ok(text.to_owned())
 }

@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use halfopen::{Instant, Permit as CorePermit};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::errors::option_error;
@@ -36,7 +35,7 @@ impl Permit {
     /// second report a `ValueError`.
     pub(crate) fn take(&self, py: Python<'_>, owner: u64) -> PyResult<CorePermit> {
         if self.owner != owner {
-            return Err(PyErr::new::<PyTypeError, _>("permit was issued by another breaker"));
+            return Err(option_error(py, true, "permit", "was issued by another breaker"));
         }
         if self.reported.swap(true, Ordering::AcqRel) {
             return Err(option_error(py, false, "permit", "was already reported"));

@@ -6,7 +6,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use halfopen::{Instant, Outcome, Permit as CorePermit, Registry, RegistryError, Transition};
+use halfopen::{Instant, Outcome, Permit as CorePermit, Problem, Registry, RegistryError, Transition};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -16,6 +16,7 @@ use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_fo
 use crate::classify::{check_exception, fall_back, outcome_of, unfinished};
 use crate::errors::{
     option_error, out_of_memory, refusal, registry_error, registry_full, snapshot_error, type_name, unfinished_error,
+    value_error,
 };
 use crate::host::{Host, snapshot_text};
 use crate::names::{mode_name, state_name};
@@ -251,7 +252,7 @@ impl NativeRegistry {
                 .extract::<u32>()
                 .ok()
                 .filter(|&c| c > 0)
-                .ok_or_else(|| option_error(py, false, "capacity", "must be from 1 to 4294967295"))?,
+                .ok_or_else(|| value_error(py, "capacity", Problem::OutOfRange, "must be from 1 to 4294967295"))?,
             Some(c) => {
                 return Err(option_error(py, true, "capacity", &format!("must be an int, got {}", type_name(c))));
             }

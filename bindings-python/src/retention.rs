@@ -11,13 +11,15 @@ use halfopen::retention::{
     DeadReason, Event, Overflow, Probe, Rate, Reported, RetentionConfig, RetentionQueue, RetentionReading,
     RetentionSnapshot, Submitted, exposition,
 };
-use halfopen::{Breaker, Config, LatencyHistogram, Metrics};
+use halfopen::{Breaker, Config, LatencyHistogram, Metrics, Problem};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::breaker::{Gauges, force_open_for, histogram, metrics_dict, seconds_for};
 use crate::classify::outcome_of;
-use crate::errors::{U32_RANGE, option_error, out_of_memory, retention_error, snapshot_error, type_name, value_error};
+use crate::errors::{
+    U32_RANGE, int_problem, option_error, out_of_memory, retention_error, snapshot_error, type_name, value_error,
+};
 use crate::events::StateChange;
 use crate::host::{Host, snapshot_text};
 use crate::names::state_name;
@@ -34,7 +36,8 @@ fn whole(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>, max: u64, r
     }
     match v.extract::<u64>() {
         Ok(n) if n <= max => Ok(Some(n)),
-        _ => Err(option_error(py, false, option, range)),
+        Ok(_) => Err(value_error(py, option, Problem::TooLarge, range)),
+        Err(_) => Err(value_error(py, option, int_problem(v), range)),
     }
 }
 
@@ -83,7 +86,7 @@ impl RetentionArgs<'_, '_> {
             match v.cast::<PyString>().ok().and_then(|s| s.to_str().ok().map(str::to_owned)) {
                 Some(s) if s == names[0] => Ok(false),
                 Some(s) if s == names[1] => Ok(true),
-                Some(_) => Err(option_error(py, false, option, &problem)),
+                Some(_) => Err(value_error(py, option, Problem::OutOfRange, &problem)),
                 None => Err(option_error(py, true, option, &format!("{problem}, got {}", type_name(v)))),
             }
         };

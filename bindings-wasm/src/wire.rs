@@ -1,6 +1,7 @@
 //! The Node package's wire codes (`halfopen_node::wire_codes`), handed to
 //! JavaScript as the same object the addon's `wireCodes()` returns, built
-//! here with `js-sys`: `lib/wire.js` reads them, never retypes them.
+//! here with `js-sys`, for `test/wire.test.js`, which checks that
+//! `lib/wire.js` (their one mirror in JavaScript) decodes with the same.
 
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;

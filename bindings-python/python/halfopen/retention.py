@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
@@ -136,6 +137,26 @@ def default_size(message: Any) -> int:
         return len(_LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text).encode("utf-8"))
 
 
+def _check_timeout(timeout: object) -> None:
+    """A send timeout: a finite number of seconds above 0 (a ``ValueError``
+    with the core's ``problem`` code otherwise; not a number: ``TypeError``)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise option_error(TypeError, "timeout", f"timeout must be a number of seconds or None, got {type(timeout).__name__}")
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf if timeout > 0 else -math.inf
+    if 0 < seconds < math.inf:
+        return
+    if isinstance(timeout, float) and not math.isfinite(timeout):
+        problem = "not_finite"
+    else:
+        problem = "too_large" if seconds > 0 else "out_of_range"
+    err = option_error(ValueError, "timeout", f"timeout must be a finite number of seconds above 0, got {timeout!r}")
+    setattr(err, "problem", problem)  # noqa: B010 - an attribute of this instance
+    raise err
+
+
 class RetentionQueue(NativeRetentionQueue, Generic[M]):
     """A queue in front of a circuit breaker (the protocol without I/O).
 
@@ -211,8 +232,8 @@ class Dispatcher(Generic[M]):
                 raise option_error(TypeError, option, f"{option} must be a callable, got {type(value).__name__}")
         check_sync("is_failure", is_failure, "it would return a coroutine, which is true: every error would count")
         check_sync("on_event", on_event, "events are handed over, never awaited (start a task from a plain one)")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")):
-            raise option_error(ValueError, "timeout", f"timeout must be a finite number of seconds above 0, got {timeout!r}")
+        if timeout is not None:
+            _check_timeout(timeout)
         self.queue: RetentionQueue[M] = RetentionQueue(name, **options)
         self.name = name
         self._send = send

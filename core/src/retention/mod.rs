@@ -60,6 +60,7 @@ use core::borrow::Borrow;
 
 pub use config::{DEFAULT_SEND_TIMEOUT, Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
 pub use exposition::RetentionReading;
+pub use policy::MAX_SEQ;
 #[cfg(feature = "snapshot")]
 pub use saved::RetentionSnapshot;
 
@@ -317,7 +318,7 @@ impl<M, C: Borrow<Config>, Mt: Meter> RetentionQueue<M, C, Mt> {
     pub fn submit(&mut self, message: M, bytes: u64, now: Instant) -> Result<Submitted, Overflowed<M>> {
         let now = self.advance(now);
         self.counters.submitted += 1;
-        if !self.make_room(bytes) {
+        if !policy::seq_available(self.next_seq) || !self.make_room(bytes) {
             self.counters.refused += 1;
             self.probe_owed |= self.new_message_probes(now);
             return Err(Overflowed { message });

@@ -12,6 +12,19 @@ use crate::state::State;
 /// JavaScript number carries exactly).
 pub(crate) const MAX_SAVED_BYTES: u64 = crate::MAX_SAVED_COUNTER;
 
+/// Sequence numbers stay below this (2^51): each is exact as a JavaScript
+/// number with room to spare, so every binding names a message the same
+/// way. A queue that has given out the last one refuses new messages, as a
+/// full one does (after 2^51 of them: 71 years at a million a second); a
+/// snapshot whose next one is beyond is corrupt.
+pub const MAX_SEQ: u64 = 1 << 51;
+
+/// Whether a queue whose next sequence number is `next_seq` may take one
+/// more message.
+pub(crate) fn seq_available(next_seq: u64) -> bool {
+    next_seq < MAX_SEQ
+}
+
 /// How many sends of its own a dispatcher may have out in `state`: no more
 /// than the breaker allows at once — its probes while half-open (and never
 /// more than its concurrency limit), its concurrency limit otherwise (`None`:
@@ -127,6 +140,13 @@ mod tests {
         assert_eq!(fate(&c, Outcome::Failure, 0, true), Fate::Dead(DeadReason::Age));
         let unbounded = RetentionConfig { max_attempts: None, ..c };
         assert_eq!(fate(&unbounded, Outcome::Failure, u32::MAX, false), Fate::Retained { attempt: true });
+    }
+
+    #[test]
+    fn sequence_numbers_end_below_2_to_the_51() {
+        assert!(seq_available(0));
+        assert!(seq_available(MAX_SEQ - 1));
+        assert!(!seq_available(MAX_SEQ));
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl<M, C: Borrow<Config>, Mt: Meter + Persist> RetentionQueue<M, C, Mt> {
         let mut d = RetentionQueue::new(breaker, retention).map_err(|_| SnapshotError::ConfigMismatch)?;
         let corrupt = |what| Err(SnapshotError::Corrupt(what));
         let counters = RetentionCounters::load(s.counters);
-        if s.counters.iter().any(|&n| n > MAX_SAVED_COUNTER) || s.next_seq > MAX_SAVED_COUNTER {
+        if s.counters.iter().any(|&n| n > MAX_SAVED_COUNTER) || s.next_seq > super::MAX_SEQ {
             return corrupt("retention counter out of range");
         }
         let c = counters;
