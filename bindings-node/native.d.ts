@@ -272,6 +272,8 @@ export interface NativeLicence {
    * `Infinity`: no limit.
    */
   room: number
+  /** Under "reject": why, the core's reason's code (`wire::REFUSAL_REASONS`). */
+  refusal: number
   /**
    * Whether a concurrency limit is configured: then every admission and
    * report through the breaker may change the room, so ask again after each.
@@ -413,6 +415,7 @@ export interface WireCodes {
   /** Outcome names (`"success"`, ...) by code. */
   outcomes: Array<string>
   licenceKinds: Array<string>
+  refusalReasons: Array<string>
   reported: Array<string>
   eventsWait: number
   eventsWaitInList: number

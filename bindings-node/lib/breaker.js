@@ -24,7 +24,7 @@ const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } =
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
-const { ADMIT, OUTCOME_CODES, REJECT, retryOf, SUCCESS, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
+const { ADMIT, OUTCOME_CODES, REFUSAL_REASONS, REJECT, retryOf, SUCCESS, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
@@ -122,6 +122,7 @@ class CircuitBreaker {
     this._limited = false // whether a concurrency limit is configured (set with the licence)
     this._pending = false // whether transitions waited when the licence was asked
     this._refusalReason = 'open' // the latest rejection's reason (its state: `_gauge`)
+    this._licenceRefusal = 'open' // under "reject": why (the licence says)
     this._queue = null // events (lib/events.js)
   }
 
@@ -306,7 +307,7 @@ class CircuitBreaker {
     if (this._kind === REJECT && now < this._until) {
       this._rejections += 1
       this._refusalMs = between(now, this._until)
-      this._refusalReason = this._refusalMs === Infinity ? 'held' : 'open'
+      this._refusalReason = this._licenceRefusal
       return null
     }
     const generation = this._acquire(now)
@@ -422,6 +423,7 @@ class CircuitBreaker {
     this._room = licence.room
     this._limited = licence.limited
     this._pending = licence.pending
+    this._licenceRefusal = REFUSAL_REASONS[licence.refusal] // why, under "reject" (the core's word)
     // Without a slow-call threshold, one permit serves every call admitted
     // under this licence (no allocation per call).
     if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {

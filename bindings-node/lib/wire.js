@@ -20,6 +20,9 @@ const ADMIT = 1
 const REJECT = 2
 const UNKNOWN = -1
 
+/** Why a call was refused (the core's reasons), by code: a licence's `refusal` under "reject". */
+const REFUSAL_REASONS = ['open', 'probes_busy', 'limit_full', 'held']
+
 /** Added to `acquire`'s generation when a transition waits. */
 const TRANSITION_PENDING = 4294967296
 /** A registry's `acquire` when it is full (no idle breaker to evict). */
@@ -37,6 +40,7 @@ const CODES = {
   registryFull: REGISTRY_FULL,
   outcomes: OUTCOMES,
   licenceKinds: LICENCE_KINDS,
+  refusalReasons: REFUSAL_REASONS,
   reported: REPORTED,
   eventsWait: EVENTS_WAIT,
   eventsWaitInList: EVENTS_WAIT_IN_LIST,
@@ -73,6 +77,7 @@ module.exports = {
   IGNORED,
   OUTCOME_CODES,
   OUTCOMES,
+  REFUSAL_REASONS,
   REGISTRY_FULL,
   REJECT,
   SUCCESS,

@@ -49,6 +49,8 @@ pub struct NativeLicence {
     /// batched success is reported at once and the licence asked again);
     /// `Infinity`: no limit.
     pub room: f64,
+    /// Under "reject": why, the core's reason's code (`wire::REFUSAL_REASONS`).
+    pub refusal: u32,
     /// Whether a concurrency limit is configured: then every admission and
     /// report through the breaker may change the room, so ask again after each.
     pub limited: bool,
@@ -108,7 +110,9 @@ pub struct NativeBreaker {
 pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> NativeLicence {
     let gauge = u32::from(breaker.state(now).gauge());
     let generation = breaker.counts(now).generation;
-    let (kind, until, slow_after, room) = match breaker.licence(now) {
+    let licence = breaker.licence(now);
+    let refusal = wire::refusal_reason(licence.refusal_reason());
+    let (kind, until, slow_after, room) = match licence {
         Licence::Ask => (wire::licence_kind("ask"), Instant::MAX, None, None),
         Licence::Admit { until, slow_after, room, .. } => (wire::licence_kind("admit"), until, slow_after, room),
         Licence::Reject { until } => (wire::licence_kind("reject"), until.unwrap_or(Instant::MAX), None, None),
@@ -116,7 +120,7 @@ pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> Nativ
     let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
     let room = room.map_or(f64::INFINITY, f64::from);
     let limited = breaker.config().concurrency_limit.is_some();
-    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, limited, pending }
+    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, refusal, limited, pending }
 }
 
 impl NativeBreaker {

@@ -13,7 +13,9 @@
 //!   the reason is read only when needed, `refusalReason`); a registry too
 //!   full for a new name answers [`REGISTRY_FULL`].
 //! - **outcomes** (`record`, `report`): the index in [`OUTCOMES`].
-//! - **licence kinds** (`NativeLicence.kind`): the index in [`LICENCE_KINDS`].
+//! - **licence kinds** (`NativeLicence.kind`): the index in [`LICENCE_KINDS`];
+//!   under "reject", why (`NativeLicence.refusal`): the index in
+//!   [`REFUSAL_REASONS`].
 //! - **`submit`** (a retention queue's, once per message): `4 × seq + 2 ×
 //!   retained + events` (`retained`: held for later, else send now; `events`:
 //!   `takeEvents` has something), or `-1 - events` when refused (a bound is
@@ -40,6 +42,15 @@ pub(crate) const OUTCOMES: [Outcome; 4] = Outcome::ALL;
 
 /// The licence kinds, by code.
 pub(crate) const LICENCE_KINDS: [&str; 3] = ["ask", "admit", "reject"];
+
+/// Why a call was refused (`Wait::reason`), by code: a licence's
+/// `refusal` under "reject".
+pub(crate) const REFUSAL_REASONS: [&str; 4] = ["open", "probes_busy", "limit_full", "held"];
+
+/// A refusal reason's code (0, "open", for none).
+pub(crate) fn refusal_reason(reason: Option<&str>) -> u32 {
+    reason.and_then(|r| REFUSAL_REASONS.iter().position(|known| *known == r)).unwrap_or(0) as u32
+}
 
 /// What a report did with the message, by code.
 pub(crate) const REPORTED: [&str; 4] = ["delivered", "retained", "dead", "unknown"];
@@ -100,6 +111,7 @@ pub struct WireCodes {
     /// Outcome names (`"success"`, ...) by code.
     pub outcomes: Vec<String>,
     pub licence_kinds: Vec<String>,
+    pub refusal_reasons: Vec<String>,
     pub reported: Vec<String>,
     pub events_wait: u32,
     pub events_wait_in_list: f64,
@@ -115,6 +127,7 @@ pub fn wire_codes() -> WireCodes {
         registry_full: REGISTRY_FULL,
         outcomes: names(&outcomes),
         licence_kinds: names(&LICENCE_KINDS),
+        refusal_reasons: names(&REFUSAL_REASONS),
         reported: names(&REPORTED),
         events_wait: EVENTS_WAIT,
         events_wait_in_list: EVENTS_WAIT_IN_LIST,

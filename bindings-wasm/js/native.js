@@ -87,6 +87,7 @@ function licenceOf(f) {
     gauge: f[p.gauge],
     slowAfterMs: f[p.slowAfterMs],
     room: f[p.room],
+    refusal: f[p.refusal],
     limited: f[p.limited] !== 0,
     pending: f[p.pending] !== 0,
   }

@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 /// Each record's field names, in the order its values come:
 /// `record=field,...;` for licence, metrics, transition, refusal, event, stats.
 const FIELDS: &str = concat!(
-    "licence=kind,generation,untilMs,gauge,slowAfterMs,room,limited,pending;",
+    "licence=kind,generation,untilMs,gauge,slowAfterMs,room,refusal,limited,pending;",
     "metrics=state,admitted,successes,failures,slow,rejections,ignored,cancelled,stale,opens,opensLast24h,",
     "timeClosedMs,timeOpenMs,timeHalfOpenMs,meanTimeOpenMs,errorRate,latencyCount,latencyP50Ms,latencyP95Ms,",
     "latencyP99Ms,latencyMaxMs,consecutiveFailures,windowCalls,windowFailures,windowSlow,probesInFlight,",
@@ -42,6 +42,7 @@ pub(crate) fn licence(l: &NativeLicence) -> Vec<f64> {
         f64::from(l.gauge),
         l.slow_after_ms,
         l.room,
+        f64::from(l.refusal),
         flag(l.limited),
         flag(l.pending),
     ]

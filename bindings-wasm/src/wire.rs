@@ -6,17 +6,18 @@
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-/// `{transitionPending, registryFull, outcomes, licenceKinds, reported, eventsWait, eventsWaitInList}`.
+/// `{transitionPending, registryFull, outcomes, licenceKinds, refusalReasons, reported, eventsWait, eventsWaitInList}`.
 #[wasm_bindgen(js_name = wireCodes)]
 pub fn wire_codes() -> Result<Object, JsValue> {
     let codes = halfopen_node::wire_codes();
     let names = |list: &[String]| list.iter().map(|s| JsValue::from_str(s)).collect::<Array>();
     let object = Object::new();
-    let fields: [(&str, JsValue); 7] = [
+    let fields: [(&str, JsValue); 8] = [
         ("transitionPending", codes.transition_pending.into()),
         ("registryFull", codes.registry_full.into()),
         ("outcomes", names(&codes.outcomes).into()),
         ("licenceKinds", names(&codes.licence_kinds).into()),
+        ("refusalReasons", names(&codes.refusal_reasons).into()),
         ("reported", names(&codes.reported).into()),
         ("eventsWait", codes.events_wait.into()),
         ("eventsWaitInList", codes.events_wait_in_list.into()),

@@ -70,3 +70,30 @@ pub enum Licence {
     /// disabled).
     Ask,
 }
+
+impl Licence {
+    /// Why a call rejected under this licence is refused, in
+    /// [`Wait::reason`](crate::Wait::reason)'s words: `"open"` until the open
+    /// period ends, `"held"` when held open until released; `None` unless it
+    /// is [`Licence::Reject`].
+    pub const fn refusal_reason(&self) -> Option<&'static str> {
+        match self {
+            Licence::Reject { until: Some(_) } => Some("open"),
+            Licence::Reject { until: None } => Some("held"),
+            Licence::Admit { .. } | Licence::Ask => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Licence;
+    use crate::time::Instant;
+
+    #[test]
+    fn a_rejecting_licence_says_why_in_the_cores_words() {
+        assert_eq!(Licence::Reject { until: Some(Instant::ZERO) }.refusal_reason(), Some("open"));
+        assert_eq!(Licence::Reject { until: None }.refusal_reason(), Some("held"));
+        assert_eq!(Licence::Ask.refusal_reason(), None);
+    }
+}
