@@ -136,6 +136,26 @@ def test_dead_letters_after_max_attempts_or_a_refusal() -> None:
     asyncio.run(main())
 
 
+def test_an_is_failure_that_raises_counts_a_failure_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """The classifier rule (tests/conformance/README.md): a failure, reported, never a refusal."""
+
+    def broken(exc: BaseException) -> bool:
+        raise KeyError("classifier bug")
+
+    async def main() -> None:
+        _, partner, d = dispatcher(max_attempts=1, is_failure=broken)
+        task = asyncio.ensure_future(d.submit("m"))
+        await turns()
+        partner.calls.pop(0)[1].set_exception(ValueError("422"))
+        with pytest.raises(halfopen.DeadLetterError) as dead:
+            await task
+        # Given up for its attempts (a failure), not "refused" (what an ignored error is).
+        assert (dead.value.reason, dead.value.attempts) == ("attempts", 1)
+
+    asyncio.run(main())
+    assert "is_failure raised" in caplog.text
+
+
 def test_a_dead_letter_nobody_awaits_is_not_an_unretrieved_exception() -> None:
     async def main() -> None:
         reported: List[Any] = []
