@@ -164,6 +164,8 @@ export declare class NativeDispatcher {
    * aborts it.
    */
   defaultSendTimeoutMs(): number
+  /** The core's delay (ms) before a driver whose clock failed looks again. */
+  clockFailureRetryMs(): number
 }
 
 export declare class NativeRegistry {

@@ -337,7 +337,7 @@ class Dispatcher extends EventEmitter {
       delay = Math.min(Math.max(0, at - read(this.queue)), MAX_TIMER_MS)
     } catch (err) {
       warnCallback(err, 'the clock')
-      delay = 1000
+      delay = this.queue._native.clockFailureRetryMs()
     }
     this._timer = setTimeout(() => {
       this._timer = null

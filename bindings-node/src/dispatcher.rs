@@ -349,6 +349,12 @@ impl NativeDispatcher {
     pub fn default_send_timeout_ms(&self) -> f64 {
         ms(halfopen::retention::DEFAULT_SEND_TIMEOUT)
     }
+
+    /// The core's delay (ms) before a driver whose clock failed looks again.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn clock_failure_retry_ms(&self) -> f64 {
+        ms(halfopen::retention::CLOCK_FAILURE_RETRY)
+    }
 }
 
 fn event_of(event: Event<()>) -> NativeDispatchEvent {

@@ -32,5 +32,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
     m.add("_UNCONFIGURED", breaker::unconfigured(m.py()))?;
     m.add("_DEFAULT_SEND_TIMEOUT", time::secs(halfopen::retention::DEFAULT_SEND_TIMEOUT))?;
+    m.add("_CLOCK_FAILURE_RETRY", time::secs(halfopen::retention::CLOCK_FAILURE_RETRY))?;
     Ok(())
 }

@@ -337,6 +337,6 @@ export const NativeRegistry = guardedClass(
 
 export const NativeDispatcher = guardedClass(
   OptionsDispatcher,
-  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'forceOpenAtLeast', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs', 'maxNameBytes'],
+  ['load', 'submit', 'next', 'report', 'handleTimeout', 'pollTimeoutMs', 'takeEvents', 'forceOpen', 'forceOpenAtLeast', 'release', 'state', 'stats', 'metrics', 'prometheus', 'snapshotJson', 'snapshotBytes', 'held', 'defaultSendTimeoutMs', 'clockFailureRetryMs', 'maxNameBytes'],
   { next: Array.from, held: Array.from, takeEvents: eventsOf, stats: statsOf, metrics: metricsOf },
 )

@@ -162,4 +162,9 @@ impl NativeDispatcher {
     pub fn default_send_timeout_ms(&self) -> Result<f64, JsError> {
         Ok(open(&self.0)?.default_send_timeout_ms())
     }
+
+    #[wasm_bindgen(js_name = clockFailureRetryMs)]
+    pub fn clock_failure_retry_ms(&self) -> Result<f64, JsError> {
+        Ok(open(&self.0)?.clock_failure_retry_ms())
+    }
 }

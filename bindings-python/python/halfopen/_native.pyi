@@ -6,13 +6,15 @@ from typing_extensions import disjoint_base
 
 from ._support import State
 
-__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_DEFAULT_SEND_TIMEOUT", "_UNCONFIGURED", "_collect", "_forked"]
+__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_CLOCK_FAILURE_RETRY", "_DEFAULT_SEND_TIMEOUT", "_UNCONFIGURED", "_collect", "_forked"]
 
 def _forked(frames: list[Any]) -> None: ...
 def _collect(sources: list[Any], sample: type) -> list[Tuple[str, str, str, list[Any]]]: ...
 
 #: The name a subclass's ``__new__`` gives a breaker that ``__init__`` configures.
 _UNCONFIGURED: str
+#: The core's retention::CLOCK_FAILURE_RETRY, in seconds.
+_CLOCK_FAILURE_RETRY: float
 #: The core's DEFAULT_SEND_TIMEOUT, in seconds.
 _DEFAULT_SEND_TIMEOUT: float
 

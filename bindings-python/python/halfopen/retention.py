@@ -409,7 +409,7 @@ class Dispatcher(Generic[M]):
             delay = max(0.0, at - self.queue.now())
         except Exception as err:  # noqa: BLE001
             log_error("the clock failed", err)
-            delay = 1.0
+            delay = _native._CLOCK_FAILURE_RETRY
         self._timer = asyncio.get_running_loop().call_later(delay, self.poll)
 
     def poll(self) -> None:

@@ -13,6 +13,11 @@ use crate::time::Duration;
 /// hold its place, and every message behind it, for ever.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// When a driver whose clock failed (a user's clock that throws) looks again
+/// at what is due: a second. Its timer cannot be set from a reading it does
+/// not have; the queue's own state is untouched.
+pub const CLOCK_FAILURE_RETRY: Duration = Duration::from_secs(1);
+
 /// What to do with a message that would exceed a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {

@@ -58,7 +58,9 @@ mod saved;
 use alloc::collections::VecDeque;
 use core::borrow::Borrow;
 
-pub use config::{DEFAULT_SEND_TIMEOUT, Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField};
+pub use config::{
+    CLOCK_FAILURE_RETRY, DEFAULT_SEND_TIMEOUT, Overflow, Probe, Rate, RetentionConfig, RetentionError, RetentionField,
+};
 pub use exposition::RetentionReading;
 pub use policy::MAX_SEQ;
 #[cfg(feature = "snapshot")]
