@@ -6,6 +6,7 @@ the test settles."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from typing import Any, Dict, List, Tuple
 
@@ -124,7 +125,7 @@ def test_dead_letters_after_max_attempts_or_a_refusal() -> None:
             await task
         assert (dead.value.reason, dead.value.attempts, dead.value.payload) == ("attempts", 2, "m")
 
-        _, partner, d = dispatcher(is_failure=lambda e: not isinstance(e, ValueError))
+        _, partner, d = dispatcher(exclude=ValueError)
         task = asyncio.ensure_future(d.submit("bad"))
         await turns()
         partner.calls.pop(0)[1].set_exception(ValueError("422"))
@@ -136,14 +137,15 @@ def test_dead_letters_after_max_attempts_or_a_refusal() -> None:
     asyncio.run(main())
 
 
-def test_an_is_failure_that_raises_counts_a_failure_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("kind", ["exclude", "is_failure"])
+def test_a_classifier_that_raises_counts_a_failure_and_is_logged(kind: str, caplog: pytest.LogCaptureFixture) -> None:
     """The classifier rule (tests/conformance/README.md): a failure, reported, never a refusal."""
 
     def broken(exc: BaseException) -> bool:
         raise KeyError("classifier bug")
 
     async def main() -> None:
-        _, partner, d = dispatcher(max_attempts=1, is_failure=broken)
+        _, partner, d = dispatcher(max_attempts=1, **{kind: broken})
         task = asyncio.ensure_future(d.submit("m"))
         await turns()
         partner.calls.pop(0)[1].set_exception(ValueError("422"))
@@ -152,8 +154,28 @@ def test_an_is_failure_that_raises_counts_a_failure_and_is_logged(caplog: pytest
         # Given up for its attempts (a failure), not "refused" (what an ignored error is).
         assert (dead.value.reason, dead.value.attempts) == ("attempts", 1)
 
+    with pytest.warns(DeprecationWarning) if kind == "is_failure" else contextlib.nullcontext():
+        asyncio.run(main())
+    assert ("is_failure raised" if kind == "is_failure" else "exclude predicate raised") in caplog.text
+
+
+def test_exclude_takes_classes_and_predicates_as_a_breaker_does_and_is_failure_is_its_deprecated_inverse() -> None:
+    async def main() -> None:
+        _, partner, d = dispatcher(exclude=[KeyError, lambda e: "422" in str(e)])
+        for error in (KeyError("k"), RuntimeError("422 unprocessable")):
+            task = asyncio.ensure_future(d.submit("m"))
+            await turns()
+            partner.calls.pop(0)[1].set_exception(error)
+            with pytest.raises(halfopen.DeadLetterError) as dead:
+                await task
+            assert dead.value.reason == "refused"
+        with pytest.warns(DeprecationWarning, match="exclude="):
+            dispatcher(is_failure=lambda e: True)
+        with pytest.raises(TypeError) as both:
+            dispatcher(exclude=KeyError, is_failure=lambda e: True)
+        assert both.value.option == "exclude"  # type: ignore[attr-defined]
+
     asyncio.run(main())
-    assert "is_failure raised" in caplog.text
 
 
 def test_a_dead_letter_nobody_awaits_is_not_an_unretrieved_exception() -> None:
@@ -232,6 +254,8 @@ def test_a_raising_send_is_reported_once_and_a_raising_on_event_changes_nothing(
         ({"size": 3}, "size"),
         ({"timeout": float("inf")}, "timeout"),
         ({"is_failure": "no"}, "is_failure"),
+        ({"exclude": "no"}, "exclude"),
+        ({"exclude": int}, "exclude"),
         ({"bogus": 1}, "bogus"),
     ],
 )

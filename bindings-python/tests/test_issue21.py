@@ -160,7 +160,7 @@ def test_an_async_predicate_listener_or_clock_is_refused_when_given(fn: Any) -> 
         (lambda: halfopen.Registry().on_state_change(fn), "callback"),
         (lambda: CircuitBreaker("x", clock=fn), "clock"),
         (lambda: halfopen.RetentionQueue("q", concurrency_limit=1, clock=fn), "clock"),
-        (lambda: halfopen.Dispatcher("d", post, concurrency_limit=1, is_failure=fn), "is_failure"),
+        (lambda: halfopen.Dispatcher("d", post, concurrency_limit=1, exclude=fn), "exclude"),
         (lambda: halfopen.Dispatcher("d", post, concurrency_limit=1, on_event=fn), "on_event"),
     ]
     for make, option in refused_by:

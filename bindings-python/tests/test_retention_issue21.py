@@ -191,8 +191,8 @@ def test_a_send_past_its_timeout_is_cancelled_and_ends_as_it_then_ends() -> None
     asyncio.run(main())
 
 
-def test_a_send_that_raises_while_stopping_at_its_timeout_failed_whatever_is_failure_says() -> None:
-    # is_failure says only 5xx are the upstream's: the error raised while
+def test_a_send_that_raises_while_stopping_at_its_timeout_failed_whatever_exclude_says() -> None:
+    # exclude says only 5xx are the upstream's: the error raised while
     # stopping is not one, but a timeout is the upstream's failure (Node's
     # Dispatcher decides the same): retried, not dead-lettered.
     class Aborted(Exception):
@@ -213,7 +213,7 @@ def test_a_send_that_raises_while_stopping_at_its_timeout_failed_whatever_is_fai
     async def main() -> None:
         d = halfopen.Dispatcher(
             "obedient", obedient, concurrency_limit=1, consecutive_failures=5, failure_threshold=None,
-            timeout=0.01, max_attempts=3, is_failure=lambda e: getattr(e, "status", 0) >= 500,
+            timeout=0.01, max_attempts=3, exclude=lambda e: getattr(e, "status", 500) < 500,
         )
         await d.submit("m")
         assert (d.stats()["failed"], d.stats()["dead"], d.stats()["delivered"]) == (1, 0, 1)

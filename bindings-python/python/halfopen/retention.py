@@ -9,7 +9,7 @@ Decisions: a message's size (for ``max_bytes``) is, by default, its length
 for ``bytes``-like values, its UTF-8 length for ``str``, and the UTF-8 length
 of its compact JSON otherwise, as in every runtime (``default_size``; pass
 ``size=`` for anything else). An exception from
-``send`` that ``is_failure`` says is not the upstream's health dead-letters the
+``send`` that ``exclude`` says is not the upstream's health dead-letters the
 message at once (sending it again cannot help). A ``Dispatcher``'s send has
 a timeout, the core's ``DEFAULT_SEND_TIMEOUT`` (seed 001's 10 s) by default,
 ``timeout=None`` for none: a slower send is cancelled, and fails unless it
@@ -34,12 +34,13 @@ import inspect
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar
 
 from ._native import NativeRetentionQueue, StateChange
 from . import _native
-from ._support import CANCELLATIONS, State, check_sync, log_error, logger, option_error
+from ._support import CANCELLATIONS, State, check_sync, exclusions, log_error, logger, option_error
 
 M = TypeVar("M")
 
@@ -60,7 +61,7 @@ class RetentionFullError(Exception):
 
 class DeadLetterError(Exception):
     """A message given up: ``reason`` is ``"attempts"``, ``"age"``,
-    ``"refused"`` (``is_failure`` said the error is not the upstream's
+    ``"refused"`` (``exclude`` said the error is not the upstream's
     health) or ``"dropped"`` (``overflow="drop_oldest"`` made room);
     ``payload`` is the message, ``attempts`` its sends."""
 
@@ -210,8 +211,11 @@ class Dispatcher(Generic[M]):
     ``DeadLetterError`` once it is given up, ``RetentionFullError`` at
     once when a bound is reached, and ``DispatcherClosedError`` if the
     dispatcher is closed first. ``timeout`` (seconds, 10 by default,
-    ``None`` for none) fails a send that takes longer; ``is_failure(exc)`` says whether an exception is the
-    upstream's failure (default: every one); ``on_event`` receives every
+    ``None`` for none) fails a send that takes longer; ``exclude`` (as a
+    breaker's: exception classes and predicates) says which exceptions are
+    not the upstream's failure (the message itself was refused: it is
+    dead-lettered at once; default: every exception is a failure);
+    ``is_failure(exc)``, its inverse, is deprecated; ``on_event`` receives every
     ``RetentionEvent`` (and ``"delivered"`` ones). The queue's options as for
     ``RetentionQueue``. Use it from one event loop.
     """
@@ -223,6 +227,7 @@ class Dispatcher(Generic[M]):
         /,
         *,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
+        exclude: object = None,
         is_failure: Optional[Callable[[BaseException], bool]] = None,
         on_event: Optional[Callable[[RetentionEvent], Any]] = None,
         **options: Any,
@@ -234,6 +239,15 @@ class Dispatcher(Generic[M]):
         check_sync("on_event", on_event, "events are handed over, never awaited (start a task from a plain one)")
         if timeout is not None:
             _check_timeout(timeout)
+        if exclude is not None and is_failure is not None:
+            raise option_error(TypeError, "exclude", "exclude and is_failure say the same: pass exclude only")
+        if is_failure is not None:
+            warnings.warn(
+                "is_failure= is deprecated: pass exclude= (what is not the upstream's failure), as breakers take it",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self._exclude = exclusions(exclude) if exclude is not None else None
         self.queue: RetentionQueue[M] = RetentionQueue(name, **options)
         self.name = name
         self._send = send
@@ -327,6 +341,18 @@ class Dispatcher(Generic[M]):
         raise error
 
     def _classify(self, exc: BaseException) -> str:
+        """``"ignored"`` if ``exclude`` (or ``is_failure``) says the error is
+        not the upstream's, else ``"failure"`` — also when it raises (the
+        classifier rule: reported, never swallowed)."""
+        if self._exclude is not None:
+            classes, predicates = self._exclude
+            if classes and isinstance(exc, classes):
+                return "ignored"
+            try:
+                return "ignored" if any(p(exc) for p in predicates) else "failure"
+            except Exception as err:  # noqa: BLE001
+                log_error("an exclude predicate raised", err)
+                return "failure"
         if self._is_failure is None:
             return "failure"
         try:
