@@ -400,3 +400,48 @@ def test_a_clock_that_fails_while_the_timer_fires_does_not_stop_the_dispatcher()
         assert got == ["m"]
 
     asyncio.run(main())
+
+
+class Stop(BaseException):
+    """Not an Exception: what an interrupt looks like to a classifier."""
+
+
+@pytest.mark.parametrize("awaited", [True, False])
+def test_an_interrupted_exclude_predicate_counts_the_send_cancelled_and_propagates(awaited: bool) -> None:
+    """As a breaker's: an interrupted classifier says nothing of the upstream."""
+
+    def interrupted(exc: BaseException) -> bool:
+        raise Stop()
+
+    async def main() -> None:
+        async def failing(message: Any) -> None:
+            raise RuntimeError("500")
+
+        def failing_now(message: Any) -> None:
+            raise RuntimeError("500")
+
+        d: halfopen.Dispatcher[Any] = halfopen.Dispatcher(
+            "d", failing if awaited else failing_now, concurrency_limit=1, max_attempts=1, exclude=interrupted
+        )
+        task = asyncio.ensure_future(d.submit("m"))
+        await turns()
+        stats = d.queue.stats()
+        # Not a failure (no attempt, no dead letter): back in the queue.
+        assert (stats["failed"], stats["dead"], stats["retained"]) == (0, 0, 1), stats
+        task.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_base_exception_named_in_exclude_is_not_a_failure() -> None:
+    async def main() -> None:
+        def refused(message: Any) -> None:
+            raise Stop()
+
+        d: halfopen.Dispatcher[Any] = halfopen.Dispatcher("d", refused, concurrency_limit=1, exclude=Stop)
+        with pytest.raises(halfopen.DeadLetterError) as dead:
+            await d.submit("m")
+        assert dead.value.reason == "refused"
+        assert d.queue.stats()["failed"] == 0
+
+    asyncio.run(main())

@@ -40,7 +40,7 @@ from typing import Any, Awaitable, Callable, Dict, Generic, List, Literal, Optio
 
 from ._native import NativeRetentionQueue, StateChange
 from . import _native
-from ._support import CANCELLATIONS, State, check_sync, exclusions, log_error, logger, option_error
+from ._support import CANCELLATIONS, State, check_sync, escapes, exclusions, log_error, logger, option_error
 
 M = TypeVar("M")
 
@@ -298,8 +298,16 @@ class Dispatcher(Generic[M]):
             # interrupt: the message goes back, no attempt counted.
             outcome = "cancelled"
             raise
-        except Exception as exc:  # noqa: BLE001 - every outcome is reported
-            outcome = self._classify(exc)
+        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
+            try:
+                outcome = self._classify(exc)
+            except BaseException:
+                # An interrupted classifier says nothing of the upstream: the
+                # message goes back, no attempt counted (as a breaker's call).
+                outcome = "cancelled"
+                raise
+            if not isinstance(exc, Exception):
+                raise
         finally:
             # Reported whatever ended the send (a BaseException included).
             self._report(seq, outcome)
@@ -343,7 +351,9 @@ class Dispatcher(Generic[M]):
     def _classify(self, exc: BaseException) -> str:
         """``"ignored"`` if ``exclude`` (or ``is_failure``) says the error is
         not the upstream's, else ``"failure"`` — also when it raises (the
-        classifier rule: reported, never swallowed)."""
+        classifier rule: reported, never swallowed); an interrupt, an exit or
+        a signal handler's exception from it propagates (the send then counts
+        as cancelled), as from a breaker's ``exclude``."""
         if self._exclude is not None:
             classes, predicates = self._exclude
             if classes and isinstance(exc, classes):
@@ -351,6 +361,8 @@ class Dispatcher(Generic[M]):
             try:
                 return "ignored" if any(p(exc) for p in predicates) else "failure"
             except Exception as err:  # noqa: BLE001
+                if escapes(err, err.__traceback__):
+                    raise
                 log_error("an exclude predicate raised", err)
                 return "failure"
         if self._is_failure is None:
@@ -358,6 +370,8 @@ class Dispatcher(Generic[M]):
         try:
             return "failure" if self._is_failure(exc) else "ignored"
         except Exception as err:  # noqa: BLE001
+            if escapes(err, err.__traceback__):
+                raise
             log_error("is_failure raised", err)
             return "failure"
 
