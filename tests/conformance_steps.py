@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Protocol, Set
+from fractions import Fraction
+from typing import Any, Dict, List, Optional, Protocol
 
 from conformance_suite import RETENTION_COUNTERS, RETENTION_STEPS, expected_events
 
@@ -77,15 +78,22 @@ class Breakers(Protocol):
     def poll_timeout_ms(self, key: Optional[str]) -> Optional[float]: ...
     def counts(self, key: Optional[str]) -> Dict[str, Any]: ...
     def metrics(self, key: Optional[str]) -> Dict[str, Any]: ...
-    def names(self) -> Set[str]: ...
+    def names(self) -> List[str]: ...
+    def size(self) -> int: ...
+    def holds(self, key: str) -> bool: ...
     def evictions(self) -> int: ...
     def snapshot_restore(self, encoding: str, restore_at: Optional[float], elapsed: str) -> None: ...
     def restore(self, snapshot: str, elapsed: str) -> Optional[str]: ...
 
 
-def close(got_ms: float, want_ms: float) -> bool:
-    """Equal to the µs (the Python package's times are float seconds)."""
-    return abs(got_ms - want_ms) <= max(1e-6, abs(want_ms) * 1e-15)
+def close(got_ms: Any, want_ms: float) -> bool:
+    """Equal: exactly when the runtime's time is exact (an `int` or a
+    `Fraction` of ms: the component's whole µs), else to the µs (the Python
+    package's times are float seconds, which cannot hold the suite's largest
+    times to the µs)."""
+    if isinstance(got_ms, (int, Fraction)):
+        return got_ms == Fraction(want_ms)
+    return bool(abs(got_ms - want_ms) <= max(1e-6, abs(want_ms) * 1e-15))
 
 
 def check_retry(got_ms: Optional[float], want: Any, where: str) -> None:
@@ -177,18 +185,21 @@ def expect(b: Breakers, step: Dict[str, Any], key: Optional[str], where: str) ->
         want = step["registry"]
         assert set(want) <= {"len", "evictions", "holds", "lacks"}, where
         names = b.names()
+        assert len(names) == len(set(names)) == b.size(), f"{where}: names {names}, size {b.size()}"
         if "len" in want:
-            assert len(names) == want["len"], f"{where}: len {len(names)}"
+            assert b.size() == want["len"], f"{where}: len {b.size()}"
         if "evictions" in want:
             assert b.evictions() == want["evictions"], f"{where}: evictions {b.evictions()}"
         for k in want.get("holds", []):
-            assert k in names, f"{where}: lacks {k}"
+            assert b.holds(k) and k in names, f"{where}: lacks {k}"
         for k in want.get("lacks", []):
-            assert k not in names, f"{where}: holds {k}"
+            assert not b.holds(k) and k not in names, f"{where}: holds {k}"
         if key is None:
+            about_a_breaker = set(step) & {"state", "retry_after_ms", "mode", "poll_timeout_ms", "counts", "metrics"}
+            assert not about_a_breaker, f"{where}: {sorted(about_a_breaker)} need a key"
             return
     if b.registry:
-        assert key is not None and key in b.names(), f"{where}: no breaker {key}"
+        assert key is not None and b.holds(key), f"{where}: no breaker {key}"
     if "state" in step:
         assert b.state(key) == step["state"], f"{where}: state {b.state(key)}"
     if "retry_after_ms" in step:

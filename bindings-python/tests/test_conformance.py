@@ -13,7 +13,7 @@ from fractions import Fraction
 import math
 import pathlib
 import sys
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -213,8 +213,14 @@ class PackageBreakers:
             out[f"{name}_ms"] = ms(m[name])
         return out
 
-    def names(self) -> Set[str]:
-        return set(self.holder.names()) if self.registry else set()
+    def names(self) -> List[str]:
+        return list(self.holder.names())
+
+    def size(self) -> int:
+        return len(self.holder)
+
+    def holds(self, key: str) -> bool:
+        return key in self.holder
 
     def evictions(self) -> int:
         return int(self.holder.evictions)

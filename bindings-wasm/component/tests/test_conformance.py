@@ -9,10 +9,11 @@ binding. A runner must read every file and fail on an unknown key or op."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 import math
 import pathlib
 import sys
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -131,12 +132,13 @@ def is_err(value: Any, ok: type) -> bool:
     return not isinstance(value, ok)
 
 
-def ms(us: Optional[int]) -> Optional[float]:
-    return None if us is None else us / 1000
+def ms(us: Optional[int]) -> Optional[Fraction]:
+    """Whole µs as exact ms (the interpreter compares them exactly)."""
+    return None if us is None else Fraction(us, 1000)
 
 
 def change(t: Record) -> Dict[str, Any]:
-    return {"from": snake(t.__dict__["from"]), "to": snake(t.to), "reason": snake(t.reason), "at": t.at / 1000}
+    return {"from": snake(t.__dict__["from"]), "to": snake(t.to), "reason": snake(t.reason), "at": ms(t.at)}
 
 
 class ComponentBreakers:
@@ -257,10 +259,14 @@ class ComponentBreakers:
                for q in ("p50", "p95", "p99", "max")},
         }
 
-    def names(self) -> Set[str]:
-        names = set(H("[method]registry.names", self.holder))
-        assert H("[method]registry.len", self.holder) == len(names)
-        return names
+    def names(self) -> List[str]:
+        return list(H("[method]registry.names", self.holder))
+
+    def size(self) -> int:
+        return int(H("[method]registry.len", self.holder))
+
+    def holds(self, key: str) -> bool:
+        return key in self.names()
 
     def evictions(self) -> int:
         return int(H("[method]registry.evictions", self.holder))
