@@ -26,14 +26,18 @@ const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
  */
 function defaultSize(message) {
   if (typeof message === 'string') return utf8Length(message)
-  if (ArrayBuffer.isView(message)) return message.byteLength
-  if (message instanceof ArrayBuffer) return message.byteLength
   let json
   let cause
   try {
-    json = JSON.stringify(message)
+    if (ArrayBuffer.isView(message)) return message.byteLength
+    if (message instanceof ArrayBuffer) return message.byteLength
+    if (typeof SharedArrayBuffer === 'function' && message instanceof SharedArrayBuffer) return message.byteLength
+    // A Map, a Set or a promise writes as `{}`: its JSON is not it.
+    if (!(message instanceof Map || message instanceof Set || message instanceof WeakMap || message instanceof WeakSet || message instanceof Promise)) {
+      json = JSON.stringify(message)
+    }
   } catch (err) {
-    cause = err // a cycle, a BigInt, a toJSON that throws
+    cause = err // a cycle, a BigInt, a toJSON that throws, a revoked proxy
   }
   if (json === undefined) {
     const err = new TypeError(`size: the message (${typeof message}) has no JSON form; give a size function to say how many bytes it is`)

@@ -39,11 +39,20 @@ test('an ArrayBuffer and a view of part of one weigh their bytes', () => {
   assert.equal(queue.stats().bytes, 7 + 6)
 })
 
-test('a cycle or a BigInt has no JSON form: a TypeError naming size, with the cause', () => {
+test('a SharedArrayBuffer weighs its bytes', () => {
+  const queue = new RetentionQueue({ name: 'sizes', concurrencyLimit: 1 })
+  queue.forceOpen()
+  queue.submit(new SharedArrayBuffer(64))
+  assert.equal(queue.stats().bytes, 64)
+})
+
+test('a cycle, a BigInt, a Map, a Set, a promise or a revoked proxy has no faithful JSON form: a TypeError naming size', () => {
   const queue = new RetentionQueue({ name: 'sizes', concurrencyLimit: 1 })
   const cycle = {}
   cycle.self = cycle
-  for (const m of [cycle, { n: 10n }, undefined]) {
+  const { proxy, revoke } = Proxy.revocable({}, {})
+  revoke()
+  for (const m of [cycle, { n: 10n }, undefined, new Map([[1, 2]]), new Set([1]), Promise.resolve(1), proxy]) {
     assert.throws(() => queue.submit(m), (err) => err instanceof TypeError && err.option === 'size')
   }
 })

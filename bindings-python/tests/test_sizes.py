@@ -51,9 +51,17 @@ def test_binary_forms_weigh_their_bytes() -> None:
     assert queue.stats()["bytes"] == 7 + 12
 
 
-def test_a_cycle_has_no_json_form() -> None:
+class Unreadable(dict):  # type: ignore[type-arg]
+    def items(self) -> Any:
+        raise RuntimeError("broken mapping")
+
+
+def test_a_value_with_no_faithful_json_form_is_a_type_error_naming_size() -> None:
     cycle: Dict[str, Any] = {}
     cycle["self"] = cycle
-    with pytest.raises(TypeError) as refused:
-        held_queue().submit(cycle)
-    assert refused.value.option == "size"  # type: ignore[attr-defined]
+    released = memoryview(b"abc")
+    released.release()
+    for message in (cycle, {1, 2}, released, Unreadable(a=1)):
+        with pytest.raises(TypeError) as refused:
+            held_queue().submit(message)
+        assert refused.value.option == "size", message  # type: ignore[attr-defined]

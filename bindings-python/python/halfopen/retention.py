@@ -122,13 +122,13 @@ def default_size(message: Any) -> int:
     ``TypeError`` naming ``size``."""
     if isinstance(message, (bytes, bytearray)):
         return len(message)
-    if isinstance(message, memoryview):
-        return message.nbytes
     if isinstance(message, str):
         return len(message.encode("utf-8", "surrogatepass"))
     try:
+        if isinstance(message, memoryview):
+            return message.nbytes
         text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError) as err:
+    except Exception as err:  # a released view, a cycle, an object json cannot write, one whose iteration raises
         raise option_error(
             TypeError, "size", f"size: the message ({type(message).__name__}) has no JSON form; give a size function to say how many bytes it is"
         ) from err
