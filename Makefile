@@ -19,12 +19,14 @@ demo:
 test: lint test-structure test-schema test-nostd test-prometheus test-rust test-msrv test-node test-python test-wasm test-component test-examples
 
 # The core with every feature set it claims (std + snapshot by default, none,
-# alloc alone), and the simulator (release: it runs every campaign).
+# alloc alone, snapshot without std: its other JSON writer), and the simulator
+# (release: it runs every campaign).
 test-rust:
 	$(CARGO) test -p halfopen
 	$(CARGO) test --release -p halfopen-sim
 	$(CARGO) test -q -p halfopen --no-default-features
 	$(CARGO) test -q -p halfopen --no-default-features --features alloc
+	$(CARGO) test -q -p halfopen --no-default-features --features snapshot
 
 # The core on the oldest Rust it declares (workspace `rust-version`), with a
 # toolchain rustup installs (minimal profile) and a target folder of its own.

@@ -78,12 +78,13 @@ void send().then((n: number) => console.log(n, state, again.metrics().admitted))
 })
 
 test('the module stays near its measured size: no float formatting crept back in', () => {
-  // 191 KB with the wire codes built with js-sys, the flat records' field
+  // 258 KB with the snapshots read and written by serde_json and postcard
+  // (issue 22 §8: +66 KB), 191 KB with the wire codes built with js-sys, the flat records' field
   // names and the problem codes (issue 22), 187 KB with the core's
   // configure rule, 185 KB with
   // fallible outputs (issue 21: 182 KB before them), 179 KB with retention,
   // 141 KB before it (BENCHMARKS.md, `python3 bindings-wasm/bench/size.py`).
   // Formatting one f64 into a message once added 16 KB: this catches that.
   const size = statSync(join(HERE, '..', 'dist', 'halfopen_wasm_bg.wasm')).size
-  assert.ok(size <= 193_000, `the module is ${size} bytes`)
+  assert.ok(size <= 260_000, `the module is ${size} bytes`)
 })

@@ -681,10 +681,14 @@ mod saved {
     use super::*;
     use crate::error::SnapshotError;
     use crate::metrics::Persist;
-    use crate::snapshot::{Elapsed, Pass, SNAPSHOT_VERSION, Saved, TAKEN_AT_VERSION, check_version, visit_version};
+    use serde::ser::SerializeStruct;
+    use serde::{Deserialize, Serialize, Serializer};
+
+    use crate::snapshot::{Elapsed, SNAPSHOT_VERSION, Saved, TAKEN_AT_VERSION, check_version, malformed};
 
     /// Where a breaker is, in a [`Snapshot`].
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
     pub(crate) enum SavedPhase {
         #[default]
         Closed,
@@ -695,37 +699,11 @@ mod saved {
         Disabled,
     }
 
-    impl SavedPhase {
-        const ALL: [SavedPhase; 6] = [
-            SavedPhase::Closed,
-            SavedPhase::Open,
-            SavedPhase::HalfOpen,
-            SavedPhase::ForcedOpen,
-            SavedPhase::HeldOpen,
-            SavedPhase::Disabled,
-        ];
-        const NAMES: [(&'static str, bool); 6] = [
-            ("closed", false),
-            ("open", false),
-            ("half_open", false),
-            ("forced_open", false),
-            ("held_open", false),
-            ("disabled", false),
-        ];
-
-        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            let mut index = *self as usize;
-            p.variant(&mut index, &Self::NAMES, &mut |_, i| {
-                *self = Self::ALL[i];
-                Ok(())
-            })
-        }
-    }
-
     /// The state of one breaker, with times relative to when it was taken.
     /// Build it with [`Breaker::snapshot`]; restore it with
     /// [`Breaker::restore`]; encode it with `to_json` / `to_bytes`.
-    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
     pub struct Snapshot {
         /// [`SNAPSHOT_VERSION`] when written.
         pub version: u32,
@@ -733,6 +711,7 @@ mod saved {
         pub config: u64,
         /// The `now` it was taken at, in µs (none in format 2 and earlier,
         /// or past 2^53 − 1 µs).
+        #[serde(default)]
         pub(crate) taken_at_us: Option<u64>,
         pub(crate) phase: SavedPhase,
         pub(crate) generation: u32,
@@ -750,25 +729,89 @@ mod saved {
         pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
     }
 
+    /// A breaker's snapshot in format 2's compact layout: no `taken_at`.
+    #[derive(Deserialize)]
+    pub(crate) struct SnapshotV2 {
+        version: u32,
+        config: u64,
+        phase: SavedPhase,
+        generation: u32,
+        deadline_in_us: u64,
+        open_for_us: u64,
+        consecutive: u32,
+        probes_in_flight: u16,
+        probe_successes: u16,
+        window: crate::window::SavedWindow,
+        limit: Option<crate::limit::SavedLimit>,
+        metrics: Option<crate::metrics::SavedMetrics>,
+    }
+
+    impl From<SnapshotV2> for Snapshot {
+        fn from(s: SnapshotV2) -> Self {
+            let SnapshotV2 {
+                version,
+                config,
+                phase,
+                generation,
+                deadline_in_us,
+                open_for_us,
+                consecutive,
+                probes_in_flight,
+                probe_successes,
+                window,
+                limit,
+                metrics,
+            } = s;
+            Snapshot {
+                version,
+                config,
+                taken_at_us: None,
+                phase,
+                generation,
+                deadline_in_us,
+                open_for_us,
+                consecutive,
+                probes_in_flight,
+                probe_successes,
+                window,
+                limit,
+                metrics,
+            }
+        }
+    }
+
+    /// Written by hand for one field: `taken_at_us` only from format 3 on.
+    impl Serialize for Snapshot {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let taken_at = self.version >= TAKEN_AT_VERSION;
+            let mut r = s.serialize_struct("Snapshot", 12 + usize::from(taken_at))?;
+            r.serialize_field("version", &self.version)?;
+            r.serialize_field("config", &self.config)?;
+            if taken_at {
+                r.serialize_field("taken_at_us", &self.taken_at_us)?;
+            }
+            r.serialize_field("phase", &self.phase)?;
+            r.serialize_field("generation", &self.generation)?;
+            r.serialize_field("deadline_in_us", &self.deadline_in_us)?;
+            r.serialize_field("open_for_us", &self.open_for_us)?;
+            r.serialize_field("consecutive", &self.consecutive)?;
+            r.serialize_field("probes_in_flight", &self.probes_in_flight)?;
+            r.serialize_field("probe_successes", &self.probe_successes)?;
+            r.serialize_field("window", &self.window)?;
+            r.serialize_field("limit", &self.limit)?;
+            r.serialize_field("metrics", &self.metrics)?;
+            r.end()
+        }
+    }
+
     impl Saved for Snapshot {
-        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            p.record(&mut |p| {
-                visit_version(p, &mut self.version)?;
-                p.field("config", &mut |p| p.uint(&mut self.config))?;
-                if self.version >= TAKEN_AT_VERSION {
-                    p.field("taken_at_us", &mut |p| p.option(&mut self.taken_at_us, &mut |p, t| p.uint(t)))?;
-                }
-                p.field("phase", &mut |p| self.phase.visit(p))?;
-                p.field("generation", &mut |p| p.uint(&mut self.generation))?;
-                p.field("deadline_in_us", &mut |p| p.uint(&mut self.deadline_in_us))?;
-                p.field("open_for_us", &mut |p| p.uint(&mut self.open_for_us))?;
-                p.field("consecutive", &mut |p| p.uint(&mut self.consecutive))?;
-                p.field("probes_in_flight", &mut |p| p.uint(&mut self.probes_in_flight))?;
-                p.field("probe_successes", &mut |p| p.uint(&mut self.probe_successes))?;
-                p.field("window", &mut |p| self.window.visit(p))?;
-                p.field("limit", &mut |p| p.option(&mut self.limit, &mut |p, l| l.visit(p)))?;
-                p.field("metrics", &mut |p| p.option(&mut self.metrics, &mut |p, m| m.visit(p)))
-            })
+        type Format2 = SnapshotV2;
+
+        fn settle(&mut self) -> Result<(), SnapshotError> {
+            if self.version < TAKEN_AT_VERSION && self.taken_at_us.is_some() {
+                return Err(malformed("unknown field `taken_at_us` (before format 3)"));
+            }
+            Ok(())
         }
     }
 
@@ -912,3 +955,5 @@ mod saved {
 
 #[cfg(feature = "snapshot")]
 pub use saved::Snapshot;
+#[cfg(feature = "snapshot")]
+pub(crate) use saved::SnapshotV2;

@@ -76,25 +76,56 @@ pub(crate) struct TryBytes {
 
 #[cfg(feature = "snapshot")]
 impl TryBytes {
-    /// Appends `bytes`, unless the memory ran out (now or before).
+    /// Appends `bytes`, unless the memory ran out (now or before). When it
+    /// runs out, what was written is freed at once: the encoder's error
+    /// (serde_json boxes one) then has room.
     #[inline]
     pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
         if self.failed || self.bytes.try_reserve(bytes.len()).is_err() {
             self.failed = true;
+            self.bytes = Vec::new();
             return;
         }
         self.bytes.extend_from_slice(bytes);
     }
 
-    /// Appends `byte`, unless the memory ran out (now or before).
-    #[inline]
-    pub(crate) fn push(&mut self, byte: u8) {
-        self.extend_from_slice(&[byte]);
-    }
-
     /// The bytes, or [`OutOfMemory`] if any write was refused.
     pub(crate) fn finish(self) -> Result<Vec<u8>, OutOfMemory> {
         if self.failed { Err(OutOfMemory) } else { Ok(self.bytes) }
+    }
+}
+
+/// postcard writes a snapshot's compact bytes into it: a refused allocation
+/// ends the write with an error.
+#[cfg(feature = "snapshot")]
+impl postcard::ser_flavors::Flavor for TryBytes {
+    type Output = Vec<u8>;
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.extend_from_slice(data);
+        if self.failed { Err(postcard::Error::SerializeBufferFull) } else { Ok(()) }
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.try_extend(&[data])
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        self.finish().map_err(|_| postcard::Error::SerializeBufferFull)
+    }
+}
+
+/// serde_json writes a snapshot's JSON text into it: a refused allocation
+/// ends the write with an error.
+#[cfg(all(feature = "snapshot", feature = "std"))]
+impl std::io::Write for TryBytes {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.extend_from_slice(buf);
+        if self.failed { Err(std::io::ErrorKind::OutOfMemory.into()) } else { Ok(buf.len()) }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -269,29 +269,17 @@ impl Limiter {
 mod saved {
     use super::*;
     use crate::error::SnapshotError;
-    use crate::snapshot::Pass;
 
     /// A limit's state in a snapshot: the adaptive limit reached, and how
     /// long the window had counted (at most its length; `None`: not yet).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
     pub(crate) struct SavedLimit {
         pub(crate) limit: u32,
         pub(crate) threshold: u32,
         pub(crate) credit: u32,
         pub(crate) pressed: bool,
         pub(crate) counting_for_us: Option<u64>,
-    }
-
-    impl SavedLimit {
-        pub(crate) fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            p.record(&mut |p| {
-                p.field("limit", &mut |p| p.uint(&mut self.limit))?;
-                p.field("threshold", &mut |p| p.uint(&mut self.threshold))?;
-                p.field("credit", &mut |p| p.uint(&mut self.credit))?;
-                p.field("pressed", &mut |p| p.flag(&mut self.pressed))?;
-                p.field("counting_for_us", &mut |p| p.option(&mut self.counting_for_us, &mut |p, us| p.uint(us)))
-            })
-        }
     }
 
     impl Limiter {

@@ -240,7 +240,8 @@ impl ReadMetrics for (Metrics, Option<LatencyHistogram>) {
 /// What [`Metrics`] keeps, with time relative to the snapshot it is part of
 /// (opaque: read it through a restored breaker).
 #[cfg(feature = "snapshot")]
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SavedMetrics {
     counters: SavedCounters,
     /// Opens per hour, the newest hour first.
@@ -255,7 +256,8 @@ pub struct SavedMetrics {
 
 /// [`Counters`], field by field, in a snapshot.
 #[cfg(feature = "snapshot")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SavedCounters {
     admitted: u64,
     successes: u64,
@@ -283,37 +285,6 @@ pub trait Persist: Sized {
 mod saved {
     use super::*;
     use crate::error::SnapshotError;
-    use crate::snapshot::{Pass, uints};
-
-    impl SavedMetrics {
-        pub(crate) fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            p.record(&mut |p| {
-                p.field("counters", &mut |p| self.counters.visit(p))?;
-                p.field("opens_by_hour", &mut |p| uints(p, &mut self.opens_by_hour))?;
-                p.field("time_in_us", &mut |p| uints(p, &mut self.time_in_us))?;
-                p.field("state", &mut |p| p.uint(&mut self.state))?;
-                p.field("used", &mut |p| p.flag(&mut self.used))
-            })
-        }
-    }
-
-    impl SavedCounters {
-        fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            let SavedCounters { admitted, successes, failures, slow, rejections, ignored, cancelled, stale, opens } =
-                self;
-            p.record(&mut |p| {
-                p.field("admitted", &mut |p| p.uint(admitted))?;
-                p.field("successes", &mut |p| p.uint(successes))?;
-                p.field("failures", &mut |p| p.uint(failures))?;
-                p.field("slow", &mut |p| p.uint(slow))?;
-                p.field("rejections", &mut |p| p.uint(rejections))?;
-                p.field("ignored", &mut |p| p.uint(ignored))?;
-                p.field("cancelled", &mut |p| p.uint(cancelled))?;
-                p.field("stale", &mut |p| p.uint(stale))?;
-                p.field("opens", &mut |p| p.uint(opens))
-            })
-        }
-    }
 
     impl From<Counters> for SavedCounters {
         fn from(c: Counters) -> Self {

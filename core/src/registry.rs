@@ -484,7 +484,8 @@ fn is_idle<M: Meter>(entry: &Entry<M>, now: Instant) -> bool {
 
 /// The state of a registry: every breaker by name, and its eviction count.
 #[cfg(feature = "snapshot")]
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RegistrySnapshot {
     /// [`SNAPSHOT_VERSION`](crate::SNAPSHOT_VERSION) when written.
     pub version: u32,
@@ -494,23 +495,42 @@ pub struct RegistrySnapshot {
     pub breakers: Vec<(alloc::string::String, crate::Snapshot)>,
 }
 
+/// A registry's snapshot in format 2's compact layout (its breakers'
+/// differs from format 3's).
+#[cfg(feature = "snapshot")]
+#[derive(serde::Deserialize)]
+pub(crate) struct RegistrySnapshotV2 {
+    version: u32,
+    evictions: u64,
+    breakers: Vec<(alloc::string::String, crate::breaker::SnapshotV2)>,
+}
+
+#[cfg(feature = "snapshot")]
+impl From<RegistrySnapshotV2> for RegistrySnapshot {
+    fn from(r: RegistrySnapshotV2) -> Self {
+        let breakers = r.breakers.into_iter().map(|(name, b)| (name, b.into())).collect();
+        RegistrySnapshot { version: r.version, evictions: r.evictions, breakers }
+    }
+}
+
 #[cfg(feature = "snapshot")]
 impl crate::snapshot::Saved for RegistrySnapshot {
-    fn visit<P: crate::snapshot::Pass>(&mut self, p: &mut P) -> Result<(), crate::SnapshotError> {
-        p.record(&mut |p| {
-            crate::snapshot::visit_version(p, &mut self.version)?;
-            p.field("evictions", &mut |p| p.uint(&mut self.evictions))?;
-            p.field("breakers", &mut |p| {
-                p.list(&mut self.breakers, &mut |p, (name, breaker)| {
-                    p.tuple(2, &mut |p, i| if i == 0 { p.text(name) } else { breaker.visit(p) })
-                })
-            })
-        })
+    type Format2 = RegistrySnapshotV2;
+
+    fn settle(&mut self) -> Result<(), crate::SnapshotError> {
+        self.breakers.iter_mut().try_for_each(|(_, b)| b.settle())
     }
 }
 
 #[cfg(feature = "snapshot")]
 crate::snapshot::encodings!(RegistrySnapshot);
+
+/// A registry snapshot's version and the length of its list of breakers.
+#[cfg(feature = "snapshot")]
+#[derive(serde::Deserialize)]
+struct BreakerCount {
+    breakers: Option<crate::snapshot::ListLength>,
+}
 
 #[cfg(feature = "snapshot")]
 impl RegistrySnapshot {
@@ -519,7 +539,7 @@ impl RegistrySnapshot {
     /// nothing is allocated per breaker), so that a snapshot too large for a
     /// registry is refused before it costs memory.
     pub fn count_json(text: &str) -> Result<usize, crate::SnapshotError> {
-        crate::snapshot::count_json(text, "breakers")
+        crate::snapshot::count_json(text, |c: &BreakerCount| c.breakers.map(|n| n.0))
     }
 
     /// How many breakers the compact bytes of a registry snapshot hold, read

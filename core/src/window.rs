@@ -230,7 +230,8 @@ fn set_bit(bits: &mut [u64; 2], i: usize, value: bool) {
 
 /// A window's counters, with time relative to the snapshot (its saved form).
 #[cfg(feature = "snapshot")]
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum SavedWindow {
     #[default]
     Off,
@@ -253,43 +254,6 @@ pub(crate) enum SavedWindow {
 mod saved {
     use super::*;
     use crate::error::SnapshotError;
-    use crate::snapshot::{Pass, uints};
-
-    impl SavedWindow {
-        const VARIANTS: [(&'static str, bool); 3] = [("off", false), ("time", true), ("count", true)];
-
-        pub(crate) fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-            let mut index = match self {
-                SavedWindow::Off => 0,
-                SavedWindow::Time { .. } => 1,
-                SavedWindow::Count { .. } => 2,
-            };
-            p.variant(&mut index, &Self::VARIANTS, &mut |p, index| {
-                match (index, &*self) {
-                    (0, _) => *self = SavedWindow::Off,
-                    (1, SavedWindow::Time { .. }) | (2, SavedWindow::Count { .. }) => {}
-                    (1, _) => {
-                        *self = SavedWindow::Time { buckets: [[0; 3]; SLOTS], newest_slot: 0, newest_end_in_us: 0 }
-                    }
-                    _ => *self = SavedWindow::Count { failed: [0; 2], slow: [0; 2], len: 0, next: 0 },
-                }
-                match self {
-                    SavedWindow::Off => Ok(()),
-                    SavedWindow::Time { buckets, newest_slot, newest_end_in_us } => p.record(&mut |p| {
-                        p.field("buckets", &mut |p| p.tuple(SLOTS, &mut |p, i| uints(p, &mut buckets[i])))?;
-                        p.field("newest_slot", &mut |p| p.uint(newest_slot))?;
-                        p.field("newest_end_in_us", &mut |p| p.uint(newest_end_in_us))
-                    }),
-                    SavedWindow::Count { failed, slow, len, next } => p.record(&mut |p| {
-                        p.field("failed", &mut |p| uints(p, failed))?;
-                        p.field("slow", &mut |p| uints(p, slow))?;
-                        p.field("len", &mut |p| p.uint(len))?;
-                        p.field("next", &mut |p| p.uint(next))
-                    }),
-                }
-            })
-        }
-    }
 
     impl WindowState {
         /// The window as of `now`, times relative to `now`.

@@ -99,6 +99,30 @@ fn a_newer_version_is_reported_as_such() {
 }
 
 #[test]
+fn a_format_2_snapshot_is_written_without_taken_at_and_refused_with_it() {
+    let s = tripped().snapshot(ms(50_000));
+    let mut v2 = s.clone();
+    v2.version = 2;
+    // Written as format 2 holds it: no `taken_at_us`, in either encoding.
+    assert!(!v2.to_json().contains("taken_at_us"));
+    // Less the option tag and the varint of 50,000,000 µs (4 bytes).
+    assert_eq!(v2.to_bytes().len() + 5, s.to_bytes().len());
+    let read = Snapshot::from_json(&v2.to_json()).expect("format 2 JSON is read");
+    assert_eq!(Snapshot::from_bytes(&v2.to_bytes()), Ok(read.clone()));
+    assert_eq!(read.to_json(), v2.to_json());
+    // A format 2 snapshot that holds a time it was taken at is not one
+    // (`null`, no time, reads as format 2 holds it).
+    let json = json_with(&v2, |v| v["taken_at_us"] = 9_000.into());
+    assert!(matches!(Snapshot::from_json(&json), Err(SnapshotError::Malformed(why)) if why.contains("taken_at_us")));
+    // A format 3 snapshot may leave it out (it is optional), and is written back with it.
+    let json = json_with(&s, |v| {
+        v.as_object_mut().expect("an object").remove("taken_at_us");
+    });
+    let without = Snapshot::from_json(&json).expect("read without taken_at");
+    assert!(without.to_json().contains(r#""taken_at_us":null"#));
+}
+
+#[test]
 fn a_format_1_compact_snapshot_is_refused_as_malformed_but_its_json_restores() {
     let s = tripped().snapshot(ms(50_000));
     let mut v1 = s.clone();

@@ -4,9 +4,12 @@
 //! `wasm32-unknown-unknown` and wrapped by `wasm-tools component new`, it
 //! imports nothing (no WASI, no clock): time is a parameter everywhere.
 //!
-//! `no_std` (with `dlmalloc` as the allocator and a panic handler that
-//! traps), which keeps std's panic and formatting machinery out of the
-//! component. This crate translates; the core decides. Permits are resources: `record`
+//! The crate itself is `no_std` (with `dlmalloc` as the allocator); the
+//! core links std, whose `serde_json` writer is the only one that can
+//! refuse to grow (a snapshot's JSON too large for the memory is an
+//! `out-of-memory` error, not a trap). A panic (none is known: every input
+//! is checked) aborts (`panic = "abort"`), which traps: the host sees an
+//! error from the call, and this instance must not be used again. This crate translates; the core decides. Permits are resources: `record`
 //! takes one by value, so a permit cannot be reported twice, and one dropped
 //! unreported is reported as cancelled, so every permit is reported exactly
 //! once. The component never calls out, so no call can re-enter it.
@@ -60,10 +63,3 @@ impl wit::Guest for Component {
 
 #[global_allocator]
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// A panic (none is known: every input is checked) traps: the host sees an
-/// error from the call, and this instance must not be used again.
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
-    core::arch::wasm32::unreachable()
-}

@@ -15,17 +15,18 @@ use core::borrow::Borrow;
 
 use super::rate::TokenBucket;
 use super::{Held, RetentionConfig, RetentionCounters, RetentionQueue};
-use crate::breaker::{Breaker, Snapshot};
+use crate::breaker::{Breaker, Snapshot, SnapshotV2};
 use crate::config::Config;
 use crate::error::SnapshotError;
 use crate::meter::Meter;
 use crate::metrics::{MAX_SAVED_COUNTER, Persist};
-use crate::snapshot::{Elapsed, Pass, SNAPSHOT_VERSION, Saved, uints, visit_version};
+use crate::snapshot::{Elapsed, SNAPSHOT_VERSION, Saved};
 use crate::time::{Duration, Instant};
 
 /// A dispatcher's state (see the module); encode it with `to_json` /
 /// `to_bytes`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RetentionSnapshot {
     /// [`SNAPSHOT_VERSION`](crate::SNAPSHOT_VERSION) when written.
     pub version: u32,
@@ -40,8 +41,10 @@ pub struct RetentionSnapshot {
     tokens: Option<u64>,
 }
 
-/// A message's bookkeeping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A message's bookkeeping, saved as a tuple (sequence number, bytes,
+/// attempts, time until it ages out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "MessageTuple", into = "MessageTuple")]
 struct SavedMessage {
     seq: u64,
     bytes: u64,
@@ -50,26 +53,45 @@ struct SavedMessage {
     expires_in_us: Option<u64>,
 }
 
+type MessageTuple = (u64, u64, u32, Option<u64>);
+
+impl From<MessageTuple> for SavedMessage {
+    fn from((seq, bytes, attempts, expires_in_us): MessageTuple) -> Self {
+        SavedMessage { seq, bytes, attempts, expires_in_us }
+    }
+}
+
+impl From<SavedMessage> for MessageTuple {
+    fn from(m: SavedMessage) -> Self {
+        (m.seq, m.bytes, m.attempts, m.expires_in_us)
+    }
+}
+
+/// A dispatcher's snapshot in format 2's compact layout (its breaker's
+/// differs from format 3's).
+#[derive(serde::Deserialize)]
+pub(crate) struct RetentionSnapshotV2 {
+    version: u32,
+    breaker: SnapshotV2,
+    next_seq: u64,
+    messages: Vec<SavedMessage>,
+    counters: [u64; 7],
+    probe_owed: bool,
+    tokens: Option<u64>,
+}
+
+impl From<RetentionSnapshotV2> for RetentionSnapshot {
+    fn from(s: RetentionSnapshotV2) -> Self {
+        let RetentionSnapshotV2 { version, breaker, next_seq, messages, counters, probe_owed, tokens } = s;
+        RetentionSnapshot { version, breaker: breaker.into(), next_seq, messages, counters, probe_owed, tokens }
+    }
+}
+
 impl Saved for RetentionSnapshot {
-    fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError> {
-        p.record(&mut |p| {
-            visit_version(p, &mut self.version)?;
-            p.field("breaker", &mut |p| self.breaker.visit(p))?;
-            p.field("next_seq", &mut |p| p.uint(&mut self.next_seq))?;
-            p.field("messages", &mut |p| {
-                p.list(&mut self.messages, &mut |p, m| {
-                    p.tuple(4, &mut |p, i| match i {
-                        0 => p.uint(&mut m.seq),
-                        1 => p.uint(&mut m.bytes),
-                        2 => p.uint(&mut m.attempts),
-                        _ => p.option(&mut m.expires_in_us, &mut |p, us| p.uint(us)),
-                    })
-                })
-            })?;
-            p.field("counters", &mut |p| uints(p, &mut self.counters))?;
-            p.field("probe_owed", &mut |p| p.flag(&mut self.probe_owed))?;
-            p.field("tokens", &mut |p| p.option(&mut self.tokens, &mut |p, t| p.uint(t)))
-        })
+    type Format2 = RetentionSnapshotV2;
+
+    fn settle(&mut self) -> Result<(), SnapshotError> {
+        self.breaker.settle()
     }
 }
 

@@ -33,23 +33,30 @@
 //! every field against it (probes within limits, counts that add up and fit
 //! 2^53, states that exist). Any problem is a [`SnapshotError`], never a panic.
 //!
-//! **Encodings** (written here, not by a serialization framework: the
-//! WebAssembly builds must stay small, and every runtime then reads a
-//! snapshot with the same code):
+//! **Encodings** (serde's derives on each saved form, written by
+//! `serde_json` and `postcard`; every runtime reads a snapshot with this
+//! code):
 //! - JSON (`to_json` / `from_json`): records as objects in field order,
-//!   unit variants as strings, other variants as `{"name": {…}}`, absent
-//!   values as `null`. Every number in it is an integer below 2^53, so it
+//!   unit variants as strings (`{"name": null}` is read as the same),
+//!   other variants as `{"name": {…}}`, absent values as `null`. Every number in it is an integer below 2^53, so it
 //!   survives a JavaScript `JSON.parse` (times too long for that are
 //!   saved as 2^53 − 1 µs, 285 years, and larger ones refused as corrupt).
 //!   Reading is strict and linear in the text: an unknown, duplicate or
-//!   missing field (but an optional one), an object with more than 32
-//!   fields, a number with a fraction or exponent, one out of its field's
-//!   range, a second value or nesting deeper than 128 levels is malformed.
+//!   missing field (but an optional one), a number with a fraction or
+//!   exponent, one out of its field's range or a second value is
+//!   malformed. Deep nesting is never a stack overflow: `serde_json`
+//!   recurses at most 128 levels into what it reads, and skips a value
+//!   (while the version is read first) without recursing.
 //! - Compact bytes (`to_bytes` / `from_bytes`), postcard's wire format:
 //!   fields in order without names, unsigned integers as LEB128 varints
 //!   (bytes as themselves), booleans and option tags as one byte 0/1,
 //!   variants as their index, lists and text prefixed by their length.
-//!   Bytes after the snapshot are malformed.
+//!   Bytes after the snapshot are malformed; a list's length is believed
+//!   only as far as the bytes go (a forged one reserves little up front).
+//!
+//! Both read the version before anything else, so that a newer snapshot is
+//! reported as such rather than as malformed, and a registry's breakers can
+//! be counted before any is decoded.
 //!
 //! The latency histogram is not saved: a restored breaker's latency
 //! quantiles start afresh.
@@ -60,8 +67,13 @@ mod json;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::error::SnapshotError;
 use crate::fallible::OutOfMemory;
+
+pub(crate) use json::ListLength;
 
 /// The snapshot format this build writes, and the newest it reads. It also
 /// reads format 2 (the same fields but `taken_at`) in both encodings, and
@@ -72,6 +84,9 @@ pub const SNAPSHOT_VERSION: u32 = 3;
 
 /// The first format whose breaker snapshots hold `taken_at`.
 pub(crate) const TAKEN_AT_VERSION: u32 = 3;
+
+/// The oldest format this build reads (in JSON; 2 in the compact form).
+const OLDEST_VERSION: u32 = 1;
 
 /// Whether the time between taking a snapshot and restoring it counts (see
 /// the module's "Time").
@@ -97,9 +112,6 @@ impl Elapsed {
     }
 }
 
-/// The oldest format this build reads (in JSON).
-const OLDEST_VERSION: u32 = 1;
-
 /// Whether this build reads snapshots of format `version`.
 pub(crate) fn check_version(version: u32) -> Result<(), SnapshotError> {
     match version {
@@ -109,135 +121,51 @@ pub(crate) fn check_version(version: u32) -> Result<(), SnapshotError> {
     }
 }
 
-/// Where every saved form starts: the version, checked as soon as it is read
-/// (before the rest, so that a newer snapshot is reported as such rather
-/// than as malformed). The compact form reads only the current format.
-pub(crate) fn visit_version<P: Pass>(p: &mut P, version: &mut u32) -> Result<(), SnapshotError> {
-    p.field("version", &mut |p| p.uint(version))?;
-    if !P::READS {
-        return Ok(());
-    }
-    check_version(*version)?;
-    if P::COMPACT && *version < 2 {
-        return Err(malformed(alloc::format!(
-            "a version {version} snapshot in the compact form cannot be read by this build (its JSON form can)"
-        )));
-    }
-    Ok(())
-}
-
 pub(crate) fn malformed(why: impl Into<String>) -> SnapshotError {
     SnapshotError::Malformed(why.into())
 }
 
-/// An unsigned integer field of a saved form.
-pub(crate) trait Uint: Copy {
-    /// Bytes the compact form's varint may take (0: the byte itself).
-    const VARINT_BYTES: usize;
-    fn get(self) -> u64;
-    fn from_u64(v: u64) -> Option<Self>;
+/// A saved form whose first field is its version.
+pub(crate) trait Saved: Serialize + DeserializeOwned {
+    /// Format 2's compact layout, which the derive cannot tell from the
+    /// current one (its breakers have no `taken_at`, and compact fields have
+    /// no names), and how it reads as the current form.
+    type Format2: DeserializeOwned + Into<Self>;
+
+    /// What the derive cannot check, done after reading: a field that only
+    /// some formats hold is there exactly in those.
+    fn settle(&mut self) -> Result<(), SnapshotError>;
 }
 
-macro_rules! uint {
-    ($($t:ty => $bytes:expr),*) => {$(
-        impl Uint for $t {
-            const VARINT_BYTES: usize = $bytes;
-            fn get(self) -> u64 {
-                self.into()
-            }
-            fn from_u64(v: u64) -> Option<Self> {
-                Self::try_from(v).ok()
-            }
-        }
-    )*};
-}
-uint!(u8 => 0, u16 => 3, u32 => 5, u64 => 10);
-
-/// One walk over a saved form's values, in order: an encoder reads each
-/// value, a decoder fills it in (so a form is described once, for both
-/// directions and both encodings).
-pub(crate) trait Pass: Sized {
-    /// Whether this is the compact encoding (fields have no names).
-    const COMPACT: bool;
-    /// Whether this pass decodes (fills the values in).
-    const READS: bool;
-    /// A record; `fields` visits each of its fields with [`Pass::field`], in order.
-    fn record(&mut self, fields: &mut dyn FnMut(&mut Self) -> Result<(), SnapshotError>) -> Result<(), SnapshotError>;
-    /// The field `name` of the record being visited. A decoder gives
-    /// `value` a missing field as absent: only [`Pass::option`] accepts it.
-    fn field(
-        &mut self,
-        name: &'static str,
-        value: &mut dyn FnMut(&mut Self) -> Result<(), SnapshotError>,
-    ) -> Result<(), SnapshotError>;
-    /// An unsigned integer.
-    fn uint<T: Uint>(&mut self, v: &mut T) -> Result<(), SnapshotError>;
-    /// A boolean.
-    fn flag(&mut self, v: &mut bool) -> Result<(), SnapshotError>;
-    /// Exactly `len` values (an array or a tuple), each visited by `item`.
-    fn tuple(
-        &mut self,
-        len: usize,
-        item: &mut dyn FnMut(&mut Self, usize) -> Result<(), SnapshotError>,
-    ) -> Result<(), SnapshotError>;
-    /// A list of any length.
-    fn list<T: Default>(
-        &mut self,
-        items: &mut Vec<T>,
-        item: &mut dyn FnMut(&mut Self, &mut T) -> Result<(), SnapshotError>,
-    ) -> Result<(), SnapshotError>;
-    /// A value that may be absent.
-    fn option<T: Default>(
-        &mut self,
-        v: &mut Option<T>,
-        some: &mut dyn FnMut(&mut Self, &mut T) -> Result<(), SnapshotError>,
-    ) -> Result<(), SnapshotError>;
-    /// One of `variants` (its name, and whether it holds data), by index;
-    /// `data` visits the chosen one's data (a decoder calls it also for a
-    /// variant without data, which it sets).
-    fn variant(
-        &mut self,
-        v: &mut usize,
-        variants: &[(&'static str, bool)],
-        data: &mut dyn FnMut(&mut Self, usize) -> Result<(), SnapshotError>,
-    ) -> Result<(), SnapshotError>;
-    /// Text.
-    fn text(&mut self, v: &mut String) -> Result<(), SnapshotError>;
-}
-
-/// A saved form: its values, in order.
-pub(crate) trait Saved: Default + Clone {
-    /// Visits every value of `self` with `p`.
-    fn visit<P: Pass>(&mut self, p: &mut P) -> Result<(), SnapshotError>;
-}
-
-/// An array of unsigned integers.
-pub(crate) fn uints<P: Pass, T: Uint>(p: &mut P, values: &mut [T]) -> Result<(), SnapshotError> {
-    p.tuple(values.len(), &mut |p, i| p.uint(&mut values[i]))
-}
-
-/// `value` as JSON text. (The visitors take `&mut`: a shared value is cloned first.)
-pub(crate) fn to_json<T: Saved>(mut value: T) -> Result<String, OutOfMemory> {
-    json::write(&mut value)
+/// `value` as JSON text.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, OutOfMemory> {
+    json::write(value)
 }
 
 pub(crate) fn from_json<T: Saved>(text: &str) -> Result<T, SnapshotError> {
-    json::read(text)
+    let mut value: T = json::read(text)?;
+    value.settle()?;
+    Ok(value)
 }
 
 /// `value` as compact bytes.
-pub(crate) fn to_bytes<T: Saved>(mut value: T) -> Result<Vec<u8>, OutOfMemory> {
-    compact::write(&mut value)
+pub(crate) fn to_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, OutOfMemory> {
+    compact::write(value)
 }
 
 pub(crate) fn from_bytes<T: Saved>(bytes: &[u8]) -> Result<T, SnapshotError> {
-    compact::read(bytes)
+    let mut value: T = compact::read(bytes)?;
+    value.settle()?;
+    Ok(value)
 }
 
-/// How many items the list in field `name` of a record holds, in JSON text,
-/// without decoding any (its version checked first).
-pub(crate) fn count_json(text: &str, name: &str) -> Result<usize, SnapshotError> {
-    json::count(text, name)
+/// The list in the field `list` of the record the JSON `text` holds (its
+/// version checked first), counted without decoding its items.
+pub(crate) fn count_json<T: DeserializeOwned>(
+    text: &str,
+    list: impl Fn(&T) -> Option<usize>,
+) -> Result<usize, SnapshotError> {
+    json::count(text, list)
 }
 
 /// How many items the list after the version and `skip` more fields
@@ -253,14 +181,14 @@ macro_rules! encodings {
             /// As JSON text. Aborts if the memory runs out, as an
             /// allocation does; [`try_into_json`](Self::try_into_json) does not.
             pub fn to_json(&self) -> alloc::string::String {
-                $crate::snapshot::to_json(self.clone()).unwrap_or_else(|_| $crate::fallible::out_of_memory())
+                $crate::snapshot::to_json(self).unwrap_or_else(|_| $crate::fallible::out_of_memory())
             }
 
             /// As JSON text, or [`OutOfMemory`](crate::OutOfMemory) if the
-            /// memory runs out while it is written (no copy of the snapshot
-            /// is made).
+            /// memory runs out while it is written (with `std`; without it,
+            /// `serde_json` allocates as [`to_json`](Self::to_json) does).
             pub fn try_into_json(self) -> Result<alloc::string::String, $crate::OutOfMemory> {
-                $crate::snapshot::to_json(self)
+                $crate::snapshot::to_json(&self)
             }
 
             /// From JSON text; checks the version first.
@@ -271,14 +199,13 @@ macro_rules! encodings {
             /// As compact bytes (postcard's wire format). Aborts if the
             /// memory runs out; [`try_into_bytes`](Self::try_into_bytes) does not.
             pub fn to_bytes(&self) -> alloc::vec::Vec<u8> {
-                $crate::snapshot::to_bytes(self.clone()).unwrap_or_else(|_| $crate::fallible::out_of_memory())
+                $crate::snapshot::to_bytes(self).unwrap_or_else(|_| $crate::fallible::out_of_memory())
             }
 
             /// As compact bytes, or [`OutOfMemory`](crate::OutOfMemory) if
-            /// the memory runs out while they are written (no copy of the
-            /// snapshot is made).
+            /// the memory runs out while they are written.
             pub fn try_into_bytes(self) -> Result<alloc::vec::Vec<u8>, $crate::OutOfMemory> {
-                $crate::snapshot::to_bytes(self)
+                $crate::snapshot::to_bytes(&self)
             }
 
             /// From compact bytes; checks the version first.
