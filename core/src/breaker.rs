@@ -681,8 +681,9 @@ mod saved {
     use super::*;
     use crate::error::SnapshotError;
     use crate::metrics::Persist;
+    use serde::de::{Error as _, SeqAccess, Visitor};
     use serde::ser::SerializeStruct;
-    use serde::{Deserialize, Serialize, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use crate::snapshot::{Elapsed, SNAPSHOT_VERSION, Saved, TAKEN_AT_VERSION, check_version, malformed};
 
@@ -703,7 +704,7 @@ mod saved {
     /// Build it with [`Breaker::snapshot`]; restore it with
     /// [`Breaker::restore`]; encode it with `to_json` / `to_bytes`.
     #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-    #[serde(deny_unknown_fields)]
+    #[serde(deny_unknown_fields, remote = "Self")]
     pub struct Snapshot {
         /// [`SNAPSHOT_VERSION`] when written.
         pub version: u32,
@@ -729,55 +730,58 @@ mod saved {
         pub(crate) metrics: Option<crate::metrics::SavedMetrics>,
     }
 
-    /// A breaker's snapshot in format 2's compact layout: no `taken_at`.
-    #[derive(Deserialize)]
-    pub(crate) struct SnapshotV2 {
-        version: u32,
-        config: u64,
-        phase: SavedPhase,
-        generation: u32,
-        deadline_in_us: u64,
-        open_for_us: u64,
-        consecutive: u32,
-        probes_in_flight: u16,
-        probe_successes: u16,
-        window: crate::window::SavedWindow,
-        limit: Option<crate::limit::SavedLimit>,
-        metrics: Option<crate::metrics::SavedMetrics>,
+    /// Read by serde's derive from JSON (fields by name); from the compact
+    /// form, whose fields have no names, by hand: `taken_at_us` is there
+    /// only from format 3 on, which the version, read first, tells.
+    impl<'de> Deserialize<'de> for Snapshot {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            if d.is_human_readable() {
+                return Snapshot::deserialize(d);
+            }
+            d.deserialize_tuple(13, Positional)
+        }
     }
 
-    impl From<SnapshotV2> for Snapshot {
-        fn from(s: SnapshotV2) -> Self {
-            let SnapshotV2 {
-                version,
-                config,
-                phase,
-                generation,
-                deadline_in_us,
-                open_for_us,
-                consecutive,
-                probes_in_flight,
-                probe_successes,
-                window,
-                limit,
-                metrics,
-            } = s;
-            Snapshot {
-                version,
-                config,
-                taken_at_us: None,
-                phase,
-                generation,
-                deadline_in_us,
-                open_for_us,
-                consecutive,
-                probes_in_flight,
-                probe_successes,
-                window,
-                limit,
-                metrics,
-            }
+    /// The compact form's reader.
+    struct Positional;
+
+    impl<'de> Visitor<'de> for Positional {
+        type Value = Snapshot;
+
+        fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("a breaker's snapshot")
         }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Snapshot, A::Error> {
+            let version: u32 = element(&mut s)?;
+            if version < 2 {
+                return Err(A::Error::custom(crate::snapshot::COMPACT_V1));
+            }
+            if version > SNAPSHOT_VERSION {
+                return Err(A::Error::custom("a breaker of a newer format"));
+            }
+            let config = element(&mut s)?;
+            let taken_at_us = if version >= TAKEN_AT_VERSION { element(&mut s)? } else { None };
+            Ok(Snapshot {
+                version,
+                config,
+                taken_at_us,
+                phase: element(&mut s)?,
+                generation: element(&mut s)?,
+                deadline_in_us: element(&mut s)?,
+                open_for_us: element(&mut s)?,
+                consecutive: element(&mut s)?,
+                probes_in_flight: element(&mut s)?,
+                probe_successes: element(&mut s)?,
+                window: element(&mut s)?,
+                limit: element(&mut s)?,
+                metrics: element(&mut s)?,
+            })
+        }
+    }
+
+    fn element<'de, A: SeqAccess<'de>, T: Deserialize<'de>>(s: &mut A) -> Result<T, A::Error> {
+        s.next_element()?.ok_or_else(|| A::Error::custom("the bytes end too early"))
     }
 
     /// Written by hand for one field: `taken_at_us` only from format 3 on.
@@ -805,9 +809,9 @@ mod saved {
     }
 
     impl Saved for Snapshot {
-        type Format2 = SnapshotV2;
-
         fn settle(&mut self) -> Result<(), SnapshotError> {
+            // A breaker inside a registry's or a dispatcher's snapshot.
+            check_version(self.version)?;
             if self.version < TAKEN_AT_VERSION && self.taken_at_us.is_some() {
                 return Err(malformed("unknown field `taken_at_us` (before format 3)"));
             }
@@ -955,5 +959,3 @@ mod saved {
 
 #[cfg(feature = "snapshot")]
 pub use saved::Snapshot;
-#[cfg(feature = "snapshot")]
-pub(crate) use saved::SnapshotV2;

@@ -77,8 +77,7 @@ pub(crate) struct TryBytes {
 #[cfg(feature = "snapshot")]
 impl TryBytes {
     /// Appends `bytes`, unless the memory ran out (now or before). When it
-    /// runs out, what was written is freed at once: the encoder's error
-    /// (serde_json boxes one) then has room.
+    /// runs out, what was written is freed at once.
     #[inline]
     pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
         if self.failed || self.bytes.try_reserve(bytes.len()).is_err() {
@@ -115,13 +114,15 @@ impl postcard::ser_flavors::Flavor for TryBytes {
     }
 }
 
-/// serde_json writes a snapshot's JSON text into it: a refused allocation
-/// ends the write with an error.
+/// serde_json writes a snapshot's JSON text into it. A refused allocation
+/// is not an error to serde_json (which would box one, and that allocation
+/// could fail too): the rest of the text is dropped, and
+/// [`finish`](TryBytes::finish) says so.
 #[cfg(all(feature = "snapshot", feature = "std"))]
 impl std::io::Write for TryBytes {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.extend_from_slice(buf);
-        if self.failed { Err(std::io::ErrorKind::OutOfMemory.into()) } else { Ok(buf.len()) }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

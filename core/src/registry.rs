@@ -495,28 +495,8 @@ pub struct RegistrySnapshot {
     pub breakers: Vec<(alloc::string::String, crate::Snapshot)>,
 }
 
-/// A registry's snapshot in format 2's compact layout (its breakers'
-/// differs from format 3's).
-#[cfg(feature = "snapshot")]
-#[derive(serde::Deserialize)]
-pub(crate) struct RegistrySnapshotV2 {
-    version: u32,
-    evictions: u64,
-    breakers: Vec<(alloc::string::String, crate::breaker::SnapshotV2)>,
-}
-
-#[cfg(feature = "snapshot")]
-impl From<RegistrySnapshotV2> for RegistrySnapshot {
-    fn from(r: RegistrySnapshotV2) -> Self {
-        let breakers = r.breakers.into_iter().map(|(name, b)| (name, b.into())).collect();
-        RegistrySnapshot { version: r.version, evictions: r.evictions, breakers }
-    }
-}
-
 #[cfg(feature = "snapshot")]
 impl crate::snapshot::Saved for RegistrySnapshot {
-    type Format2 = RegistrySnapshotV2;
-
     fn settle(&mut self) -> Result<(), crate::SnapshotError> {
         self.breakers.iter_mut().try_for_each(|(_, b)| b.settle())
     }
@@ -525,7 +505,7 @@ impl crate::snapshot::Saved for RegistrySnapshot {
 #[cfg(feature = "snapshot")]
 crate::snapshot::encodings!(RegistrySnapshot);
 
-/// A registry snapshot's version and the length of its list of breakers.
+/// The length of a registry snapshot's list of breakers.
 #[cfg(feature = "snapshot")]
 #[derive(serde::Deserialize)]
 struct BreakerCount {

@@ -448,3 +448,53 @@ fn a_counted_restore_keeps_now_as_the_latest_time_an_earlier_reading_counts_as_n
     assert_eq!(restored.state(ms(1_500)), halfopen::State::HalfOpen);
     assert!(restored.try_acquire(ms(1_500)).decision.is_ok());
 }
+
+/// A registry whose two breakers each saw a failure.
+fn two_breakers() -> RegistrySnapshot {
+    let mut registry: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+    for name in ["a", "b"] {
+        let b = registry.get(name, ms(0)).unwrap();
+        let p = b.try_acquire(ms(0)).decision.unwrap();
+        b.record(p, Outcome::Failure, ms(0));
+    }
+    registry.snapshot(ms(10))
+}
+
+#[test]
+fn a_breaker_inside_a_registry_is_read_by_its_own_version_in_the_compact_form() {
+    // A breaker of format 2 (read from stored JSON, say) inside a registry of
+    // format 3, and breakers of format 3 inside a registry marked format 2:
+    // each breaker's layout follows its own version, both ways.
+    let mut older_breaker = two_breakers();
+    older_breaker.breakers[0].1.version = 2;
+    older_breaker.breakers[0].1 = Snapshot::from_json(&older_breaker.breakers[0].1.to_json()).unwrap();
+    let mut older_registry = two_breakers();
+    older_registry.version = 2;
+    for r in [older_breaker, older_registry] {
+        assert_eq!(RegistrySnapshot::from_bytes(&r.to_bytes()), Ok(r.clone()));
+        assert_eq!(RegistrySnapshot::from_json(&r.to_json()), Ok(r.clone()));
+        let mut restored: Registry<Metrics> = Registry::new(Config::default(), 10).unwrap();
+        assert!(restored.restore_bytes(&r.to_bytes(), ms(20), Elapsed::Ignored).is_ok());
+        assert_eq!(restored.peek("b").unwrap().counts(ms(20)).consecutive_failures, 1);
+    }
+}
+
+#[test]
+fn a_newer_breaker_inside_a_registry_is_reported_as_such() {
+    let mut r = two_breakers();
+    r.breakers[1].1.version = SNAPSHOT_VERSION + 1;
+    let newer = SnapshotError::NewerVersion { found: SNAPSHOT_VERSION + 1, supported: SNAPSHOT_VERSION };
+    assert_eq!(RegistrySnapshot::from_json(&r.to_json()), Err(newer.clone()));
+    // Its compact layout is unknown to this build: malformed.
+    assert!(matches!(RegistrySnapshot::from_bytes(&r.to_bytes()), Err(SnapshotError::Malformed(_))));
+}
+
+#[test]
+fn a_format_1_compact_registry_is_refused_before_its_breakers_are_counted() {
+    let mut r = two_breakers();
+    r.version = 1;
+    assert!(
+        matches!(RegistrySnapshot::count_bytes(&r.to_bytes()), Err(SnapshotError::Malformed(why)) if why.contains("version 1"))
+    );
+    assert_eq!(RegistrySnapshot::count_json(&r.to_json()), Ok(2));
+}

@@ -15,7 +15,7 @@ use core::borrow::Borrow;
 
 use super::rate::TokenBucket;
 use super::{Held, RetentionConfig, RetentionCounters, RetentionQueue};
-use crate::breaker::{Breaker, Snapshot, SnapshotV2};
+use crate::breaker::{Breaker, Snapshot};
 use crate::config::Config;
 use crate::error::SnapshotError;
 use crate::meter::Meter;
@@ -67,29 +67,7 @@ impl From<SavedMessage> for MessageTuple {
     }
 }
 
-/// A dispatcher's snapshot in format 2's compact layout (its breaker's
-/// differs from format 3's).
-#[derive(serde::Deserialize)]
-pub(crate) struct RetentionSnapshotV2 {
-    version: u32,
-    breaker: SnapshotV2,
-    next_seq: u64,
-    messages: Vec<SavedMessage>,
-    counters: [u64; 7],
-    probe_owed: bool,
-    tokens: Option<u64>,
-}
-
-impl From<RetentionSnapshotV2> for RetentionSnapshot {
-    fn from(s: RetentionSnapshotV2) -> Self {
-        let RetentionSnapshotV2 { version, breaker, next_seq, messages, counters, probe_owed, tokens } = s;
-        RetentionSnapshot { version, breaker: breaker.into(), next_seq, messages, counters, probe_owed, tokens }
-    }
-}
-
 impl Saved for RetentionSnapshot {
-    type Format2 = RetentionSnapshotV2;
-
     fn settle(&mut self) -> Result<(), SnapshotError> {
         self.breaker.settle()
     }

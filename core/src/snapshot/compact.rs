@@ -18,13 +18,8 @@ pub(super) fn write<T: Serialize>(value: &T) -> Result<Vec<u8>, OutOfMemory> {
 
 /// The value compact `bytes` hold, all of them, its version checked first.
 pub(super) fn read<T: Saved>(bytes: &[u8]) -> Result<T, SnapshotError> {
-    let version = version(bytes)?;
-    if version < 2 {
-        return Err(malformed(alloc::format!(
-            "a version {version} snapshot in the compact form cannot be read by this build (its JSON form can)"
-        )));
-    }
-    if version == 2 { whole::<T::Format2>(bytes).map(Into::into) } else { whole(bytes) }
+    version(bytes)?;
+    whole(bytes)
 }
 
 /// The length of the list after the version (checked first, so that a
@@ -38,10 +33,13 @@ pub(super) fn count(bytes: &[u8], skip: usize) -> Result<usize, SnapshotError> {
     usize::try_from(take::<u64>(rest)?.0).map_err(|_| malformed("a length is out of range"))
 }
 
-/// The version the bytes start with, if this build reads it.
+/// The version the bytes start with, if this build reads it (format 2 on).
 fn version(bytes: &[u8]) -> Result<u32, SnapshotError> {
     let (version, _) = take::<u32>(bytes)?;
     check_version(version)?;
+    if version < 2 {
+        return Err(malformed(super::COMPACT_V1));
+    }
     Ok(version)
 }
 

@@ -3,9 +3,10 @@
 //! breaker that behaves identically from then on. Each module owns its saved
 //! form ([`Snapshot`](crate::Snapshot) beside the breaker,
 //! [`RegistrySnapshot`](crate::RegistrySnapshot) beside the registry, the
-//! window's and the metrics' beside them) and describes its fields once, as a
-//! [`Saved`] visit; this module holds the format version and the two
-//! encodings that visit walks.
+//! window's and the metrics' beside them) and describes its fields once, as
+//! serde's derive on the type (a breaker's compact form is read by hand:
+//! its layout depends on its version); this module holds the format version
+//! and the two encodings.
 //!
 //! **Time.** A snapshot holds ages and remaining times relative to the `now`
 //! it was taken at, and that `now` itself (`taken_at`). A restore says, with
@@ -37,8 +38,8 @@
 //! `serde_json` and `postcard`; every runtime reads a snapshot with this
 //! code):
 //! - JSON (`to_json` / `from_json`): records as objects in field order,
-//!   unit variants as strings (`{"name": null}` is read as the same),
-//!   other variants as `{"name": {…}}`, absent values as `null`. Every number in it is an integer below 2^53, so it
+//!   unit variants as strings, other variants as `{"name": {…}}`, absent
+//!   values as `null`. Every number in it is an integer below 2^53, so it
 //!   survives a JavaScript `JSON.parse` (times too long for that are
 //!   saved as 2^53 − 1 µs, 285 years, and larger ones refused as corrupt).
 //!   Reading is strict and linear in the text: an unknown, duplicate or
@@ -46,7 +47,10 @@
 //!   exponent, one out of its field's range or a second value is
 //!   malformed. Deep nesting is never a stack overflow: `serde_json`
 //!   recurses at most 128 levels into what it reads, and skips a value
-//!   (while the version is read first) without recursing.
+//!   (while the version is read first) without recursing. Two spellings
+//!   that say the same are read as what they say (serde's derive): a unit
+//!   variant as `{"name": null}`, a record nested in another as the array of
+//!   its fields in order.
 //! - Compact bytes (`to_bytes` / `from_bytes`), postcard's wire format:
 //!   fields in order without names, unsigned integers as LEB128 varints
 //!   (bytes as themselves), booleans and option tags as one byte 0/1,
@@ -56,7 +60,10 @@
 //!
 //! Both read the version before anything else, so that a newer snapshot is
 //! reported as such rather than as malformed, and a registry's breakers can
-//! be counted before any is decoded.
+//! be counted before any is decoded. A breaker inside a registry's or a
+//! dispatcher's snapshot has its own version: the compact form's layout
+//! follows it, and a newer one is refused (as `NewerVersion` once decoded,
+//! as malformed if this build cannot decode it).
 //!
 //! The latency histogram is not saved: a restored breaker's latency
 //! quantiles start afresh.
@@ -125,15 +132,16 @@ pub(crate) fn malformed(why: impl Into<String>) -> SnapshotError {
     SnapshotError::Malformed(why.into())
 }
 
+/// Why a compact snapshot of format 1 is refused.
+pub(crate) const COMPACT_V1: &str =
+    "a version 1 snapshot in the compact form cannot be read by this build (its JSON form can)";
+
 /// A saved form whose first field is its version.
 pub(crate) trait Saved: Serialize + DeserializeOwned {
-    /// Format 2's compact layout, which the derive cannot tell from the
-    /// current one (its breakers have no `taken_at`, and compact fields have
-    /// no names), and how it reads as the current form.
-    type Format2: DeserializeOwned + Into<Self>;
-
-    /// What the derive cannot check, done after reading: a field that only
-    /// some formats hold is there exactly in those.
+    /// What serde's derive does not check, done after reading: the version
+    /// of every breaker inside, and `taken_at_us` (format 3 on) not in a
+    /// breaker of format 2 or 1 (one of format 3 may leave it out: it is
+    /// optional).
     fn settle(&mut self) -> Result<(), SnapshotError>;
 }
 

@@ -32,8 +32,6 @@ enum Kind {
 }
 
 impl Saved for Sample {
-    type Format2 = Sample;
-
     fn settle(&mut self) -> Result<(), SnapshotError> {
         Ok(())
     }
