@@ -14,11 +14,14 @@ use crate::limit::Limiter;
 use crate::meter::{Meter, Report};
 use crate::metrics::{MetricsReading, ReadMetrics};
 use crate::permit::{Admission, Outcome, Permit, Rejection, Wait};
-use crate::phase::Phase;
+use crate::phase::{Phase, Probes};
 use crate::policy::{self, Gate, Grant};
 use crate::state::{Counts, Mode, Reason, State, Transition, Transitions};
 use crate::time::{Duration, Instant};
 use crate::window::WindowState;
+
+mod group;
+pub(crate) use group::Local;
 
 /// A circuit breaker for one upstream.
 ///
@@ -49,7 +52,33 @@ pub struct Breaker<C = Config, M = ()> {
     probes_in_flight: u16,
     probe_successes: u16,
     phase: Phase,
+    /// Where probes go from (elsewhere: another process of its group).
+    probes: Probes,
     limiter: Limiter,
+    /// What was counted while closed, since it was made (a group's deltas).
+    tally: Tally,
+}
+
+/// Calls counted while closed (or disabled), failures (slow calls among
+/// them) and slow calls, since a breaker was made: what its group member
+/// sends, as running totals, so that an exchange sent twice counts once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Calls counted.
+    pub calls: u64,
+    /// Failures, slow calls included.
+    pub failures: u64,
+    /// Slow calls.
+    pub slow: u64,
+}
+
+impl Tally {
+    #[inline(always)]
+    fn count(&mut self, failed: bool, slow: bool) {
+        self.calls += 1;
+        self.failures += u64::from(failed);
+        self.slow += u64::from(slow);
+    }
 }
 
 impl<C: Borrow<Config>> Breaker<C> {
@@ -76,7 +105,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             probes_in_flight: 0,
             probe_successes: 0,
             phase: Phase::Closed,
+            probes: Probes::Here,
             limiter: Limiter::new(c),
+            tally: Tally::default(),
             config,
             meter,
         })
@@ -174,6 +205,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.limiter.succeeded(c);
                 let window = c.window;
                 self.window.record(window, now, false, false);
+                self.tally.calls += 1;
                 self.meter.reported(Report { outcome, latency, slow: false, stale: false });
                 return None;
             }
@@ -485,7 +517,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// with timed changes applied in the view only.
     fn wait_at(&self, now: Instant) -> Option<Wait> {
         let now = now.max(self.latest);
-        match policy::gate(self.config(), self.phase, self.probes_in_flight, now) {
+        match policy::gate(self.config(), self.phase, self.probes_in_flight, self.probes, now) {
             Gate::Pass => None,
             Gate::UntilHalfOpen { until } => Some(self.open_wait(until, now)),
             Gate::Held => Some(Wait::Held),
@@ -653,6 +685,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
         let window = self.config().window;
         self.window.record(window, now, failed, slow);
+        self.tally.count(failed, slow);
         if !failed {
             return None;
         }
@@ -928,7 +961,9 @@ mod saved {
                 probes_in_flight: 0,
                 probe_successes: s.probe_successes,
                 phase,
+                probes: Probes::Here,
                 limiter,
+                tally: Tally::default(),
                 config,
                 meter,
             })
@@ -951,6 +986,8 @@ mod saved {
         {
             let mut restored = Self::restore(self.config.clone(), snapshot, now, elapsed)?;
             restored.follow(self, now);
+            // Running totals only grow (a group counts by their differences).
+            restored.tally = self.tally;
             *self = restored;
             Ok(())
         }

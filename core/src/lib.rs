@@ -77,6 +77,7 @@ mod config;
 mod error;
 #[cfg(feature = "alloc")]
 mod fallible;
+pub mod group;
 mod histogram;
 mod jitter;
 mod licence;

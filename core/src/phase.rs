@@ -38,3 +38,17 @@ impl Phase {
         }
     }
 }
+
+/// Where a breaker's probes go from once its open period ends. Alone, always
+/// here; in a group (see `group`), the process holding the group's probe
+/// lease probes, and the others wait for the group's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probes {
+    /// This process probes (alone, or the group's lease holder).
+    Here,
+    /// Another process of the group probes, or none yet: a call meets "probes
+    /// busy" until `until` (when the group's next answer is due). Past it the
+    /// breaker probes by itself again: a member that stops hearing from its
+    /// group never holds its process open.
+    Elsewhere { until: Instant },
+}

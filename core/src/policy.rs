@@ -10,7 +10,7 @@
 use crate::config::Config;
 use crate::jitter;
 use crate::permit::Outcome;
-use crate::phase::Phase;
+use crate::phase::{Phase, Probes};
 use crate::state::Reason;
 #[cfg(feature = "alloc")]
 use crate::state::{Counts, Mode, State};
@@ -133,14 +133,22 @@ pub(crate) enum Gate {
 }
 
 /// The admission table: what a call meets at `now` in `phase`, with
-/// `probes_in_flight` half-open probes out.
-pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, now: Instant) -> Gate {
+/// `probes_in_flight` half-open probes out, the probes going from `probes`.
+pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, probes: Probes, now: Instant) -> Gate {
     match phase {
         Phase::Disabled => Gate::Pass,
         Phase::Closed => Gate::Limit { probing: false, restarted: false },
         Phase::Open { until } | Phase::ForcedOpen { until } if now < until => Gate::UntilHalfOpen { until },
-        Phase::Open { .. } | Phase::ForcedOpen { .. } => Gate::Limit { probing: true, restarted: true },
         Phase::HeldOpen => Gate::Held,
+        // The open period has ended, or probing: another process's probes.
+        _ if probes_elsewhere(probes, now) => {
+            let wait = match probes {
+                Probes::Elsewhere { until } => until - now,
+                Probes::Here => Duration::ZERO,
+            };
+            Gate::ProbesBusy { retry: wait, give_up: wait }
+        }
+        Phase::Open { .. } | Phase::ForcedOpen { .. } => Gate::Limit { probing: true, restarted: true },
         _ if probes_given_up(phase, probes_in_flight, now) => Gate::Pass,
         Phase::HalfOpen { give_up_at } if !admits_probe(c, probes_in_flight) => {
             let give_up = give_up_at - now;
@@ -148,6 +156,11 @@ pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, now: Instant
         }
         Phase::HalfOpen { .. } => Gate::Limit { probing: true, restarted: false },
     }
+}
+
+/// Whether another process of the group probes at `now` (see [`Probes`]).
+pub(crate) fn probes_elsewhere(probes: Probes, now: Instant) -> bool {
+    matches!(probes, Probes::Elsewhere { until } if now < until)
 }
 
 /// Whether the half-open probes in flight are given up by `now`: none was
@@ -245,25 +258,59 @@ mod tests {
         Instant::ZERO + Duration::from_secs(s)
     }
 
+    const HERE: Probes = Probes::Here;
+
     #[test]
     fn the_admission_table() {
         let c = Config::default(); // 3 probes, open 30 s (retry hint 3 s), probes given up after 60 s
-        assert_eq!(gate(&c, Phase::Disabled, 0, at(0)), Gate::Pass);
-        assert_eq!(gate(&c, Phase::Closed, 0, at(0)), Gate::Limit { probing: false, restarted: false });
-        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, at(29)), Gate::UntilHalfOpen { until: at(30) });
-        assert_eq!(gate(&c, Phase::ForcedOpen { until: at(30) }, 0, at(0)), Gate::UntilHalfOpen { until: at(30) });
+        assert_eq!(gate(&c, Phase::Disabled, 0, HERE, at(0)), Gate::Pass);
+        assert_eq!(gate(&c, Phase::Closed, 0, HERE, at(0)), Gate::Limit { probing: false, restarted: false });
+        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, HERE, at(29)), Gate::UntilHalfOpen { until: at(30) });
+        assert_eq!(
+            gate(&c, Phase::ForcedOpen { until: at(30) }, 0, HERE, at(0)),
+            Gate::UntilHalfOpen { until: at(30) }
+        );
         // An open period that has ended: the call is the first probe.
-        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, at(30)), Gate::Limit { probing: true, restarted: true });
-        assert_eq!(gate(&c, Phase::HeldOpen, 0, at(1_000_000)), Gate::Held);
+        assert_eq!(
+            gate(&c, Phase::Open { until: at(30) }, 0, HERE, at(30)),
+            Gate::Limit { probing: true, restarted: true }
+        );
+        assert_eq!(gate(&c, Phase::HeldOpen, 0, HERE, at(1_000_000)), Gate::Held);
         let half_open = Phase::HalfOpen { give_up_at: at(90) };
-        assert_eq!(gate(&c, half_open, 2, at(40)), Gate::Limit { probing: true, restarted: false });
+        assert_eq!(gate(&c, half_open, 2, HERE, at(40)), Gate::Limit { probing: true, restarted: false });
         let busy = Gate::ProbesBusy { retry: Duration::from_secs(3), give_up: Duration::from_secs(50) };
-        assert_eq!(gate(&c, half_open, 3, at(40)), busy);
+        assert_eq!(gate(&c, half_open, 3, HERE, at(40)), busy);
         // Close to the give-up, the hint is no later than it.
         let soon = Gate::ProbesBusy { retry: Duration::from_secs(1), give_up: Duration::from_secs(1) };
-        assert_eq!(gate(&c, half_open, 3, at(89)), soon);
+        assert_eq!(gate(&c, half_open, 3, HERE, at(89)), soon);
         // Probes not reported in time are given up: the call passes.
-        assert_eq!(gate(&c, half_open, 3, at(90)), Gate::Pass);
+        assert_eq!(gate(&c, half_open, 3, HERE, at(90)), Gate::Pass);
+    }
+
+    #[test]
+    fn probes_elsewhere_in_the_group_hold_calls_until_the_groups_answer_is_due() {
+        let c = Config::default();
+        let elsewhere = Probes::Elsewhere { until: at(35) };
+        let busy = |left| Gate::ProbesBusy { retry: Duration::from_secs(left), give_up: Duration::from_secs(left) };
+        // Open: as alone until the period ends; then no probe from here.
+        assert_eq!(
+            gate(&c, Phase::Open { until: at(30) }, 0, elsewhere, at(29)),
+            Gate::UntilHalfOpen { until: at(30) }
+        );
+        assert_eq!(gate(&c, Phase::Open { until: at(30) }, 0, elsewhere, at(31)), busy(4));
+        assert_eq!(gate(&c, Phase::HalfOpen { give_up_at: at(90) }, 0, elsewhere, at(33)), busy(2));
+        // Closed, held, disabled: the group's probes do not matter.
+        assert_eq!(gate(&c, Phase::Closed, 0, elsewhere, at(31)), Gate::Limit { probing: false, restarted: false });
+        assert_eq!(gate(&c, Phase::HeldOpen, 0, elsewhere, at(31)), Gate::Held);
+        // No answer by then: the breaker probes by itself.
+        assert_eq!(
+            gate(&c, Phase::Open { until: at(30) }, 0, elsewhere, at(35)),
+            Gate::Limit { probing: true, restarted: true }
+        );
+        assert_eq!(
+            gate(&c, Phase::HalfOpen { give_up_at: at(90) }, 0, elsewhere, at(35)),
+            Gate::Limit { probing: true, restarted: false }
+        );
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! How a group exchanges: the flush interval, the quorum, the lease, how
+//! long a silent member stays live, how long a store call may take.
+
+use crate::config::Config;
+use crate::error::{ConfigError, Field, Problem};
+use crate::time::Duration;
+
+/// The longest flush interval (an hour): a group that exchanges more rarely
+/// is not one.
+pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// How a group breaker's processes exchange with their store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// How often each process exchanges with the store: at most one store
+    /// call per interval, besides the exchanges a transition asks for at
+    /// once. Default 1 s.
+    pub flush_interval: Duration,
+    /// How many distinct live processes must have seen failures within the
+    /// window for the group to open (fewer if fewer are live); otherwise
+    /// only the processes that trip by themselves open. Default 2.
+    pub quorum: u32,
+    /// How long a process's probe lease lasts; another process may take
+    /// over the probes after it. `None`: the breaker's `probe_timeout` plus
+    /// one flush interval.
+    pub lease: Option<Duration>,
+    /// How long a process that stopped exchanging still counts as live.
+    /// `None`: three flush intervals.
+    pub member_ttl: Option<Duration>,
+    /// How long a store call may take before it counts as failed (the
+    /// process goes on alone). Default 250 ms, at most the flush interval.
+    pub store_timeout: Duration,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            flush_interval: Duration::from_secs(1),
+            quorum: 2,
+            lease: None,
+            member_ttl: None,
+            store_timeout: Duration::from_millis(250),
+        }
+    }
+}
+
+impl GroupConfig {
+    /// The first invalid field, for breakers configured by `breaker`.
+    pub fn validate(&self, breaker: &Config) -> Result<(), ConfigError> {
+        let wrong = |field, problem| Err(ConfigError { field, problem });
+        if self.flush_interval.is_zero() {
+            return wrong(Field::FlushInterval, Problem::Zero);
+        }
+        if self.flush_interval > MAX_FLUSH_INTERVAL {
+            return wrong(Field::FlushInterval, Problem::TooLarge);
+        }
+        if self.quorum == 0 {
+            return wrong(Field::Quorum, Problem::Zero);
+        }
+        if self.store_timeout.is_zero() {
+            return wrong(Field::StoreTimeout, Problem::Zero);
+        }
+        if self.store_timeout > self.flush_interval {
+            return wrong(Field::StoreTimeout, Problem::TooLarge);
+        }
+        // A lease shorter than the probes' own timeout would let a second
+        // process probe while the first one's probes are still out.
+        if self.lease.is_some_and(|l| l < breaker.probe_timeout) {
+            return wrong(Field::Lease, Problem::TooSmall);
+        }
+        if self.member_ttl.is_some_and(|t| t < self.flush_interval) {
+            return wrong(Field::MemberTtl, Problem::TooSmall);
+        }
+        Ok(())
+    }
+
+    /// The probe lease's length for breakers configured by `breaker`.
+    pub fn lease_for(&self, breaker: &Config) -> Duration {
+        let derived = breaker.probe_timeout.as_micros().saturating_add(self.flush_interval.as_micros());
+        self.lease.unwrap_or(Duration::from_micros(derived))
+    }
+
+    /// How long a silent process stays live.
+    pub fn member_ttl(&self) -> Duration {
+        self.member_ttl.unwrap_or(Duration::from_micros(self.flush_interval.as_micros().saturating_mul(3)))
+    }
+}

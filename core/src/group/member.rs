@@ -1,0 +1,289 @@
+//! One process's side of a group breaker: when to exchange, what to send,
+//! and how its breaker follows what the group answers.
+
+use core::borrow::Borrow;
+
+use super::GroupConfig;
+use super::policy;
+use super::protocol::{Answer, GroupPhase, Proposal, Register, Request};
+use crate::breaker::{Breaker, Local};
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::meter::Meter;
+use crate::phase::Probes;
+use crate::state::{Reason, Transition};
+use crate::time::{Duration, Instant};
+use crate::window::{TIME_BUCKETS, Window};
+
+/// A change in a member's link to its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// The store failed or did not answer in time: the process decides
+    /// alone (its breaker still trips, probes and closes by itself).
+    Degraded,
+    /// The store answered again: the process follows the group again (and
+    /// adopts what the group did meanwhile).
+    Recovered,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// No answer yet.
+    Joining,
+    Live,
+    /// `failures` store calls in a row failed; the next at `retry_at`.
+    Degraded {
+        failures: u32,
+        retry_at: Instant,
+    },
+}
+
+/// The latest answer, as the member keeps it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    register: Register,
+    /// The store's clock less this process's, µs.
+    offset: i64,
+    /// Why the group trips on it, if it does.
+    trip: Option<Reason>,
+}
+
+/// One process of a group breaker (see the module [`group`](crate::group)).
+/// Sans-IO: it says when to exchange and what to send; the caller sends it
+/// to the store and hands the answer (or the failure) back, with `now`.
+#[derive(Debug, Clone)]
+pub struct Member {
+    id: u64,
+    config: GroupConfig,
+    link: Link,
+    seen: Option<Seen>,
+    /// A request is out since then.
+    pending: Option<Instant>,
+    /// When the latest request was sent.
+    last_sent: Option<Instant>,
+    /// Whether this process's breaker is open because the group is.
+    following: bool,
+    /// Whether the caller was last told the link is degraded.
+    told_degraded: bool,
+}
+
+impl Member {
+    /// Member `id` (random per process: two processes never share one) of
+    /// a group whose breakers are configured by `breaker`.
+    pub fn new(id: u64, config: GroupConfig, breaker: &Config) -> Result<Self, ConfigError> {
+        config.validate(breaker)?;
+        Ok(Member {
+            id,
+            config,
+            link: Link::Joining,
+            seen: None,
+            pending: None,
+            last_sent: None,
+            following: false,
+            told_degraded: false,
+        })
+    }
+
+    /// Its id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// Whether it decides alone because its store failed.
+    pub fn degraded(&self) -> bool {
+        matches!(self.link, Link::Degraded { .. })
+    }
+
+    /// The group's register as last answered (none before the first
+    /// answer, or since the store failed).
+    pub fn register(&self) -> Option<Register> {
+        self.seen.map(|s| s.register)
+    }
+
+    /// When the next exchange is due, for `breaker` (this process's) at
+    /// `now`: ask again after each of its transitions. With a request out,
+    /// when its answer is overdue (then report it [`failed`](Self::failed)).
+    pub fn next_exchange<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
+        if let Some(sent) = self.pending {
+            return sent + self.config.store_timeout;
+        }
+        let (seen, last) = match (self.link, self.seen, self.last_sent) {
+            (Link::Degraded { retry_at, .. }, ..) => return retry_at,
+            (_, Some(seen), Some(last)) => (seen, last),
+            _ => return now,
+        };
+        if self.wanted(breaker, seen, now).is_some() {
+            return now.max(last + policy::urgent_gap(&self.config));
+        }
+        let regular = last + self.config.flush_interval;
+        // A deadline of the group's that ends before: the open period (a
+        // probe round may start) or the lease (another may take it).
+        let deadline = match seen.register.phase {
+            GroupPhase::Closed => None,
+            GroupPhase::Open { until_us, .. } => Some(until_us),
+            GroupPhase::HalfOpen { lease, lease_until_us, .. } => (lease != self.id).then_some(lease_until_us),
+        };
+        deadline.map_or(regular, |d| regular.min(local(seen.offset, d).max(last + policy::urgent_gap(&self.config))))
+    }
+
+    /// The request to send at `now`, if one is due (none while one is out).
+    pub fn request<C: Borrow<Config>, M: Meter>(&mut self, breaker: &Breaker<C, M>, now: Instant) -> Option<Request> {
+        if self.pending.is_some() || now < self.next_exchange(breaker, now) {
+            return None;
+        }
+        let proposal = match (self.link, self.seen) {
+            (Link::Live, Some(seen)) => {
+                self.wanted(breaker, seen, now).map(|to| Proposal { epoch: seen.register.epoch, to })
+            }
+            _ => None,
+        };
+        self.pending = Some(now);
+        self.last_sent = Some(now);
+        let c = breaker.config();
+        let (bucket_us, window_us) = match c.window {
+            Window::Time(span) if c.windowed() => (span.as_micros() / u64::from(TIME_BUCKETS), span.as_micros()),
+            _ => (0, self.config.member_ttl().as_micros()),
+        };
+        Some(Request {
+            member: self.id,
+            tally: breaker.tally(),
+            consecutive: breaker.counts(now).consecutive_failures,
+            bucket_us,
+            window_us,
+            member_ttl_us: self.config.member_ttl().as_micros(),
+            proposal,
+        })
+    }
+
+    /// Applies the store's `answer` at `now` to `breaker`: it follows the
+    /// group's phase. Returns the breaker's transition, if any.
+    pub fn apply<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        answer: &Answer,
+        now: Instant,
+    ) -> Option<Transition> {
+        self.pending = None;
+        self.link = Link::Live;
+        let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
+        let offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let changed = self.seen.is_none_or(|s| s.register != answer.register);
+        let trip = match answer.register.phase {
+            GroupPhase::Closed => policy::trips(breaker.config(), &self.config, answer),
+            _ => None,
+        };
+        self.seen = Some(Seen { register: answer.register, offset, trip });
+        self.follow(breaker, answer.register.phase, offset, changed, now)
+    }
+
+    /// The request out failed, or its answer is overdue, at `now`: the
+    /// process decides alone until the store answers again.
+    pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
+        self.pending = None;
+        let failures = match self.link {
+            Link::Degraded { failures, .. } => failures.saturating_add(1),
+            _ => 1,
+        };
+        let retry_at = now + policy::retry_after(&self.config, failures, self.id);
+        self.link = Link::Degraded { failures, retry_at };
+        // What the group said may be stale by the time it answers again.
+        self.seen = None;
+        breaker.set_probes(Probes::Here);
+    }
+
+    /// A change of the link since the last call, if any. (A change undone
+    /// before it is asked for is not reported.)
+    pub fn poll_event(&mut self) -> Option<GroupEvent> {
+        let degraded = self.degraded();
+        if degraded == self.told_degraded {
+            return None;
+        }
+        self.told_degraded = degraded;
+        Some(if degraded { GroupEvent::Degraded } else { GroupEvent::Recovered })
+    }
+
+    /// What this process proposes at `now`, seeing `seen`.
+    fn wanted<C: Borrow<Config>, M: Meter>(
+        &self,
+        breaker: &Breaker<C, M>,
+        seen: Seen,
+        now: Instant,
+    ) -> Option<super::protocol::Proposed> {
+        let standing = policy::Standing {
+            me: self.id,
+            phase: seen.register.phase,
+            server_now: server(seen.offset, now),
+            trip: seen.trip,
+            generation: seen.register.epoch as u32,
+        };
+        policy::proposal(breaker.config(), &self.config, standing, breaker.local(now))
+    }
+
+    /// Makes `breaker` follow `phase` (store time `offset` ahead of this
+    /// process's); `changed`: a phase not followed yet.
+    fn follow<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        phase: GroupPhase,
+        offset: i64,
+        changed: bool,
+        now: Instant,
+    ) -> Option<Transition> {
+        let g = self.config;
+        match phase {
+            GroupPhase::Closed => {
+                let was = core::mem::replace(&mut self.following, false);
+                if was { breaker.follow_close(now, Reason::ProbesSucceeded) } else { None }
+            }
+            GroupPhase::Open { until_us, open_for_us, reason } => {
+                self.following = true;
+                let until = local(offset, until_us);
+                let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until.max(now)) };
+                if changed {
+                    breaker.follow_open(now, until, Duration::from_micros(open_for_us), reason, probes)
+                } else {
+                    breaker.set_probes(probes);
+                    None
+                }
+            }
+            GroupPhase::HalfOpen { lease, .. } if lease == self.id => {
+                self.following = true;
+                if changed { breaker.follow_probe(now) } else { None }
+            }
+            GroupPhase::HalfOpen { open_for_us, reason, .. } => {
+                self.following = true;
+                let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, now) };
+                match breaker.local(now) {
+                    Local::Closed | Local::HalfOpen => {
+                        breaker.follow_open(now, now, Duration::from_micros(open_for_us), reason, probes)
+                    }
+                    Local::Open { left, .. } => {
+                        breaker.set_probes(Probes::Elsewhere { until: policy::probes_wait_until(&g, now + left) });
+                        None
+                    }
+                    Local::Manual => {
+                        breaker.set_probes(probes);
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The store's time `server_us` on this process's clock.
+fn local(offset: i64, server_us: u64) -> Instant {
+    let at = i128::from(server_us) - i128::from(offset);
+    Instant::from_micros(at.clamp(0, i128::from(u64::MAX)) as u64)
+}
+
+/// This process's `now` on the store's clock.
+fn server(offset: i64, now: Instant) -> u64 {
+    let at = i128::from(now.as_micros()) + i128::from(offset);
+    at.clamp(0, i128::from(u64::MAX)) as u64
+}

@@ -1,0 +1,63 @@
+//! One breaker for a group of processes (several workers sending through
+//! one upstream), sans-IO: each process keeps deciding locally, with no
+//! store call on the call path, and exchanges with a shared store (Redis,
+//! in the bindings) in the background, at most once per flush interval.
+//!
+//! **The exchange.** A [`Member`] says when ([`Member::next_exchange`]) and
+//! what to send ([`Member::request`]): its breaker's running totals (the
+//! store counts their growth since it last heard from the member, so a
+//! request sent twice counts once), its run of failures, and at most one
+//! [`Proposal`]. The store applies it atomically and answers
+//! ([`Answer`]); [`Member::apply`] makes the breaker follow the group. A
+//! store that fails or is late ([`Member::failed`]) leaves the process
+//! deciding alone ([`GroupEvent::Degraded`]) until it answers again.
+//!
+//! **The store** holds counters, a fenced register and a lease, nothing
+//! more: [`MemoryStore`] is the reference of what it does, which every
+//! store (the bindings' Lua script) does the same way. Every breaker rule is
+//! here, in [`policy`](self::policy) and the breaker's own
+//! [`policy`](crate::policy).
+//!
+//! **What the group decides.**
+//! - *Trip*: the breaker's trip rule on the merged view: the window counts
+//!   of every process, in buckets of the store's clock (a process's counts
+//!   land in the bucket of the exchange that carried them: up to one flush
+//!   interval late), and the group's run of failures; and a quorum:
+//!   failures from at least [`GroupConfig::quorum`] distinct live processes
+//!   within the window (all of them, if fewer are live). A process that
+//!   trips alone opens alone.
+//! - *The group's run of consecutive failures* (seed 001's "5 consecutive
+//!   failures"): the failures every process reported since the latest
+//!   exchange that reported a success; that exchange sets the run to its
+//!   process's own failures after its last success. Within one flush
+//!   interval the order of different processes' calls is not known: a
+//!   success anywhere in it resets the run.
+//! - *Open*: every process follows the register's open period, on the
+//!   store's clock (each process keeps the offset to its own, so processes
+//!   whose clocks differ by minutes still agree).
+//! - *One probe round*: when the open period ends, the first process to ask
+//!   takes the lease (the register's epoch fences every change: a proposal
+//!   made at an older epoch changes nothing); it alone probes, up to
+//!   `half_open_max_attempts` calls for the group. Its probes' outcome
+//!   closes the group or opens it again for longer; a lease holder that goes
+//!   silent loses the lease when it expires, and another process takes over.
+//! - *Outage*: a process that cannot reach the store decides alone (it
+//!   still trips, probes and closes by itself: never "closed and cannot
+//!   trip"), retries with backoff and jitter, and on its first answer adopts
+//!   what the group did meanwhile.
+
+mod config;
+mod member;
+mod policy;
+mod protocol;
+#[cfg(feature = "alloc")]
+mod store;
+#[cfg(all(test, feature = "alloc"))]
+mod tests;
+
+pub use crate::breaker::Tally;
+pub use config::{GroupConfig, MAX_FLUSH_INTERVAL};
+pub use member::{GroupEvent, Member};
+pub use protocol::{Answer, GroupPhase, Proposal, Proposed, Register, Request};
+#[cfg(feature = "alloc")]
+pub use store::MemoryStore;

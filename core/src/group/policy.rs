@@ -1,0 +1,169 @@
+//! Every rule a group member decides by, as pure functions: when the group
+//! trips (the breaker's trip rule on the merged view, and the quorum), what
+//! a process proposes, how long its probes wait for the group, and how it
+//! retries a store that failed.
+
+use super::GroupConfig;
+use super::protocol::{Answer, GroupPhase, Proposed};
+use crate::breaker::Local;
+use crate::config::Config;
+use crate::phase::Phase;
+use crate::state::Reason;
+use crate::time::{Duration, Instant};
+
+/// Why the group opens on `answer`, if it does: the breaker's trip rule on
+/// the merged window and the group's run, and failures seen by `quorum`
+/// distinct live processes (all of them, if fewer are live).
+pub(crate) fn trips(c: &Config, g: &GroupConfig, answer: &Answer) -> Option<Reason> {
+    let reason = crate::policy::trip(c, Phase::Closed, answer.run, answer.totals)?;
+    let needed = g.quorum.min(answer.live.max(1));
+    (answer.failing >= needed).then_some(reason)
+}
+
+/// What a process knows of its group when it proposes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Standing {
+    /// Its member id.
+    pub(crate) me: u64,
+    /// The group's phase, as last answered.
+    pub(crate) phase: GroupPhase,
+    /// Its `now` on the store's clock.
+    pub(crate) server_now: u64,
+    /// Why the group trips on the latest answer, if it does.
+    pub(crate) trip: Option<Reason>,
+    /// The generation an open period's jitter is drawn for.
+    pub(crate) generation: u32,
+}
+
+/// What a process proposes, standing at `s`, its breaker at `local`.
+pub(crate) fn proposal(c: &Config, g: &GroupConfig, s: Standing, local: Local) -> Option<Proposed> {
+    let Standing { me, phase, server_now, trip, generation } = s;
+    match phase {
+        GroupPhase::Closed => {
+            let reason = trip?;
+            let open_for = crate::policy::first_open_period(c);
+            let for_us = crate::policy::open_period(c, open_for, generation).as_micros();
+            Some(Proposed::Open { for_us, open_for_us: open_for.as_micros(), reason })
+        }
+        GroupPhase::Open { until_us, open_for_us, reason } if server_now >= until_us => {
+            Some(take_lease(c, g, open_for_us, reason))
+        }
+        GroupPhase::Open { .. } => None,
+        GroupPhase::HalfOpen { lease, .. } if lease == me => match local {
+            // The probes succeeded here.
+            Local::Closed => Some(Proposed::Closed),
+            // A probe failed here: open again, for longer.
+            Local::Open { open_for, left } => Some(Proposed::Open {
+                for_us: left.as_micros(),
+                open_for_us: open_for.as_micros(),
+                reason: Reason::ProbeFailed,
+            }),
+            Local::HalfOpen | Local::Manual => None,
+        },
+        // The lease holder went silent: take over.
+        GroupPhase::HalfOpen { lease_until_us, open_for_us, reason, .. } if server_now >= lease_until_us => {
+            Some(take_lease(c, g, open_for_us, reason))
+        }
+        GroupPhase::HalfOpen { .. } => None,
+    }
+}
+
+fn take_lease(c: &Config, g: &GroupConfig, open_for_us: u64, reason: Reason) -> Proposed {
+    Proposed::HalfOpen { lease_us: g.lease_for(c).as_micros(), open_for_us, reason }
+}
+
+/// Until when, following the group at `now`, a process that does not hold
+/// the lease waits for the group's next answer before it probes by itself
+/// (a group it no longer hears from never holds it open).
+pub(crate) fn probes_wait_until(g: &GroupConfig, now: Instant) -> Instant {
+    now + Duration::from_micros(g.flush_interval.as_micros().saturating_add(g.store_timeout.as_micros()))
+}
+
+/// The shortest time between two exchanges a transition asks for at once:
+/// a tenth of the flush interval, so that proposals that keep losing to
+/// other processes' do not hammer the store.
+pub(crate) fn urgent_gap(g: &GroupConfig) -> Duration {
+    Duration::from_micros(g.flush_interval.as_micros() / 10)
+}
+
+/// How long after its `failures`-th failure in a row a store call is tried
+/// again: the flush interval doubled each time up to 30 s, less up to a
+/// fifth drawn from `seed` (the processes of a group do not retry together).
+pub(crate) fn retry_after(g: &GroupConfig, failures: u32, seed: u64) -> Duration {
+    const CAP: Duration = Duration::from_secs(30);
+    let doubled = g.flush_interval.as_micros().saturating_mul(1u64 << failures.saturating_sub(1).min(20));
+    let base = Duration::from_micros(doubled).min(CAP.max(g.flush_interval));
+    crate::jitter::shorten(base, 0.2, seed, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowCounts;
+
+    fn answer(failures: u32, live: u32, failing: u32) -> Answer {
+        Answer {
+            now_us: 0,
+            register: Default::default(),
+            totals: WindowCounts { calls: 100, failures, slow: 0 },
+            run: 0,
+            live,
+            failing,
+        }
+    }
+
+    #[test]
+    fn the_group_trips_on_the_merged_window_with_a_quorum_of_failing_processes() {
+        let c = Config { failure_threshold: Some(5), ..Config::default() };
+        let g = GroupConfig { quorum: 3, ..GroupConfig::default() };
+        assert_eq!(trips(&c, &g, &answer(4, 10, 10)), None, "below the threshold");
+        assert_eq!(trips(&c, &g, &answer(5, 10, 2)), None, "two processes poison nothing");
+        assert_eq!(trips(&c, &g, &answer(5, 10, 3)), Some(Reason::FailureThreshold));
+        // Fewer live processes than the quorum: all of them.
+        assert_eq!(trips(&c, &g, &answer(5, 2, 2)), Some(Reason::FailureThreshold));
+        assert_eq!(trips(&c, &g, &answer(5, 1, 1)), Some(Reason::FailureThreshold));
+        assert_eq!(trips(&c, &g, &answer(5, 2, 1)), None);
+    }
+
+    fn at(me: u64, phase: GroupPhase, server_now: u64) -> Standing {
+        Standing { me, phase, server_now, trip: None, generation: 0 }
+    }
+
+    #[test]
+    fn the_lease_holder_proposes_what_its_probes_found_and_others_take_over_a_silent_lease() {
+        let c = Config::default();
+        let g = GroupConfig::default();
+        let half_open = GroupPhase::HalfOpen {
+            lease: 1,
+            lease_until_us: 100,
+            open_for_us: 30_000_000,
+            reason: Reason::FailureRate,
+        };
+        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::Closed), Some(Proposed::Closed));
+        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::HalfOpen), None);
+        let left = Duration::from_secs(60);
+        let open_for = Duration::from_secs(60);
+        assert_eq!(
+            proposal(&c, &g, at(1, half_open, 50), Local::Open { open_for, left }),
+            Some(Proposed::Open { for_us: 60_000_000, open_for_us: 60_000_000, reason: Reason::ProbeFailed })
+        );
+        assert_eq!(proposal(&c, &g, at(2, half_open, 99), Local::Open { open_for, left }), None);
+        let lease_us = (c.probe_timeout.as_micros()) + 1_000_000;
+        let take = Some(Proposed::HalfOpen { lease_us, open_for_us: 30_000_000, reason: Reason::FailureRate });
+        assert_eq!(proposal(&c, &g, at(2, half_open, 100), Local::HalfOpen), take);
+        let open = GroupPhase::Open { until_us: 100, open_for_us: 30_000_000, reason: Reason::FailureRate };
+        assert_eq!(proposal(&c, &g, at(2, open, 99), Local::Closed), None);
+        assert_eq!(proposal(&c, &g, at(2, open, 100), Local::Closed), take);
+        assert_eq!(proposal(&c, &g, at(2, GroupPhase::Closed, 100), Local::Closed), None);
+    }
+
+    #[test]
+    fn retries_back_off_to_thirty_seconds_with_jitter() {
+        let g = GroupConfig::default();
+        let first = retry_after(&g, 1, 7);
+        assert!(first <= Duration::from_secs(1) && first > Duration::from_millis(800), "{first:?}");
+        let tenth = retry_after(&g, 10, 7);
+        assert!(tenth <= Duration::from_secs(30) && tenth > Duration::from_secs(24), "{tenth:?}");
+        assert!(retry_after(&g, u32::MAX, 7) <= Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,133 @@
+//! What crosses between a process and the group's store: a [`Request`]
+//! (the process's running totals, its run of failures, and at most one
+//! [`Proposal`]) and an [`Answer`] (the store's clock, the group's
+//! [`Register`], the merged window, the group's run, who is live, who
+//! failed). Times in them are the store's clock, in µs.
+
+use crate::breaker::Tally;
+use crate::state::Reason;
+use crate::window::WindowCounts;
+
+/// The group's phase, on the store's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupPhase {
+    /// Every process decides by itself; the group trips on the merged window.
+    Closed,
+    /// Open until `until_us`; `open_for_us` is what the next probe failure
+    /// grows, `reason` why the group opened.
+    Open {
+        /// When the open period ends (then one process probes).
+        until_us: u64,
+        /// The open period before jitter.
+        open_for_us: u64,
+        /// Why the group opened.
+        reason: Reason,
+    },
+    /// Process `lease` probes for the group until `lease_until_us` at the
+    /// latest; every other process waits.
+    HalfOpen {
+        /// The member holding the probe lease.
+        lease: u64,
+        /// When the lease ends (another process may take over).
+        lease_until_us: u64,
+        /// The open period before jitter.
+        open_for_us: u64,
+        /// Why the group opened.
+        reason: Reason,
+    },
+}
+
+/// The group's fenced register: its phase, and the epoch every change
+/// increments. A proposal made at another epoch changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Register {
+    /// Incremented by every change of phase.
+    pub epoch: u64,
+    /// The phase.
+    pub phase: GroupPhase,
+}
+
+impl Default for Register {
+    fn default() -> Self {
+        Register { epoch: 0, phase: GroupPhase::Closed }
+    }
+}
+
+/// A change of the group's phase a process asks for, applied only if the
+/// register is still at `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proposal {
+    /// The epoch the process saw.
+    pub epoch: u64,
+    /// The phase it asks for.
+    pub to: Proposed,
+}
+
+/// A phase a process proposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proposed {
+    /// Open for `for_us` from the store's now (jitter drawn), growing
+    /// `open_for_us` next, because of `reason`.
+    Open {
+        /// This open period's length.
+        for_us: u64,
+        /// The open period before jitter.
+        open_for_us: u64,
+        /// Why.
+        reason: Reason,
+    },
+    /// The proposer probes, for `lease_us` at most (the open period and
+    /// the reason carried over from the open phase).
+    HalfOpen {
+        /// The lease's length.
+        lease_us: u64,
+        /// The open period before jitter.
+        open_for_us: u64,
+        /// Why the group opened.
+        reason: Reason,
+    },
+    /// Closed: the proposer's probes succeeded. The store forgets the
+    /// merged window and the run.
+    Closed,
+}
+
+/// What a process sends at an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// The process's member id (random per process).
+    pub member: u64,
+    /// Its breaker's running totals: the store counts the difference from
+    /// the totals it last recorded for this member, so a request sent
+    /// twice counts once, and a member it does not know yet counts nothing
+    /// (its totals are the baseline).
+    pub tally: Tally,
+    /// Its breaker's run of failures (since its own last success).
+    pub consecutive: u32,
+    /// The width of a merged window bucket (`0`: no time window merged).
+    pub bucket_us: u64,
+    /// The window's span (failures older than it leave the count of
+    /// failing processes).
+    pub window_us: u64,
+    /// How long a silent member stays live.
+    pub member_ttl_us: u64,
+    /// A change of the group's phase, if the process asks for one.
+    pub proposal: Option<Proposal>,
+}
+
+/// What the store answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// The store's clock when it answered, µs.
+    pub now_us: u64,
+    /// The register after the request's proposal (applied or not).
+    pub register: Register,
+    /// The merged window: the last [`TIME_BUCKETS`](crate::TIME_BUCKETS)
+    /// buckets, the current one included.
+    pub totals: WindowCounts,
+    /// The group's run of failures (see the module [`group`](crate::group)).
+    pub run: u32,
+    /// Members heard from within the member TTL, this one included.
+    pub live: u32,
+    /// Live members with a failure within the window.
+    pub failing: u32,
+}

@@ -1,0 +1,325 @@
+//! A group of simulated processes around one [`MemoryStore`]: each with its
+//! own breaker, member and clock (offset from the store's by up to
+//! minutes), exchanging when its member says.
+
+use alloc::vec::Vec;
+
+use super::*;
+use crate::permit::{Outcome, Wait};
+use crate::state::{Reason, State};
+use crate::time::{Duration, Instant};
+use crate::{Breaker, Config};
+
+/// One sender process.
+struct Process {
+    breaker: Breaker,
+    member: Member,
+    /// Its clock less the store's, µs (its `now` is the store's plus this).
+    skew: i64,
+    /// Whether its store calls fail.
+    cut_off: bool,
+}
+
+struct Group {
+    store: MemoryStore,
+    processes: Vec<Process>,
+    /// The store's clock, µs.
+    now_us: u64,
+}
+
+const SECOND: u64 = 1_000_000;
+
+impl Group {
+    fn new(n: usize, config: Config, group: GroupConfig, skews: &[i64]) -> Group {
+        let processes = (0..n)
+            .map(|i| Process {
+                breaker: Breaker::new(config).unwrap(),
+                member: Member::new(100 + i as u64, group, &config).unwrap(),
+                skew: skews.get(i).copied().unwrap_or(0),
+                cut_off: false,
+            })
+            .collect();
+        // Clocks start 10 minutes in, so that skews back stay positive.
+        Group { store: MemoryStore::new(), processes, now_us: 600 * SECOND }
+    }
+
+    fn local(&self, i: usize) -> Instant {
+        Instant::from_micros((self.now_us as i64 + self.processes[i].skew) as u64)
+    }
+
+    /// Lets every process exchange that is due now.
+    fn exchange_due(&mut self) {
+        for i in 0..self.processes.len() {
+            let now = self.local(i);
+            let now_us = self.now_us;
+            let p = &mut self.processes[i];
+            let Some(request) = p.member.request(&p.breaker, now) else { continue };
+            if p.cut_off {
+                p.member.failed(&mut p.breaker, now);
+                continue;
+            }
+            let answer = self.store.exchange(&request, now_us);
+            p.member.apply(&mut p.breaker, &answer, now);
+        }
+    }
+
+    /// Advances the store's clock by `us` in steps of 10 ms, exchanging as due.
+    fn run(&mut self, us: u64) {
+        let end = self.now_us + us;
+        while self.now_us < end {
+            self.now_us = (self.now_us + 10_000).min(end);
+            self.exchange_due();
+        }
+    }
+
+    /// Process `i` makes a call that ends with `outcome`: true if admitted.
+    fn call(&mut self, i: usize, outcome: Outcome) -> bool {
+        let now = self.local(i);
+        let b = &mut self.processes[i].breaker;
+        match b.try_acquire(now).decision {
+            Ok(permit) => {
+                b.record(permit, outcome, now);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn states(&self) -> Vec<State> {
+        (0..self.processes.len()).map(|i| self.processes[i].breaker.state(self.local(i))).collect()
+    }
+
+    fn phase(&self) -> GroupPhase {
+        self.store.register().phase
+    }
+}
+
+fn all(states: &[State], state: State) -> bool {
+    states.iter().all(|&s| s == state)
+}
+
+#[test]
+fn failures_spread_over_ten_processes_open_the_group_though_none_trips_alone() {
+    let mut g = Group::new(10, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    // 10 failures in all, one per process: no process sees 5.
+    for i in 0..10 {
+        assert!(g.call(i, Outcome::Failure));
+    }
+    assert!(all(&g.states(), State::Closed));
+    // One flush interval brings the counts in, the next exchange proposes.
+    g.run(2 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { reason: Reason::FailureThreshold, .. }), "{:?}", g.phase());
+    g.run(SECOND);
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
+    assert!((0..10).all(|i| !g.call(i, Outcome::Success)), "every process rejects");
+}
+
+#[test]
+fn one_poisoned_process_does_not_open_the_group() {
+    let mut g = Group::new(10, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for _ in 0..20 {
+        g.call(0, Outcome::Failure);
+        for i in 1..10 {
+            g.call(i, Outcome::Success);
+        }
+    }
+    g.run(5 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    let states = g.states();
+    assert_eq!(states[0], State::Open, "it opens alone");
+    assert!(all(&states[1..], State::Closed), "{states:?}");
+}
+
+/// A group opened by failures everywhere, run to the end of its open period.
+fn opened(n: usize, skews: &[i64]) -> Group {
+    let mut g = Group::new(n, Config::default(), GroupConfig::default(), skews);
+    g.run(SECOND);
+    for round in 0..5 {
+        for i in 0..n {
+            let _ = round;
+            g.call(i, Outcome::Failure);
+        }
+    }
+    g.run(3 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { .. }));
+    g
+}
+
+#[test]
+fn exactly_one_probe_round_for_the_whole_group() {
+    let mut g = opened(10, &[]);
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    let holder = (lease - 100) as usize;
+    // Every process tries as hard as it can: 3 probes in all.
+    let mut admitted = 0;
+    for _ in 0..5 {
+        for i in 0..10 {
+            let now = g.local(i);
+            // Admitted probes stay out (not reported).
+            if g.processes[i].breaker.try_acquire(now).decision.is_ok() {
+                admitted += 1;
+                assert_eq!(i, holder, "only the lease holder probes");
+            }
+        }
+    }
+    assert_eq!(admitted, 3, "half_open_max_attempts for the group");
+    let other = (holder + 1) % 10;
+    let now = g.local(other);
+    let wait = g.processes[other].breaker.try_acquire(now).decision.unwrap_err().wait;
+    assert!(matches!(wait, Wait::ProbesBusy { .. }), "{wait:?}");
+}
+
+#[test]
+fn the_lease_holders_probes_close_every_process_within_two_flush_intervals() {
+    let mut g = opened(10, &[]);
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    let holder = (lease - 100) as usize;
+    for _ in 0..3 {
+        assert!(g.call(holder, Outcome::Success));
+    }
+    assert_eq!(g.processes[holder].breaker.state(g.local(holder)), State::Closed);
+    g.run(2 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    assert!(all(&g.states(), State::Closed), "{:?}", g.states());
+    // The group starts counting afresh: one failure per process opens nothing.
+    for i in 0..4 {
+        g.call(i, Outcome::Failure);
+    }
+    g.run(3 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed);
+}
+
+#[test]
+fn a_failed_probe_opens_the_group_again_for_twice_as_long() {
+    let mut g = opened(5, &[]);
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    let holder = (lease - 100) as usize;
+    assert!(g.call(holder, Outcome::Failure));
+    g.run(SECOND);
+    let GroupPhase::Open { until_us, open_for_us, reason } = g.phase() else { panic!("{:?}", g.phase()) };
+    assert_eq!((open_for_us, reason), (60 * SECOND, Reason::ProbeFailed));
+    assert!(until_us > g.now_us + 58 * SECOND);
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
+}
+
+#[test]
+fn a_silent_lease_holder_is_taken_over_after_its_lease() {
+    let mut g = opened(3, &[]);
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, lease_until_us, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    let holder = (lease - 100) as usize;
+    // The holder crashed: it never exchanges again.
+    g.processes.remove(holder);
+    g.run(lease_until_us - g.now_us + 2 * SECOND);
+    let GroupPhase::HalfOpen { lease: next, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    assert_ne!(next, lease);
+}
+
+#[test]
+fn clocks_minutes_apart_follow_one_open_period() {
+    // Five processes whose clocks are off by up to five minutes.
+    let skews = [0, 300 * SECOND as i64, -180 * SECOND as i64, 7, -240 * SECOND as i64];
+    let mut g = opened(5, &skews);
+    let GroupPhase::Open { until_us, .. } = g.phase() else { panic!() };
+    g.run(until_us - g.now_us - 100_000);
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
+    g.run(2 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::HalfOpen { .. }));
+    let open = g.states().iter().filter(|&&s| s == State::Open).count();
+    assert_eq!(open, 0, "every process's open period ended with the group's: {:?}", g.states());
+}
+
+#[test]
+fn a_store_outage_leaves_each_process_deciding_alone_and_it_adopts_the_group_on_recovery() {
+    let mut g = Group::new(3, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    g.processes[2].cut_off = true;
+    g.run(2 * SECOND);
+    assert_eq!(g.processes[2].member.poll_event(), Some(GroupEvent::Degraded));
+    assert_eq!(g.processes[2].member.poll_event(), None);
+    // Alone, it still trips by itself.
+    for _ in 0..5 {
+        g.call(2, Outcome::Failure);
+    }
+    assert_eq!(g.processes[2].breaker.state(g.local(2)), State::Open);
+    // Meanwhile the others open the group.
+    for _ in 0..5 {
+        g.call(0, Outcome::Failure);
+        g.call(1, Outcome::Failure);
+    }
+    g.run(3 * SECOND);
+    let GroupPhase::Open { until_us, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    g.processes[2].cut_off = false;
+    g.run(40 * SECOND);
+    assert_eq!(g.processes[2].member.poll_event(), Some(GroupEvent::Recovered));
+    assert!(!g.processes[2].member.degraded());
+    // It follows the group's probe round now: one holder for the three.
+    assert!(g.now_us > until_us);
+    assert!(matches!(g.phase(), GroupPhase::HalfOpen { .. }), "{:?}", g.phase());
+    let probing = (0..3).filter(|&i| g.processes[i].breaker.check(g.local(i)).is_ok()).count();
+    assert_eq!(probing, 1);
+}
+
+#[test]
+fn an_outage_backs_off_and_never_holds_a_process_open() {
+    let mut g = opened(2, &[]);
+    g.processes[1].cut_off = true;
+    g.run(120 * SECOND);
+    // Its own open period ended; alone, it probes by itself.
+    assert!(g.processes[1].member.degraded());
+    assert!(g.call(1, Outcome::Success));
+}
+
+#[test]
+fn a_store_restarted_empty_starts_the_group_afresh_without_a_false_open() {
+    let mut g = Group::new(4, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for _ in 0..100 {
+        for i in 0..4 {
+            g.call(i, Outcome::Success);
+        }
+    }
+    for i in 0..4 {
+        g.call(i, Outcome::Failure);
+    }
+    g.run(2 * SECOND);
+    g.store = MemoryStore::new();
+    g.run(5 * SECOND);
+    // The running totals of before are a baseline, not a burst.
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    assert!(all(&g.states(), State::Closed));
+}
+
+#[test]
+fn a_request_applied_twice_counts_once_and_a_stale_proposal_changes_nothing() {
+    let config = Config::default();
+    let mut breaker = Breaker::new(config).unwrap();
+    let mut member = Member::new(1, GroupConfig::default(), &config).unwrap();
+    let mut store = MemoryStore::new();
+    let now = Instant::from_micros(SECOND);
+    let first = member.request(&breaker, now).unwrap();
+    store.exchange(&first, SECOND);
+    for _ in 0..3 {
+        let p = breaker.try_acquire(now).decision.unwrap();
+        breaker.record(p, Outcome::Failure, now);
+    }
+    let mut request = first;
+    request.tally = breaker.tally();
+    let once = store.exchange(&request, SECOND + 1);
+    let twice = store.exchange(&request, SECOND + 2);
+    assert_eq!((once.totals.failures, twice.totals.failures), (3, 3));
+    // Two proposals made at the same epoch: the first changes the register.
+    let open = Proposed::Open { for_us: SECOND, open_for_us: SECOND, reason: Reason::FailureThreshold };
+    request.proposal = Some(Proposal { epoch: 0, to: open });
+    assert_eq!(store.exchange(&request, SECOND + 3).register.epoch, 1);
+    request.proposal = Some(Proposal { epoch: 0, to: Proposed::Closed });
+    let answer = store.exchange(&request, SECOND + 4);
+    assert_eq!(answer.register.epoch, 1);
+    assert!(matches!(answer.register.phase, GroupPhase::Open { .. }));
+    let _ = Duration::ZERO;
+}
