@@ -21,7 +21,7 @@ test: lint test-structure test-schema test-nostd test-prometheus test-rust test-
 # The core with every feature set it claims (std + snapshot by default, none,
 # alloc alone, snapshot without std: its other JSON writer), and the simulator
 # (release: it runs every campaign).
-test-rust:
+test-rust: setup-redis
 	$(CARGO) test -p halfopen
 	$(CARGO) test --release -p halfopen-sim
 	$(CARGO) test -q -p halfopen --no-default-features
@@ -31,7 +31,7 @@ test-rust:
 # The core on the oldest Rust it declares (workspace `rust-version`), with a
 # toolchain rustup installs (minimal profile) and a target folder of its own.
 MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
-test-msrv:
+test-msrv: setup-redis
 	@rustup toolchain list | grep -q "^$(MSRV)-" || rustup toolchain install $(MSRV) --profile minimal >/dev/null
 	CARGO_TARGET_DIR=target/msrv $(CARGO) +$(MSRV) test -q -p halfopen
 

@@ -124,6 +124,30 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: [Reason; 15] = [
+        Reason::ConsecutiveFailures,
+        Reason::FailureThreshold,
+        Reason::FailureRate,
+        Reason::SlowCallRate,
+        Reason::OpenTimeout,
+        Reason::ProbeFailed,
+        Reason::ProbesSucceeded,
+        Reason::ForcedOpen,
+        Reason::ForcedOpenEnded,
+        Reason::Released,
+        Reason::ForcedClose,
+        Reason::Disabled,
+        Reason::Reset,
+        Reason::Reconfigured,
+        Reason::Restored,
+    ];
+
+    /// The reason named `name` (its [`name`](Self::name)), if any.
+    pub fn from_name(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     /// The reason's snake_case name (as in the conformance suite).
     pub const fn name(self) -> &'static str {
         match self {

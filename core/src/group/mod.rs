@@ -51,6 +51,8 @@ mod member;
 mod policy;
 mod protocol;
 #[cfg(feature = "alloc")]
+pub mod redis;
+#[cfg(feature = "alloc")]
 mod store;
 #[cfg(all(test, feature = "alloc"))]
 mod tests;

@@ -1,0 +1,172 @@
+//! The group store on Redis: the script, its keys, what a request passes it
+//! and how its reply reads. Every binding's Redis driver uses these, so the
+//! layout is written once. The script (`store.lua`) does what
+//! [`MemoryStore`](super::MemoryStore) does.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use super::GroupConfig;
+use super::protocol::{Answer, GroupPhase, Proposed, Register, Request};
+use crate::config::Config;
+use crate::state::Reason;
+use crate::time::Duration;
+use crate::window::{TIME_BUCKETS, Window, WindowCounts};
+
+/// The store script, for Redis `EVAL` / `EVALSHA` (Redis 7: it reads the
+/// server's `TIME`).
+pub const SCRIPT: &str = include_str!("store.lua");
+
+/// The keys of group `name`, in the order the script takes them. Versioned
+/// (`halfopen:v1:`), so that a later layout never reads this one's; `{name}`
+/// is the hash tag: every key of a group is in one Redis Cluster slot.
+pub fn keys(name: &str) -> [String; 6] {
+    ["register", "buckets", "totals", "members", "failed", "run"].map(|part| format!("halfopen:v1:{{{name}}}:{part}"))
+}
+
+/// How long a group's keys outlive its last exchange: its longest period
+/// (the window, the longest open period, the lease) plus the member TTL.
+pub fn key_ttl(breaker: &Config, group: &GroupConfig) -> Duration {
+    let window = match breaker.window {
+        Window::Time(span) => span,
+        Window::Count(_) => Duration::ZERO,
+    };
+    let longest = window.max(breaker.open_timeout_cap()).max(group.lease_for(breaker));
+    Duration::from_micros(longest.as_micros().saturating_add(group.member_ttl().as_micros()))
+}
+
+/// The script's arguments for `request`, in order (see `store.lua`).
+pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
+    let r = request;
+    let (kind, epoch, period, open_for, reason) = match r.proposal {
+        None => (0, 0, 0, 0, ""),
+        Some(p) => match p.to {
+            Proposed::Open { for_us, open_for_us, reason } => (1, p.epoch, for_us, open_for_us, reason.name()),
+            Proposed::HalfOpen { lease_us, open_for_us, reason } => (2, p.epoch, lease_us, open_for_us, reason.name()),
+            Proposed::Closed => (3, p.epoch, 0, 0, ""),
+        },
+    };
+    let numbers = [
+        r.member,
+        r.tally.calls,
+        r.tally.failures,
+        r.tally.slow,
+        u64::from(r.consecutive),
+        r.bucket_us,
+        r.window_us,
+        r.member_ttl_us,
+        key_ttl.as_millis().max(1),
+        u64::from(TIME_BUCKETS),
+        kind,
+        epoch,
+        period,
+        open_for,
+    ];
+    let mut out: Vec<String> = numbers.iter().map(u64::to_string).collect();
+    out.push(reason.to_string());
+    out
+}
+
+/// A reply the script cannot have given (another script under the same
+/// keys, a proxy that mangled it): the exchange counts as failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadReply;
+
+/// The answer in the script's reply (14 values, as text).
+pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
+    let [now, epoch, phase, until, open_for, why, lease, lease_until, calls, failures, slow, run, live, failing] =
+        reply
+    else {
+        return Err(BadReply);
+    };
+    let n = |v: &S| v.as_ref().parse::<u64>().map_err(|_| BadReply);
+    let small = |v: &S| n(v).map(|x| u32::try_from(x).unwrap_or(u32::MAX));
+    let reason = |v: &S| Reason::from_name(v.as_ref()).ok_or(BadReply);
+    let phase = match phase.as_ref() {
+        "closed" => GroupPhase::Closed,
+        "open" => GroupPhase::Open { until_us: n(until)?, open_for_us: n(open_for)?, reason: reason(why)? },
+        "half_open" => GroupPhase::HalfOpen {
+            lease: n(lease)?,
+            lease_until_us: n(lease_until)?,
+            open_for_us: n(open_for)?,
+            reason: reason(why)?,
+        },
+        _ => return Err(BadReply),
+    };
+    Ok(Answer {
+        now_us: n(now)?,
+        register: Register { epoch: n(epoch)?, phase },
+        totals: WindowCounts { calls: small(calls)?, failures: small(failures)?, slow: small(slow)? },
+        run: small(run)?,
+        live: small(live)?,
+        failing: small(failing)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{Proposal, Tally};
+
+    #[test]
+    fn every_key_of_a_group_shares_its_hash_tag() {
+        let keys = keys("wa-instance-7");
+        assert!(keys.iter().all(|k| k.starts_with("halfopen:v1:{wa-instance-7}:")));
+        assert_eq!(keys.len(), 6);
+    }
+
+    #[test]
+    fn a_request_and_a_reply_read_as_they_were_meant() {
+        let request = Request {
+            member: u64::MAX,
+            tally: Tally { calls: 10, failures: 4, slow: 1 },
+            consecutive: 2,
+            bucket_us: 7_500_000,
+            window_us: 60_000_000,
+            member_ttl_us: 3_000_000,
+            proposal: Some(Proposal {
+                epoch: 7,
+                to: Proposed::HalfOpen { lease_us: 61_000_000, open_for_us: 30_000_000, reason: Reason::FailureRate },
+            }),
+        };
+        let args = args(&request, Duration::from_secs(400));
+        assert_eq!(args[0], "18446744073709551615");
+        assert_eq!(&args[8..], ["400000", "8", "2", "7", "61000000", "30000000", "failure_rate"]);
+        let reply = [
+            "1700000000000000",
+            "8",
+            "half_open",
+            "0",
+            "30000000",
+            "failure_rate",
+            "18446744073709551615",
+            "1700000061000000",
+            "10",
+            "4",
+            "1",
+            "2",
+            "3",
+            "1",
+        ];
+        let a = answer(&reply).unwrap();
+        assert_eq!(a.register.epoch, 8);
+        assert_eq!(
+            a.register.phase,
+            GroupPhase::HalfOpen {
+                lease: u64::MAX,
+                lease_until_us: 1_700_000_061_000_000,
+                open_for_us: 30_000_000,
+                reason: Reason::FailureRate
+            }
+        );
+        assert_eq!((a.totals.failures, a.run, a.live, a.failing), (4, 2, 3, 1));
+        assert_eq!(answer(&reply[..13]), Err(BadReply));
+        let mut wrong = reply;
+        wrong[2] = "ajar";
+        assert_eq!(answer(&wrong), Err(BadReply));
+        wrong[2] = "open";
+        wrong[5] = "because";
+        assert_eq!(answer(&wrong), Err(BadReply));
+    }
+}

@@ -1,0 +1,115 @@
+-- halfopen's group store on Redis: what `MemoryStore` (core/src/group/store.rs)
+-- does, in one atomic script call per exchange. Counters, a fenced register
+-- and a lease; no breaker rule (those are in the core). The layout of KEYS,
+-- ARGV and the reply is `group::redis` (core/src/group/redis.rs).
+--
+-- KEYS: 1 register (hash), 2 window buckets (hash "<id>:c|f|s"), 3 running
+-- totals by member (hash "calls,failures,slow"), 4 members by last exchange
+-- (zset), 5 members by last failure (zset), 6 the group's run (string).
+-- ARGV: 1 member, 2 calls, 3 failures, 4 slow, 5 consecutive, 6 bucket_us,
+-- 7 window_us, 8 member_ttl_us, 9 key_ttl_ms, 10 buckets kept, 11 proposal
+-- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch, 13 for_us or
+-- lease_us, 14 open_for_us, 15 reason.
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local member = ARGV[1]
+local calls, failures, slow = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local bucket_us, window_us, ttl_us = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local key_ttl, kept = tonumber(ARGV[9]), tonumber(ARGV[10])
+
+-- Members silent for longer than their TTL leave.
+local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. int(now - ttl_us))
+for _, m in ipairs(gone) do
+  redis.call('ZREM', KEYS[4], m)
+  redis.call('ZREM', KEYS[5], m)
+  redis.call('HDEL', KEYS[3], m)
+end
+redis.call('ZADD', KEYS[4], int(now), member)
+
+-- Growth of the running totals since last received; a member not known yet
+-- (or whose totals went back) counts nothing this time.
+local dc, df, ds = 0, 0, 0
+local prev = redis.call('HGET', KEYS[3], member)
+if prev then
+  local pc, pf, ps = string.match(prev, '^(%d+),(%d+),(%d+)$')
+  pc, pf, ps = tonumber(pc), tonumber(pf), tonumber(ps)
+  if pc and calls >= pc and failures >= pf and slow >= ps then
+    dc, df, ds = calls - pc, failures - pf, slow - ps
+  end
+end
+redis.call('HSET', KEYS[3], member, ARGV[2] .. ',' .. ARGV[3] .. ',' .. ARGV[4])
+
+local bucket = nil
+if bucket_us > 0 then
+  bucket = math.floor(now / bucket_us)
+end
+if bucket and dc > 0 then
+  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':c', dc)
+  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':f', df)
+  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':s', ds)
+end
+if df > 0 then
+  redis.call('ZADD', KEYS[5], int(now), member)
+end
+
+local run
+if dc > df then
+  run = tonumber(ARGV[5])
+else
+  run = tonumber(redis.call('GET', KEYS[6]) or '0') + df
+end
+redis.call('SET', KEYS[6], int(run))
+
+-- The fenced register: a proposal made at another epoch changes nothing.
+local fields = {'epoch', 'phase', 'until', 'open_for', 'reason', 'lease', 'lease_until'}
+local reg = redis.call('HMGET', KEYS[1], unpack(fields))
+local epoch = tonumber(reg[1] or '0')
+local kind = tonumber(ARGV[11])
+if kind > 0 and tonumber(ARGV[12]) == epoch then
+  epoch = epoch + 1
+  local period = tonumber(ARGV[13])
+  if kind == 1 then
+    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'open', 'until', int(now + period),
+      'open_for', ARGV[14], 'reason', ARGV[15])
+    redis.call('HDEL', KEYS[1], 'lease', 'lease_until')
+  elseif kind == 2 then
+    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'half_open', 'lease', member,
+      'lease_until', int(now + period), 'open_for', ARGV[14], 'reason', ARGV[15])
+    redis.call('HDEL', KEYS[1], 'until')
+  else
+    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'closed')
+    redis.call('HDEL', KEYS[1], 'until', 'open_for', 'reason', 'lease', 'lease_until')
+    redis.call('DEL', KEYS[2], KEYS[5])
+    run = 0
+    redis.call('SET', KEYS[6], '0')
+  end
+  reg = redis.call('HMGET', KEYS[1], unpack(fields))
+end
+
+-- The merged window: the last `kept` buckets, the current one included.
+local c, f, s = 0, 0, 0
+if bucket then
+  local counts = redis.call('HGETALL', KEYS[2])
+  for i = 1, #counts, 2 do
+    local id, which = string.match(counts[i], '^(%d+):(%a)$')
+    if tonumber(id) < bucket - (kept - 1) then
+      redis.call('HDEL', KEYS[2], counts[i])
+    else
+      local n = tonumber(counts[i + 1])
+      if which == 'c' then c = c + n elseif which == 'f' then f = f + n else s = s + n end
+    end
+  end
+end
+
+local live = redis.call('ZCARD', KEYS[4])
+local failing = redis.call('ZCOUNT', KEYS[5], int(now - window_us), '+inf')
+for i = 1, 6 do
+  redis.call('PEXPIRE', KEYS[i], key_ttl)
+end
+return {int(now), int(epoch), reg[2] or 'closed', reg[3] or '0', reg[4] or '0', reg[5] or '',
+  reg[6] or '0', reg[7] or '0', int(c), int(f), int(s), int(run), int(live), int(failing)}

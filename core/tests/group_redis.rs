@@ -1,0 +1,171 @@
+//! The group store's Lua script on a real redis-server does what the
+//! reference `MemoryStore` does: the same requests (several members, their
+//! running totals, proposals at current and stale epochs, members that go
+//! silent) through both, at the server's time, give the same answers.
+//! Needs `redis-server` on the PATH (`make setup-redis`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration as StdDuration;
+
+use halfopen::group::{MemoryStore, Proposal, Proposed, Request, Tally, redis};
+use halfopen::{Config, Duration, Reason};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start() -> (Server, TcpStream) {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server on the PATH (make setup-redis)");
+    let server = Server(child);
+    // Its own answer says when it is up: a PING that gets PONG.
+    for _ in 0..500 {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            if let Ok(reply) = call(&mut s, &["PING"]) {
+                assert_eq!(reply, vec!["PONG".to_string()]);
+                return (server, s);
+            }
+        }
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
+    panic!("redis-server did not answer");
+}
+
+/// Sends a command; its reply as text (an array's items, or the one value).
+fn call(s: &mut TcpStream, args: &[&str]) -> std::io::Result<Vec<String>> {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(out.as_bytes())?;
+    let mut r = BufReader::new(s.try_clone()?);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let (kind, rest) = line.trim_end().split_at(1);
+    let one = |r: &mut BufReader<TcpStream>, kind: &str, rest: &str| -> std::io::Result<String> {
+        match kind {
+            "+" | ":" => Ok(rest.to_string()),
+            "$" => {
+                let len: usize = rest.parse().unwrap();
+                let mut buf = vec![0; len + 2];
+                std::io::Read::read_exact(r, &mut buf)?;
+                Ok(String::from_utf8(buf[..len].to_vec()).unwrap())
+            }
+            _ => panic!("reply {kind}{rest}"),
+        }
+    };
+    if kind == "*" {
+        let n: usize = rest.parse().unwrap();
+        (0..n)
+            .map(|_| {
+                let mut item = String::new();
+                r.read_line(&mut item)?;
+                let (k, v) = item.trim_end().split_at(1);
+                one(&mut r, k, v)
+            })
+            .collect()
+    } else {
+        Ok(vec![one(&mut r, kind, rest)?])
+    }
+}
+
+/// A small xorshift for the scenario.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+#[test]
+fn the_lua_script_answers_as_the_reference_store() {
+    let (_server, mut s) = start();
+    let keys = redis::keys("differential");
+    let ttl = redis::key_ttl(&Config::default(), &Default::default());
+    let mut reference = MemoryStore::new();
+    let mut totals = [Tally::default(); 5];
+    let mut draw = Draw(0x9E37_79B9_7F4A_7C15);
+    let reasons = [Reason::FailureThreshold, Reason::ConsecutiveFailures, Reason::ProbeFailed];
+    let mut epoch: u64 = 0;
+    let mut old_buckets = 0;
+    for step in 0..600 {
+        let m = draw.next(5) as usize;
+        // Members 3 and 4 go silent for a while (they leave, then rejoin).
+        if (m == 3 || m == 4) && (200..320).contains(&step) {
+            continue;
+        }
+        let t = &mut totals[m];
+        let calls = draw.next(4);
+        let failures = draw.next(calls + 1);
+        t.calls += calls;
+        t.failures += failures;
+        t.slow += draw.next(failures + 1);
+        // Now and then a member restarts with fresh totals.
+        if draw.next(50) == 0 {
+            *t = Tally::default();
+        }
+        // Closing (which clears the window) is rare, so that the window fills.
+        let to = match draw.next(40) {
+            0 => Some(Proposed::Open {
+                for_us: 1 + draw.next(300_000),
+                open_for_us: 30_000_000,
+                reason: reasons[draw.next(3) as usize],
+            }),
+            1 => Some(Proposed::HalfOpen { lease_us: 100_000, open_for_us: 60_000_000, reason: Reason::FailureRate }),
+            2 | 3 | 4 => Some(Proposed::HalfOpen {
+                lease_us: 100_000,
+                open_for_us: 60_000_000,
+                reason: Reason::ConsecutiveFailures,
+            }),
+            5 => Some(Proposed::Closed),
+            _ => None,
+        };
+        // Mostly at the current epoch, sometimes a stale one.
+        let at = if draw.next(4) == 0 { epoch.saturating_sub(1) } else { epoch };
+        let request = Request {
+            member: 1_000 + m as u64 * (u64::MAX / 7),
+            tally: *t,
+            consecutive: draw.next(6) as u32,
+            bucket_us: if step % 97 == 0 { 0 } else { 20_000 },
+            window_us: 150_000,
+            member_ttl_us: 100_000,
+            proposal: to.map(|to| Proposal { epoch: at, to }),
+        };
+        let args = redis::args(&request, ttl);
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "6"];
+        command.extend(keys.iter().map(String::as_str));
+        command.extend(args.iter().map(String::as_str));
+        let reply = call(&mut s, &command).unwrap();
+        let lua = redis::answer(&reply).unwrap_or_else(|_| panic!("step {step}: {reply:?}"));
+        let expected = reference.exchange(&request, lua.now_us);
+        assert_eq!(lua, expected, "step {step}: {request:?}");
+        epoch = lua.register.epoch;
+        old_buckets += usize::from(lua.totals.calls > 0 && step > 100);
+        // Time passes: buckets (20 ms) roll over, silent members leave.
+        if step % 10 == 0 {
+            std::thread::sleep(StdDuration::from_millis(6));
+        }
+    }
+    assert!(epoch > 10, "the register moved: {epoch}");
+    assert!(old_buckets > 100, "the window held counts: {old_buckets}");
+    // Every key carries the TTL.
+    for key in &keys {
+        let ttl_ms: i64 = call(&mut s, &["PTTL", key]).unwrap()[0].parse().unwrap();
+        assert!(ttl_ms > 0 && ttl_ms <= Duration::from_secs(400).as_millis() as i64, "{key}: {ttl_ms}");
+    }
+}
