@@ -31,11 +31,11 @@ fn start() -> (Server, TcpStream) {
     let server = Server(child);
     // Its own answer says when it is up: a PING that gets PONG.
     for _ in 0..500 {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            if let Ok(reply) = call(&mut s, &["PING"]) {
-                assert_eq!(reply, vec!["PONG".to_string()]);
-                return (server, s);
-            }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port))
+            && let Ok(reply) = call(&mut s, &["PING"])
+        {
+            assert_eq!(reply, vec!["PONG".to_string()]);
+            return (server, s);
         }
         std::thread::sleep(StdDuration::from_millis(10));
     }
