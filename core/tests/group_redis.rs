@@ -127,7 +127,7 @@ fn the_lua_script_answers_as_the_reference_store() {
                 reason: reasons[draw.next(3) as usize],
             }),
             1 => Some(Proposed::HalfOpen { lease_us: 100_000, open_for_us: 60_000_000, reason: Reason::FailureRate }),
-            2 | 3 | 4 => Some(Proposed::HalfOpen {
+            2..=4 => Some(Proposed::HalfOpen {
                 lease_us: 100_000,
                 open_for_us: 60_000_000,
                 reason: Reason::ConsecutiveFailures,
