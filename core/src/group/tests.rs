@@ -147,12 +147,17 @@ fn opened(n: usize, skews: &[i64]) -> Group {
     g
 }
 
+/// Runs `g` past its open period; the process holding the probe lease.
+fn probing(g: &mut Group) -> usize {
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    (lease - 100) as usize
+}
+
 #[test]
 fn exactly_one_probe_round_for_the_whole_group() {
     let mut g = opened(10, &[]);
-    g.run(30 * SECOND);
-    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
-    let holder = (lease - 100) as usize;
+    let holder = probing(&mut g);
     // Every process tries as hard as it can: 3 probes in all.
     let mut admitted = 0;
     for _ in 0..5 {
@@ -175,9 +180,7 @@ fn exactly_one_probe_round_for_the_whole_group() {
 #[test]
 fn the_lease_holders_probes_close_every_process_within_two_flush_intervals() {
     let mut g = opened(10, &[]);
-    g.run(30 * SECOND);
-    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
-    let holder = (lease - 100) as usize;
+    let holder = probing(&mut g);
     for _ in 0..3 {
         assert!(g.call(holder, Outcome::Success));
     }
@@ -196,9 +199,7 @@ fn the_lease_holders_probes_close_every_process_within_two_flush_intervals() {
 #[test]
 fn a_failed_probe_opens_the_group_again_for_twice_as_long() {
     let mut g = opened(5, &[]);
-    g.run(30 * SECOND);
-    let GroupPhase::HalfOpen { lease, .. } = g.phase() else { panic!("{:?}", g.phase()) };
-    let holder = (lease - 100) as usize;
+    let holder = probing(&mut g);
     assert!(g.call(holder, Outcome::Failure));
     g.run(SECOND);
     let GroupPhase::Open { until_us, open_for_us, reason } = g.phase() else { panic!("{:?}", g.phase()) };
