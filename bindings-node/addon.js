@@ -838,4 +838,6 @@ module.exports = nativeBinding
 module.exports.NativeBreaker = nativeBinding.NativeBreaker
 module.exports.NativeDispatcher = nativeBinding.NativeDispatcher
 module.exports.NativeRegistry = nativeBinding.NativeRegistry
+module.exports.groupKeys = nativeBinding.groupKeys
+module.exports.groupScript = nativeBinding.groupScript
 module.exports.wireCodes = nativeBinding.wireCodes

@@ -108,6 +108,15 @@ export interface CircuitOptions extends CoreOptions {
   timeoutMs?: number | null
   /** Keep a latency histogram (4 KB) for p50/p95/p99 in `metrics()`. */
   latencyHistogram?: boolean
+  /**
+   * One breaker for several processes (README "Several processes"): the
+   * breakers of every process with the same `name` on the same Redis trip on
+   * their merged failures (with a quorum of processes), probe once for the
+   * group and close together. Exchanges run in the background, at most one
+   * script call per `flushIntervalMs`: no call ever waits for Redis or fails
+   * because of it. Native addon only (not the WebAssembly backend).
+   */
+  group?: GroupOptions
   /** Whether an error from `fn` says the upstream is unwell (default: every error does; if it throws, the call is a failure). */
   isFailure?: (err: unknown) => boolean
   /**
@@ -198,6 +207,34 @@ export declare class SnapshotError extends Error {
   readonly kind: 'malformed' | 'newer_version' | 'config_mismatch' | 'corrupt'
 }
 
+/** The `group` option. Ranges are checked by the core: a RangeError with `option: 'group.<name>'` and `problem`. */
+export interface GroupOptions {
+  /** The ioredis client (a `Redis` or a `Cluster`: a group's keys share one hash slot). */
+  redis: { defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void }
+  /** The group: every process's breaker with this name and Redis is one breaker (keys `halfopen:v1:{name}:...`). */
+  name: string
+  /** At most one exchange per interval (besides those a transition asks for). Default 1000. */
+  flushIntervalMs?: number
+  /** An exchange that takes longer counts as failed; at most `flushIntervalMs`. Default 250. */
+  storeTimeoutMs?: number
+  /** Distinct live processes whose calls failed within the window, needed to open the group (all, if fewer are live). Default 2. */
+  quorum?: number
+  /** How long one process's probe round may last before another takes over; at least `probeTimeoutMs`. Default `probeTimeoutMs` + `flushIntervalMs`. */
+  leaseMs?: number
+  /** How long a silent process still counts as live. Default 3 flush intervals. */
+  memberTtlMs?: number
+}
+
+/** What a grouped breaker knows of its group. */
+export interface GroupStatus {
+  /** This process's member id (16 hex digits, random). */
+  member: string
+  /** Whether it decides alone because Redis failed or was late. */
+  degraded: boolean
+  /** The group's phase as last answered; null before the first answer or since Redis failed. */
+  phase: 'closed' | 'open' | 'half_open' | null
+}
+
 /** Rejection of a call that exceeded `timeoutMs`. */
 export declare class CircuitBreakerTimeoutError extends Error {
   readonly breakerName: string
@@ -237,8 +274,16 @@ export declare class CircuitBreaker extends EventEmitter {
   toBytes(): Buffer
   static fromJSON(options: CircuitOptions, snapshot: object | string): CircuitBreaker
   static fromBytes(options: CircuitOptions, bytes: Uint8Array): CircuitBreaker
+  /** With the `group` option, what it knows of its group; else null. */
+  groupStatus(): GroupStatus | null
+  /** Stops exchanging with the group (the breaker goes on alone). */
+  leaveGroup(): void
 
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
+  /** Redis failed or was late: this process decides alone (it still trips, probes and closes by itself). */
+  on(event: 'groupDegraded', listener: (e: { name: string; error: Error | null }) => void): this
+  /** Redis answered again: this process follows the group again (and adopts what it did meanwhile). */
+  on(event: 'groupRecovered', listener: (e: { name: string }) => void): this
   on(event: 'reject', listener: (err: CircuitBreakerOpenError) => void): this
   on(event: 'success', listener: (value: unknown) => void): this
   on(event: 'failure', listener: (err: unknown) => void): this

@@ -80,6 +80,37 @@ export declare class NativeBreaker {
    * snapshot was taken counts (the clock is shared).
    */
   restore(json: string | undefined | null, bytes: Buffer | undefined | null, nowMs: number, counted: boolean): void
+  /**
+   * Makes this breaker a member of a group; throws a structured error for
+   * an invalid option.
+   */
+  groupJoin(options: NativeGroupOptions): void
+  /**
+   * When the next exchange is due (ms on the breaker's clock); `Infinity`
+   * outside a group.
+   */
+  groupNextMs(nowMs: number): number
+  /**
+   * The script's arguments for the exchange due at `nowMs` (after the
+   * keys), or null if none is due.
+   */
+  groupRequest(nowMs: number): Array<string> | null
+  /**
+   * Applies the script's reply at `nowMs`: 1 if a transition waits, 0 if
+   * not, -1 if the reply is not the script's (counted as a failed exchange).
+   */
+  groupApply(reply: Array<string>, nowMs: number): number
+  /** The exchange out failed or took too long, at `nowMs`. */
+  groupFailed(nowMs: number): void
+  /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */
+  groupEvent(): string | null
+  /** Whether the member decides alone because its store failed. */
+  groupDegraded(): boolean
+  /**
+   * The group's phase as last answered (`"closed"`, `"open"`,
+   * `"half_open"`), or null (no answer yet, or the store failed since).
+   */
+  groupPhase(): string | null
 }
 
 export declare class NativeDispatcher {
@@ -236,6 +267,12 @@ export declare class NativeRegistry {
   restoreJson(json: string, nowMs: number, counted: boolean): boolean
 }
 
+/** The Redis keys of group `name`, in the script's order (one hash slot). */
+export declare function groupKeys(name: string): Array<string>
+
+/** The store script (Lua) every process of a group runs. */
+export declare function groupScript(): string
+
 /** Something JavaScript must hear of, in the core's order. */
 export interface NativeDispatchEvent {
   /** `"transition"`, `"dead"` or `"dropped"`. */
@@ -247,6 +284,17 @@ export interface NativeDispatchEvent {
   /** How many times a dead message was sent. */
   attempts?: number
   transition?: NativeTransition
+}
+
+/** A group's options, as given (absent: the core's default). */
+export interface NativeGroupOptions {
+  /** The member id: 16 hex digits, random per process. */
+  member: string
+  flushIntervalMs?: number
+  quorum?: number
+  storeTimeoutMs?: number
+  leaseMs?: number
+  memberTtlMs?: number
 }
 
 /**

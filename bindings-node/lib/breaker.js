@@ -19,6 +19,7 @@
 
 const { NativeBreaker } = require('../native.js')
 const { execute } = require('./call.js')
+const { GroupLink, linkOf } = require('./group.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
@@ -124,6 +125,7 @@ class CircuitBreaker {
     this._refusalReason = 'open' // the latest rejection's reason (its state: `_gauge`)
     this._licenceRefusal = 'open' // under "reject": why (the licence says)
     this._queue = null // events (lib/events.js)
+    if (t.given.group !== undefined) new GroupLink(this, t.given.group)
   }
 
   /** Runs `fn` if the breaker admits it; settles exactly as `fn` does. */
@@ -223,6 +225,20 @@ class CircuitBreaker {
   /** Back to a new breaker's state (metrics are kept). */
   reset() {
     this._manual((now) => this._native.reset(now))
+  }
+
+  /**
+   * With the `group` option: `{ member, degraded, phase }` (its member id,
+   * whether it decides alone because the store failed, the group's phase as
+   * last answered: "closed", "open", "half_open" or null); else null.
+   */
+  groupStatus() {
+    return linkOf(this)?.status() ?? null
+  }
+
+  /** Stops exchanging with the group (the breaker goes on alone). */
+  leaveGroup() {
+    linkOf(this)?.close()
   }
 
   /** Counters, times, error rate and (if kept) latency quantiles, as a plain object. */
@@ -448,6 +464,8 @@ class CircuitBreaker {
   _publishTransitions() {
     enqueueTransitions(this, this._native.takeTransitions())
     drain(this)
+    // A transition may ask for an exchange with the group sooner.
+    linkOf(this)?.poke()
   }
 }
 

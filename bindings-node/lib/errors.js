@@ -150,6 +150,11 @@ const OPTION_OF_FIELD = {
   release_rate: 'releaseRate',
   overflow: 'overflow',
   probe: 'probe',
+  flush_interval: 'flushIntervalMs',
+  quorum: 'quorum',
+  store_timeout: 'storeTimeoutMs',
+  lease: 'leaseMs',
+  member_ttl: 'memberTtlMs',
 }
 
 /**

@@ -34,7 +34,7 @@ const RETENTION_OPTIONS = ['maxMessages', 'maxBytes', 'overflow', 'probe', 'maxA
 const DISPATCHER_OPTIONS = ['send', 'isFailure', 'timeoutMs', 'store']
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {
-  breaker: ['name', 'isFailure', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram'],
+  breaker: ['name', 'isFailure', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram', 'group'],
   registry: ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity'],
   configure: [],
   // RetentionQueue and Dispatcher (lib/retention.js, lib/dispatcher.js).

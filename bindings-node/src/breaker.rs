@@ -99,11 +99,13 @@ pub(crate) type Native = Breaker<Arc<Config>, Gauges>;
 
 #[cfg_attr(feature = "node", napi)]
 pub struct NativeBreaker {
-    breaker: Native,
+    pub(crate) breaker: Native,
     /// Transitions not yet taken by JavaScript, oldest first.
     transitions: Vec<Transition>,
     /// Why the latest rejection was made (`Wait::reason`).
     refusal: &'static str,
+    /// Its group's member, once it joins one (`src/group.rs`).
+    pub(crate) group: Option<Box<halfopen::group::Member>>,
 }
 
 /// The licence and state of `breaker` at `now`.
@@ -124,7 +126,7 @@ pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> Nativ
 }
 
 impl NativeBreaker {
-    fn keep(&mut self, t: impl IntoIterator<Item = Transition>) -> bool {
+    pub(crate) fn keep(&mut self, t: impl IntoIterator<Item = Transition>) -> bool {
         let before = self.transitions.len();
         self.transitions.extend(t);
         self.transitions.len() > before
@@ -147,7 +149,7 @@ impl NativeBreaker {
         let config = options.config()?;
         let meter = (Metrics::default(), latency_histogram.then(Box::<LatencyHistogram>::default));
         let breaker = Breaker::with_meter(halfopen::shared_config(config), meter).map_err(Refusal::from)?;
-        Ok(NativeBreaker { breaker, transitions: Vec::new(), refusal: "" })
+        Ok(NativeBreaker { breaker, transitions: Vec::new(), refusal: "", group: None })
     }
 
     /// Admission: `wire::admission`.

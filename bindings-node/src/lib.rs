@@ -12,6 +12,7 @@
 mod breaker;
 mod dispatcher;
 mod error;
+mod group;
 mod options;
 mod registry;
 mod time;
@@ -21,6 +22,7 @@ pub use breaker::{NativeBreaker, NativeLicence, NativeMetrics, NativeTransition}
 pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, NativeRetentionStats};
 #[cfg(not(feature = "node"))]
 pub use error::PlainError;
+pub use group::{NativeGroupOptions, group_keys, group_script};
 pub use options::NativeOptions;
 pub use registry::{NativeRefusal, NativeRegistry};
 pub use wire::{WireCodes, wire_codes};

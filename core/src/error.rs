@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-/// A configuration field, by its snake_case name (a breaker's, then a group's).
+/// A configuration field, by its snake_case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // each variant is the field of the same name
 pub enum Field {
@@ -24,12 +24,6 @@ pub enum Field {
     ConcurrencyLimit,
     AdaptiveLimitMin,
     AdaptiveLimitMax,
-    /// A group's (see `group::GroupConfig`).
-    FlushInterval,
-    Quorum,
-    Lease,
-    MemberTtl,
-    StoreTimeout,
 }
 
 impl Field {
@@ -53,11 +47,6 @@ impl Field {
             Field::ConcurrencyLimit => "concurrency_limit",
             Field::AdaptiveLimitMin => "adaptive_limit_min",
             Field::AdaptiveLimitMax => "adaptive_limit_max",
-            Field::FlushInterval => "flush_interval",
-            Field::Quorum => "quorum",
-            Field::Lease => "lease",
-            Field::MemberTtl => "member_ttl",
-            Field::StoreTimeout => "store_timeout",
         }
     }
 }

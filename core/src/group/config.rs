@@ -1,9 +1,54 @@
 //! How a group exchanges: the flush interval, the quorum, the lease, how
 //! long a silent member stays live, how long a store call may take.
 
+use core::fmt;
+
 use crate::config::Config;
-use crate::error::{ConfigError, Field, Problem};
+use crate::error::Problem;
 use crate::time::Duration;
+
+/// A group option, by its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // each variant is the field of the same name
+pub enum GroupField {
+    FlushInterval,
+    Quorum,
+    Lease,
+    MemberTtl,
+    StoreTimeout,
+}
+
+impl GroupField {
+    /// The field's snake_case name, as in [`GroupConfig`].
+    pub const fn name(self) -> &'static str {
+        match self {
+            GroupField::FlushInterval => "flush_interval",
+            GroupField::Quorum => "quorum",
+            GroupField::Lease => "lease",
+            GroupField::MemberTtl => "member_ttl",
+            GroupField::StoreTimeout => "store_timeout",
+        }
+    }
+}
+
+/// An invalid [`GroupConfig`]: which field, and what is wrong with it (the
+/// breaker's [`Problem`]s, with their codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupConfigError {
+    /// The field.
+    pub field: GroupField,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+impl fmt::Display for GroupConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field.name(), self.problem.describe())
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for GroupConfigError {}
 
 /// The longest flush interval (an hour): a group that exchanges more rarely
 /// is not one.
@@ -46,30 +91,30 @@ impl Default for GroupConfig {
 
 impl GroupConfig {
     /// The first invalid field, for breakers configured by `breaker`.
-    pub fn validate(&self, breaker: &Config) -> Result<(), ConfigError> {
-        let wrong = |field, problem| Err(ConfigError { field, problem });
+    pub fn validate(&self, breaker: &Config) -> Result<(), GroupConfigError> {
+        let wrong = |field, problem| Err(GroupConfigError { field, problem });
         if self.flush_interval.is_zero() {
-            return wrong(Field::FlushInterval, Problem::Zero);
+            return wrong(GroupField::FlushInterval, Problem::Zero);
         }
         if self.flush_interval > MAX_FLUSH_INTERVAL {
-            return wrong(Field::FlushInterval, Problem::TooLarge);
+            return wrong(GroupField::FlushInterval, Problem::TooLarge);
         }
         if self.quorum == 0 {
-            return wrong(Field::Quorum, Problem::Zero);
+            return wrong(GroupField::Quorum, Problem::Zero);
         }
         if self.store_timeout.is_zero() {
-            return wrong(Field::StoreTimeout, Problem::Zero);
+            return wrong(GroupField::StoreTimeout, Problem::Zero);
         }
         if self.store_timeout > self.flush_interval {
-            return wrong(Field::StoreTimeout, Problem::TooLarge);
+            return wrong(GroupField::StoreTimeout, Problem::TooLarge);
         }
         // A lease shorter than the probes' own timeout would let a second
         // process probe while the first one's probes are still out.
         if self.lease.is_some_and(|l| l < breaker.probe_timeout) {
-            return wrong(Field::Lease, Problem::TooSmall);
+            return wrong(GroupField::Lease, Problem::TooSmall);
         }
         if self.member_ttl.is_some_and(|t| t < self.flush_interval) {
-            return wrong(Field::MemberTtl, Problem::TooSmall);
+            return wrong(GroupField::MemberTtl, Problem::TooSmall);
         }
         Ok(())
     }

@@ -3,12 +3,11 @@
 
 use core::borrow::Borrow;
 
-use super::GroupConfig;
 use super::policy;
 use super::protocol::{Answer, GroupPhase, Proposal, Register, Request};
+use super::{GroupConfig, GroupConfigError};
 use crate::breaker::{Breaker, Local};
 use crate::config::Config;
-use crate::error::ConfigError;
 use crate::meter::Meter;
 use crate::phase::Probes;
 use crate::state::{Reason, Transition};
@@ -70,7 +69,7 @@ pub struct Member {
 impl Member {
     /// Member `id` (random per process: two processes never share one) of
     /// a group whose breakers are configured by `breaker`.
-    pub fn new(id: u64, config: GroupConfig, breaker: &Config) -> Result<Self, ConfigError> {
+    pub fn new(id: u64, config: GroupConfig, breaker: &Config) -> Result<Self, GroupConfigError> {
         config.validate(breaker)?;
         Ok(Member {
             id,

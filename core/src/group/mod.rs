@@ -13,10 +13,10 @@
 //! deciding alone ([`GroupEvent::Degraded`]) until it answers again.
 //!
 //! **The store** holds counters, a fenced register and a lease, nothing
-//! more: [`MemoryStore`] is the reference of what it does, which every
-//! store (the bindings' Lua script) does the same way. Every breaker rule is
-//! here, in [`policy`](self::policy) and the breaker's own
-//! [`policy`](crate::policy).
+//! more: `MemoryStore` (feature `alloc`) is the reference of what it does, which every
+//! store (the bindings' Lua script, `group::redis`) does the same way. Every
+//! breaker rule is here, in `group/policy.rs` and the breaker's own
+//! `policy.rs`.
 //!
 //! **What the group decides.**
 //! - *Trip*: the breaker's trip rule on the merged view: the window counts
@@ -58,7 +58,7 @@ mod store;
 mod tests;
 
 pub use crate::breaker::Tally;
-pub use config::{GroupConfig, MAX_FLUSH_INTERVAL};
+pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL};
 pub use member::{GroupEvent, Member};
 pub use protocol::{Answer, GroupPhase, Proposal, Proposed, Register, Request};
 #[cfg(feature = "alloc")]

@@ -73,10 +73,12 @@ fn take_lease(c: &Config, g: &GroupConfig, open_for_us: u64, reason: Reason) -> 
 }
 
 /// Until when, following the group at `now`, a process that does not hold
-/// the lease waits for the group's next answer before it probes by itself
-/// (a group it no longer hears from never holds it open).
+/// the lease waits for the group's next answer before it probes by itself:
+/// two flush intervals and a store timeout (one late or lost exchange does
+/// not make it probe; a group it no longer hears from never holds it open).
 pub(crate) fn probes_wait_until(g: &GroupConfig, now: Instant) -> Instant {
-    now + Duration::from_micros(g.flush_interval.as_micros().saturating_add(g.store_timeout.as_micros()))
+    let wait = g.flush_interval.as_micros().saturating_mul(2).saturating_add(g.store_timeout.as_micros());
+    now + Duration::from_micros(wait)
 }
 
 /// The shortest time between two exchanges a transition asks for at once:

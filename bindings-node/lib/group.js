@@ -1,0 +1,196 @@
+'use strict'
+// One breaker for a group of processes (the `group` option; issue 23). The
+// core's member (src/group.rs, core/src/group/) decides everything: when to
+// exchange, what to send, what the group's answer does to the breaker. This
+// file does the I/O: one script call (`EVALSHA`, through the user's ioredis
+// client) per exchange, in the background, with a timeout. No call of the
+// breaker ever waits for Redis or fails because of it: a store that fails
+// or is late leaves the process deciding alone ('groupDegraded') until it
+// answers again ('groupRecovered').
+
+const { randomBytes } = require('node:crypto')
+const native = require('../native.js')
+const { read } = require('./clock.js')
+const { fromNative, typeError, warnCallback } = require('./errors.js')
+const { publish } = require('./events.js')
+const { checkName } = require('./options.js')
+
+/** The ioredis command each client gets, defined once per client. */
+const COMMAND = 'halfopenGroupExchange'
+const DEFINED = new WeakSet()
+
+/** The link of each breaker in a group. */
+const LINKS = new WeakMap()
+
+const NUMBER_OPTIONS = { flushIntervalMs: 'ms', storeTimeoutMs: 'ms', leaseMs: 'ms', memberTtlMs: 'ms', quorum: 'count' }
+
+/** The native options of a `group` option (checked here for type; the core checks ranges). */
+function groupOptions(group) {
+  if (group === null || typeof group !== 'object') throw typeError('group', 'an object { redis, name, ... }', group)
+  const { redis, name } = group
+  if (redis === null || typeof redis !== 'object' || typeof redis.defineCommand !== 'function') {
+    throw typeError('group.redis', 'an ioredis client (Redis or Cluster)', redis)
+  }
+  checkName(name, 'group.name')
+  if (name === '') throw typeError('group.name', 'a non-empty string', name)
+  for (const key of Object.keys(group)) {
+    if (key !== 'redis' && key !== 'name' && !Object.hasOwn(NUMBER_OPTIONS, key)) {
+      const err = new TypeError(`unknown option group.${key}`)
+      err.option = `group.${key}`
+      throw err
+    }
+  }
+  const options = { member: randomBytes(8).toString('hex') }
+  for (const [key, kind] of Object.entries(NUMBER_OPTIONS)) {
+    const value = group[key]
+    if (value === undefined) continue
+    const whole = kind === 'count' ? Number.isInteger(value) && value >= 0 && value <= 2 ** 32 - 1 : Number.isFinite(value) && value >= 0
+    if (typeof value !== 'number') throw typeError(`group.${key}`, 'a number', value)
+    if (!whole) {
+      const err = new RangeError(`option group.${key} must be ${kind === 'count' ? 'a whole number from 0' : 'a finite number of ms from 0'}, got ${value}`)
+      err.option = `group.${key}`
+      err.problem = Number.isFinite(value) ? 'out_of_range' : 'not_finite'
+      throw err
+    }
+    options[key] = value
+  }
+  return { redis, name, options }
+}
+
+/** A breaker's exchanges with its group's store. */
+class GroupLink {
+  constructor(breaker, group) {
+    if (typeof breaker._native.groupJoin !== 'function' || typeof native.groupScript !== 'function') {
+      throw typeError('group', 'no group (the WebAssembly backend has no group mode: use the native addon)', group)
+    }
+    const { redis, name, options } = groupOptions(group)
+    try {
+      breaker._native.groupJoin(options)
+    } catch (err) {
+      const e = fromNative(err)
+      if (typeof e.option === 'string' && !e.option.startsWith('group.')) e.option = `group.${e.option}`
+      throw e
+    }
+    if (!DEFINED.has(redis)) {
+      redis.defineCommand(COMMAND, { numberOfKeys: 6, lua: native.groupScript() })
+      DEFINED.add(redis)
+    }
+    this.member = options.member
+    this._breaker = breaker
+    this._redis = redis
+    this._keys = native.groupKeys(name)
+    this._timeoutMs = options.storeTimeoutMs ?? 250
+    this._timer = null
+    this._inFlight = false
+    this._closed = false
+    this._lastError = null
+    LINKS.set(breaker, this)
+    this._schedule()
+  }
+
+  /** Sets the timer for the next exchange the member asks for. */
+  _schedule() {
+    if (this._closed || this._inFlight) return
+    if (this._timer !== null) clearTimeout(this._timer)
+    const b = this._breaker
+    let delay
+    try {
+      const now = read(b)
+      delay = Math.min(Math.max(0, b._native.groupNextMs(now) - now), 2 ** 31 - 1)
+    } catch (err) {
+      warnCallback(err, `the group of '${b.name}'`)
+      delay = 1000
+    }
+    this._timer = setTimeout(() => {
+      this._timer = null
+      this._exchange().catch((err) => warnCallback(err, `the group of '${b.name}'`))
+    }, delay)
+    this._timer.unref?.()
+  }
+
+  /** One exchange, if the member says one is due. */
+  async _exchange() {
+    const b = this._breaker
+    if (this._closed || this._inFlight) return
+    let args
+    try {
+      const now = read(b)
+      // Successes batched under the licence count in the running totals.
+      b._flush(now)
+      args = b._native.groupRequest(now)
+    } catch (err) {
+      warnCallback(err, `the group of '${b.name}'`)
+    }
+    if (args === null || args === undefined) return this._schedule()
+    this._inFlight = true
+    let reply
+    let failure = null
+    let timer
+    try {
+      const late = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the group store did not answer within ${this._timeoutMs} ms`)), this._timeoutMs)
+      })
+      reply = await Promise.race([this._redis[COMMAND](...this._keys, ...args), late])
+    } catch (err) {
+      failure = err
+    } finally {
+      clearTimeout(timer)
+      this._inFlight = false
+    }
+    if (this._closed) return
+    if (failure === null && !(Array.isArray(reply) && reply.every((v) => typeof v === 'string'))) {
+      failure = new Error('the group store answered something its script cannot have')
+    }
+    try {
+      if (failure === null) {
+        let code = 0
+        b._manual((now) => {
+          code = b._native.groupApply(reply, now)
+          return code > 0
+        })
+        if (code < 0) failure = new Error('the group store answered something its script cannot have')
+      } else {
+        b._native.groupFailed(read(b))
+      }
+    } catch (err) {
+      warnCallback(err, `the group of '${b.name}'`)
+    }
+    if (failure !== null) this._lastError = failure
+    this._events()
+    this._schedule()
+  }
+
+  /** Emits the link's changes on the breaker. */
+  _events() {
+    const b = this._breaker
+    for (let event = b._native.groupEvent(); event !== null; event = b._native.groupEvent()) {
+      if (event === 'degraded') publish(b, 'groupDegraded', { name: b.name, error: this._lastError })
+      else publish(b, 'groupRecovered', { name: b.name })
+    }
+  }
+
+  /** The breaker's state changed: the member may want an exchange sooner. */
+  poke() {
+    if (!this._inFlight) this._schedule()
+  }
+
+  /** Stops exchanging (the breaker goes on alone). */
+  close() {
+    this._closed = true
+    if (this._timer !== null) clearTimeout(this._timer)
+    this._timer = null
+  }
+
+  /** What the link knows: the member id, whether it decides alone, the group's phase as last answered. */
+  status() {
+    const n = this._breaker._native
+    return { member: this.member, degraded: n.groupDegraded(), phase: n.groupPhase() }
+  }
+}
+
+/** The link of `breaker`, if it is in a group. */
+function linkOf(breaker) {
+  return LINKS.get(breaker)
+}
+
+module.exports = { GroupLink, linkOf }

@@ -1,0 +1,135 @@
+//! A breaker's group (one breaker for several processes, issue 23): the
+//! core's `group::Member` beside the breaker, and the Redis script's keys,
+//! arguments and reply, all from the core (`halfopen::group`). The I/O, an
+//! `EVALSHA` per exchange through the user's ioredis client, is
+//! `lib/group.js`'s.
+
+use halfopen::group::{GroupConfig, GroupEvent, GroupPhase, Member, redis};
+#[cfg(feature = "node")]
+use napi_derive::napi;
+
+use crate::breaker::NativeBreaker;
+use crate::error::{Result, config, structured};
+use crate::time::{duration, instant, ms_at};
+
+/// A group's options, as given (absent: the core's default).
+#[cfg_attr(feature = "node", napi(object))]
+#[derive(Default)]
+pub struct NativeGroupOptions {
+    /// The member id: 16 hex digits, random per process.
+    pub member: String,
+    pub flush_interval_ms: Option<f64>,
+    pub quorum: Option<u32>,
+    pub store_timeout_ms: Option<f64>,
+    pub lease_ms: Option<f64>,
+    pub member_ttl_ms: Option<f64>,
+}
+
+/// The store script (Lua) every process of a group runs.
+#[cfg_attr(feature = "node", napi)]
+pub fn group_script() -> String {
+    redis::SCRIPT.into()
+}
+
+/// The Redis keys of group `name`, in the script's order (one hash slot).
+#[cfg_attr(feature = "node", napi)]
+pub fn group_keys(name: String) -> Vec<String> {
+    redis::keys(&name).into()
+}
+
+#[cfg_attr(feature = "node", napi)]
+impl NativeBreaker {
+    /// Makes this breaker a member of a group; throws a structured error for
+    /// an invalid option.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_join(&mut self, options: NativeGroupOptions) -> Result<()> {
+        let id = u64::from_str_radix(&options.member, 16)
+            .map_err(|_| structured("config", Some("member"), Some("out_of_range"), "member: 16 hex digits"))?;
+        let defaults = GroupConfig::default();
+        let group = GroupConfig {
+            flush_interval: options.flush_interval_ms.map_or(defaults.flush_interval, duration),
+            quorum: options.quorum.unwrap_or(defaults.quorum),
+            store_timeout: options.store_timeout_ms.map_or(defaults.store_timeout, duration),
+            lease: options.lease_ms.map(duration),
+            member_ttl: options.member_ttl_ms.map(duration),
+        };
+        let member = Member::new(id, group, self.breaker.config())
+            .map_err(|e| config(e.field.name(), e.problem, &e.to_string()))?;
+        self.group = Some(Box::new(member));
+        Ok(())
+    }
+
+    /// When the next exchange is due (ms on the breaker's clock); `Infinity`
+    /// outside a group.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_next_ms(&self, now_ms: f64) -> f64 {
+        self.group.as_ref().map_or(f64::INFINITY, |m| ms_at(m.next_exchange(&self.breaker, instant(now_ms))))
+    }
+
+    /// The script's arguments for the exchange due at `nowMs` (after the
+    /// keys), or null if none is due.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_request(&mut self, now_ms: f64) -> Option<Vec<String>> {
+        let member = self.group.as_mut()?;
+        let request = member.request(&self.breaker, instant(now_ms))?;
+        let ttl = redis::key_ttl(self.breaker.config(), member.config());
+        Some(redis::args(&request, ttl))
+    }
+
+    /// Applies the script's reply at `nowMs`: 1 if a transition waits, 0 if
+    /// not, -1 if the reply is not the script's (counted as a failed exchange).
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_apply(&mut self, reply: Vec<String>, now_ms: f64) -> i32 {
+        let Some(member) = self.group.as_mut() else { return 0 };
+        let now = instant(now_ms);
+        match redis::answer(&reply) {
+            Ok(answer) => {
+                let t = member.apply(&mut self.breaker, &answer, now);
+                i32::from(self.keep(t))
+            }
+            Err(_) => {
+                member.failed(&mut self.breaker, now);
+                -1
+            }
+        }
+    }
+
+    /// The exchange out failed or took too long, at `nowMs`.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_failed(&mut self, now_ms: f64) {
+        if let Some(member) = self.group.as_mut() {
+            member.failed(&mut self.breaker, instant(now_ms));
+        }
+    }
+
+    /// A change of the link to the store: `"degraded"`, `"recovered"`, or null.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_event(&mut self) -> Option<String> {
+        let event = self.group.as_mut()?.poll_event()?;
+        Some(match event {
+            GroupEvent::Degraded => "degraded".into(),
+            GroupEvent::Recovered => "recovered".into(),
+        })
+    }
+
+    /// Whether the member decides alone because its store failed.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_degraded(&self) -> bool {
+        self.group.as_ref().is_some_and(|m| m.degraded())
+    }
+
+    /// The group's phase as last answered (`"closed"`, `"open"`,
+    /// `"half_open"`), or null (no answer yet, or the store failed since).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_phase(&self) -> Option<String> {
+        let phase = self.group.as_ref()?.register()?.phase;
+        Some(
+            match phase {
+                GroupPhase::Closed => "closed",
+                GroupPhase::Open { .. } => "open",
+                GroupPhase::HalfOpen { .. } => "half_open",
+            }
+            .into(),
+        )
+    }
+}

@@ -1,0 +1,218 @@
+'use strict'
+// The `group` option against a real redis-server: breakers of one group
+// (members, as several processes would be; one test runs them in child
+// processes) trip together on failures spread among them, probe once for
+// the group, close together; a killed Redis leaves each deciding alone
+// (no call waits or fails), and a restarted one is adopted again. Every
+// wait is for the system's own answer (an event, a state), never a margin.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn, fork } = require('node:child_process')
+const { once } = require('node:events')
+const net = require('node:net')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { CircuitBreaker } = require('..')
+const { groupKeys } = require('../native.js')
+
+let port
+let server
+const clients = []
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+async function startRedis() {
+  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+}
+
+function client() {
+  // No offline queue: while Redis is down a command fails at once.
+  const r = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+  r.on('error', () => {})
+  clients.push(r)
+  return r
+}
+
+before(async () => {
+  port = await freePort()
+  await startRedis()
+})
+
+after(async () => {
+  for (const r of clients) r.disconnect()
+  server.kill()
+})
+
+/** Resolves when `check()` holds, checking after each of `breaker`'s events or every 20 ms. */
+async function until(check) {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
+const fail = () => Promise.reject(new Error('upstream down'))
+const ok = () => Promise.resolve('ok')
+
+function member(group, options = {}) {
+  return new CircuitBreaker({
+    name: 'wa',
+    failureThreshold: 5,
+    windowMs: 60_000,
+    openTimeoutMs: 400,
+    halfOpenMaxAttempts: 2,
+    probeTimeoutMs: 1_000,
+    ...options,
+    group: { redis: client(), name: group, flushIntervalMs: 50, storeTimeoutMs: 40, quorum: 2 },
+  })
+}
+
+test('the group option is checked: type, range and backend errors name the option', () => {
+  const redis = client()
+  assert.throws(() => new CircuitBreaker({ name: 'x', group: 1 }), (e) => e instanceof TypeError && e.option === 'group')
+  assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis: {}, name: 'g' } }), (e) => e.option === 'group.redis')
+  assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name: '' } }), (e) => e.option === 'group.name')
+  assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flush: 1 } }), (e) => e.option === 'group.flush')
+  assert.throws(
+    () => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flushIntervalMs: Number.NaN } }),
+    (e) => e instanceof RangeError && e.option === 'group.flushIntervalMs' && e.problem === 'not_finite',
+  )
+  // Ranges are the core's: zero, a timeout longer than the interval, a quorum of 0.
+  for (const [option, value, problem] of [
+    ['flushIntervalMs', 0, 'zero'],
+    ['storeTimeoutMs', 5_000, 'too_large'],
+    ['quorum', 0, 'zero'],
+    ['leaseMs', 1, 'too_small'],
+  ]) {
+    assert.throws(
+      () => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', [option]: value } }),
+      (e) => e instanceof RangeError && e.option === `group.${option}` && e.problem === problem,
+      option,
+    )
+  }
+})
+
+test('failures spread over members open the group, though none trips alone, and every member follows', async () => {
+  const [a, b, c] = [member('spread'), member('spread'), member('spread')]
+  await until(() => [a, b, c].every((x) => x.groupStatus().phase === 'closed'))
+  // Five failures in all: 2 + 2 + 1, none reaches 5 alone.
+  for (const [x, n] of [[a, 2], [b, 2], [c, 1]]) {
+    for (let i = 0; i < n; i++) await assert.rejects(x.execute(fail), /upstream down/)
+  }
+  assert.deepEqual([a, b, c].map((x) => x.getState()), ['CLOSED', 'CLOSED', 'CLOSED'])
+  const opened = [a, b, c].map((x) => once(x, 'open'))
+  const events = await Promise.all(opened)
+  assert.deepEqual(events.map(([e]) => e.reason), ['failure_threshold', 'failure_threshold', 'failure_threshold'])
+  // Open everywhere: a call is rejected at once, without Redis.
+  for (const x of [a, b, c]) await assert.rejects(x.execute(ok), (e) => e.code === 'EOPENBREAKER' || e.name === 'CircuitBreakerOpenError')
+  for (const x of [a, b, c]) x.leaveGroup()
+})
+
+test('one probe round for the group: one member probes, the others wait, and its successes close them all', async () => {
+  const members = [member('probe'), member('probe'), member('probe')]
+  await until(() => members.every((x) => x.groupStatus().phase === 'closed'))
+  for (const x of members) {
+    for (let i = 0; i < 2; i++) await assert.rejects(x.execute(fail))
+  }
+  await until(() => members.every((x) => x.getState() === 'OPEN'))
+  await until(() => members.every((x) => x.groupStatus().phase === 'half_open'))
+  // Every member asks as hard as it can: two probes in all, from one member.
+  const permits = []
+  for (let round = 0; round < 3; round++) {
+    for (const x of members) {
+      const p = x.tryAcquire()
+      if (p.admitted) permits.push([x, p])
+      else assert.equal(p.reason, 'probes_busy')
+    }
+  }
+  assert.equal(permits.length, 2, 'halfOpenMaxAttempts for the whole group')
+  assert.equal(new Set(permits.map(([x]) => x)).size, 1, 'from one member')
+  const closed = members.map((x) => once(x, 'close'))
+  for (const [x, p] of permits) x.record(p, 'success')
+  await Promise.all(closed)
+  assert.deepEqual(members.map((x) => x.getState()), ['CLOSED', 'CLOSED', 'CLOSED'])
+  for (const x of members) x.leaveGroup()
+})
+
+test('one member whose calls fail does not open the group', async () => {
+  const [bad, good1, good2] = [member('poison'), member('poison'), member('poison')]
+  await until(() => [bad, good1, good2].every((x) => x.groupStatus().phase === 'closed'))
+  for (let i = 0; i < 6; i++) {
+    await assert.rejects(bad.execute(fail))
+    await good1.execute(ok)
+    await good2.execute(ok)
+  }
+  assert.equal(bad.getState(), 'OPEN', 'it opens alone')
+  // Redis itself says when: the bad member's failures are in, then each good
+  // member exchanged twice after (a trip seen at the first would have been
+  // proposed at the second).
+  // A client of the test's own, which waits for its connection.
+  const redis = new Redis({ host: '127.0.0.1', port })
+  clients.push(redis)
+  const [register, , , membersKey, failedKey] = groupKeys('poison')
+  const id = (x) => BigInt(`0x${x.groupStatus().member}`).toString()
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 10))
+  while ((await redis.zscore(failedKey, id(bad))) === null) await pause()
+  const lastSeen = async () => (await Promise.all([good1, good2].map((x) => redis.zscore(membersKey, id(x))))).map(Number)
+  for (let round = 0; round < 2; round++) {
+    const since = Math.max(...(await lastSeen()))
+    while ((await lastSeen()).some((at) => at <= since)) await pause()
+  }
+  assert.notEqual(await redis.hget(register, 'phase'), 'open')
+  const seen = (x) => x.groupStatus().phase
+  assert.deepEqual([seen(good1), seen(good2)], ['closed', 'closed'])
+  assert.deepEqual([good1.getState(), good2.getState()], ['CLOSED', 'CLOSED'])
+  for (const x of [bad, good1, good2]) x.leaveGroup()
+})
+
+test('a killed Redis leaves every member deciding alone at once, and a restarted one is adopted again', async () => {
+  const [a, b] = [member('outage'), member('outage')]
+  await until(() => [a, b].every((x) => x.groupStatus().phase === 'closed'))
+  const degraded = [a, b].map((x) => once(x, 'groupDegraded'))
+  server.kill('SIGKILL')
+  await once(server, 'exit')
+  await Promise.all(degraded)
+  assert.deepEqual([a.groupStatus().degraded, b.groupStatus().degraded], [true, true])
+  // Calls neither wait nor fail for it; alone, a member still trips.
+  assert.equal(await a.execute(ok), 'ok')
+  for (let i = 0; i < 5; i++) await assert.rejects(a.execute(fail), /upstream down/)
+  assert.equal(a.getState(), 'OPEN')
+  assert.equal(b.getState(), 'CLOSED')
+  const recovered = [a, b].map((x) => once(x, 'groupRecovered'))
+  await startRedis()
+  await Promise.all(recovered)
+  // A Redis restarted empty: the group starts afresh, without a false open.
+  await until(() => b.groupStatus().phase === 'closed')
+  assert.equal(b.getState(), 'CLOSED')
+  for (const x of [a, b]) x.leaveGroup()
+})
+
+test('members in four processes open together and probe once', async (t) => {
+  const child = path.join(__dirname, 'support', 'group-member.js')
+  const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
+  t.after(() => {
+    for (const c of children) c.kill()
+  })
+  const said = (c, what) => new Promise((resolve) => c.on('message', (m) => m.what === what && resolve(m)))
+  await Promise.all(children.map((c) => said(c, 'joined')))
+  // Two failures in each process: 8 in all.
+  const opened = children.map((c) => said(c, 'open'))
+  for (const c of children) c.send({ do: 'fail', times: 2 })
+  const reasons = (await Promise.all(opened)).map((m) => m.reason)
+  assert.deepEqual(new Set(reasons), new Set(['failure_threshold']))
+  // After the open period: each process tries 3 probes; 2 admitted in all.
+  await Promise.all(children.map((c) => said(c, 'half_open_seen')))
+  const tried = children.map((c) => said(c, 'probed'))
+  for (const c of children) c.send({ do: 'probe', times: 3 })
+  const admitted = (await Promise.all(tried)).map((m) => m.admitted)
+  assert.equal(admitted.reduce((s, n) => s + n, 0), 2, `probes per process: ${admitted}`)
+  const closed = children.map((c) => said(c, 'close'))
+  for (const c of children) c.send({ do: 'report' })
+  await Promise.all(closed)
+})
