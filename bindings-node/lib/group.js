@@ -115,8 +115,9 @@ class GroupLink {
     let args
     try {
       const now = read(b)
-      // Successes batched under the licence count in the running totals.
-      b._flush(now)
+      // Successes batched under the licence count in the running totals
+      // (handing them over may cause a transition: published first).
+      if (b._flush(now)) b._transitions(now)
       args = b._native.groupRequest(now)
     } catch (err) {
       warnCallback(err, `the group of '${b.name}'`)
