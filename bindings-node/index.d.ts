@@ -211,15 +211,15 @@ export declare class SnapshotError extends Error {
 export interface GroupOptions {
   /** The ioredis client (a `Redis` or a `Cluster`: a group's keys share one hash slot). */
   redis: { defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void }
-  /** The group: every process's breaker with this name and Redis is one breaker (keys `halfopen:v1:{name}:...`). */
+  /** The group: every process's breaker with this name and Redis is one breaker (keys `halfopen:v1:{name}:...`; no `{` or `}`). */
   name: string
-  /** At most one exchange per interval (besides those a transition asks for). Default 1000. */
+  /** At most one exchange per interval (besides those a transition asks for), 10 ms to an hour. Default 1000. */
   flushIntervalMs?: number
-  /** An exchange that takes longer counts as failed; at most `flushIntervalMs`. Default 250. */
+  /** An exchange that takes longer counts as failed; at most `flushIntervalMs`. Default 250, or `flushIntervalMs` if shorter. */
   storeTimeoutMs?: number
   /** Distinct live processes whose calls failed within the window, needed to open the group (all, if fewer are live). Default 2. */
   quorum?: number
-  /** How long one process's probe round may last before another takes over; at least `probeTimeoutMs`. Default `probeTimeoutMs` + `flushIntervalMs`. */
+  /** How long one process's probe lease lasts (renewed while its probes are out) before another may take over; at least `probeTimeoutMs`, at most a day. Default `probeTimeoutMs` + `flushIntervalMs`. */
   leaseMs?: number
   /** How long a silent process still counts as live. Default 3 flush intervals. */
   memberTtlMs?: number

@@ -85,6 +85,8 @@ export declare class NativeBreaker {
    * an invalid option.
    */
   groupJoin(options: NativeGroupOptions): void
+  /** How long an exchange may take (ms), once joined. */
+  groupStoreTimeoutMs(): number
   /**
    * When the next exchange is due (ms on the breaker's clock); `Infinity`
    * outside a group.
@@ -267,7 +269,10 @@ export declare class NativeRegistry {
   restoreJson(json: string, nowMs: number, counted: boolean): boolean
 }
 
-/** The Redis keys of group `name`, in the script's order (one hash slot). */
+/**
+ * The Redis keys of group `name`, in the script's order (one hash slot);
+ * a name with a brace (it would split the hash tag) is refused.
+ */
 export declare function groupKeys(name: string): Array<string>
 
 /** The store script (Lua) every process of a group runs. */

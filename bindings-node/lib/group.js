@@ -8,12 +8,12 @@
 // or is late leaves the process deciding alone ('groupDegraded') until it
 // answers again ('groupRecovered').
 
-const { randomBytes } = require('node:crypto')
-const native = require('../native.js')
+const { groupKeys, groupScript } = require('../native.js')
 const { read } = require('./clock.js')
 const { fromNative, typeError, warnCallback } = require('./errors.js')
 const { publish } = require('./events.js')
 const { checkName } = require('./options.js')
+const { randomHex64 } = require('./platform.js')
 
 /** The ioredis command each client gets, defined once per client. */
 const COMMAND = 'halfopenGroupExchange'
@@ -40,14 +40,14 @@ function groupOptions(group) {
       throw err
     }
   }
-  const options = { member: randomBytes(8).toString('hex') }
+  const options = { member: randomHex64() }
   for (const [key, kind] of Object.entries(NUMBER_OPTIONS)) {
     const value = group[key]
     if (value === undefined) continue
     const whole = kind === 'count' ? Number.isInteger(value) && value >= 0 && value <= 2 ** 32 - 1 : Number.isFinite(value) && value >= 0
     if (typeof value !== 'number') throw typeError(`group.${key}`, 'a number', value)
     if (!whole) {
-      const err = new RangeError(`option group.${key} must be ${kind === 'count' ? 'a whole number from 0' : 'a finite number of ms from 0'}, got ${value}`)
+      const err = new RangeError(`option group.${key} must be ${kind === 'count' ? 'a whole number from 1' : 'a finite number of ms from 0'}, got ${value}`)
       err.option = `group.${key}`
       err.problem = Number.isFinite(value) ? 'out_of_range' : 'not_finite'
       throw err
@@ -60,26 +60,31 @@ function groupOptions(group) {
 /** A breaker's exchanges with its group's store. */
 class GroupLink {
   constructor(breaker, group) {
-    if (typeof breaker._native.groupJoin !== 'function' || typeof native.groupScript !== 'function') {
-      throw typeError('group', 'no group (the WebAssembly backend has no group mode: use the native addon)', group)
+    if (typeof breaker._native.groupJoin !== 'function' || typeof groupScript !== 'function') {
+      throw typeError('group', 'absent: the WebAssembly backend has no group mode (it needs the native addon)', group)
     }
     const { redis, name, options } = groupOptions(group)
+    let keys
     try {
+      keys = groupKeys(name)
       breaker._native.groupJoin(options)
     } catch (err) {
       const e = fromNative(err)
-      if (typeof e.option === 'string' && !e.option.startsWith('group.')) e.option = `group.${e.option}`
+      if (typeof e.option === 'string' && !e.option.startsWith('group.')) {
+        e.message = e.message.replace(`option ${e.option}`, `option group.${e.option}`)
+        e.option = `group.${e.option}`
+      }
       throw e
     }
     if (!DEFINED.has(redis)) {
-      redis.defineCommand(COMMAND, { numberOfKeys: 6, lua: native.groupScript() })
+      redis.defineCommand(COMMAND, { numberOfKeys: 6, lua: groupScript() })
       DEFINED.add(redis)
     }
     this.member = options.member
     this._breaker = breaker
     this._redis = redis
-    this._keys = native.groupKeys(name)
-    this._timeoutMs = options.storeTimeoutMs ?? 250
+    this._keys = keys
+    this._timeoutMs = breaker._native.groupStoreTimeoutMs()
     this._timer = null
     this._inFlight = false
     this._closed = false

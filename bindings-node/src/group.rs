@@ -31,10 +31,14 @@ pub fn group_script() -> String {
     redis::SCRIPT.into()
 }
 
-/// The Redis keys of group `name`, in the script's order (one hash slot).
+/// The Redis keys of group `name`, in the script's order (one hash slot);
+/// a name with a brace (it would split the hash tag) is refused.
 #[cfg_attr(feature = "node", napi)]
-pub fn group_keys(name: String) -> Vec<String> {
-    redis::keys(&name).into()
+pub fn group_keys(name: String) -> Result<Vec<String>> {
+    let keys = redis::keys(&name).map_err(|_| {
+        structured("config", Some("name"), Some("out_of_range"), "name must be non-empty and hold no { or }")
+    })?;
+    Ok(keys.into())
 }
 
 #[cfg_attr(feature = "node", napi)]
@@ -49,7 +53,7 @@ impl NativeBreaker {
         let group = GroupConfig {
             flush_interval: options.flush_interval_ms.map_or(defaults.flush_interval, duration),
             quorum: options.quorum.unwrap_or(defaults.quorum),
-            store_timeout: options.store_timeout_ms.map_or(defaults.store_timeout, duration),
+            store_timeout: options.store_timeout_ms.map(duration).or(defaults.store_timeout),
             lease: options.lease_ms.map(duration),
             member_ttl: options.member_ttl_ms.map(duration),
         };
@@ -57,6 +61,12 @@ impl NativeBreaker {
             .map_err(|e| config(e.field.name(), e.problem, &e.to_string()))?;
         self.group = Some(Box::new(member));
         Ok(())
+    }
+
+    /// How long an exchange may take (ms), once joined.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_store_timeout_ms(&self) -> f64 {
+        self.group.as_ref().map_or(0.0, |m| crate::time::ms(m.config().store_timeout()))
     }
 
     /// When the next exchange is due (ms on the breaker's clock); `Infinity`

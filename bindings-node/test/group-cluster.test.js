@@ -72,12 +72,14 @@ async function until(check) {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 20))
 }
 
-test('on a Redis Cluster, members open together on spread failures and one probe closes them', async () => {
+test('on a Redis Cluster, members open together on spread failures and one probe closes them', { timeout: 30_000 }, async () => {
   const [a, b] = [member('cluster'), member('cluster')]
   await until(() => a.groupStatus().phase === 'closed' && b.groupStatus().phase === 'closed')
   const opened = [once(a, 'open'), once(b, 'open')]
   for (const x of [a, a, a, b, b]) await assert.rejects(x.execute(() => Promise.reject(new Error('down'))))
   await Promise.all(opened)
+  // Calls keep coming and are refused: a probe would serve them.
+  for (const x of [a, b]) await assert.rejects(x.execute(() => Promise.resolve(1)))
   await until(() => a.groupStatus().phase === 'half_open' && b.groupStatus().phase === 'half_open')
   const probes = [a, b].map((x) => [x, x.tryAcquire()]).filter(([, p]) => p.admitted)
   assert.equal(probes.length, 1, 'one probe for the group')
@@ -88,7 +90,7 @@ test('on a Redis Cluster, members open together on spread failures and one probe
   for (const x of [a, b]) x.leaveGroup()
 })
 
-test('Redis counts at most one script call per process per flush interval, plus transitions', async () => {
+test('Redis counts at most one script call per process per flush interval, plus transitions', { timeout: 30_000 }, async () => {
   const node = new Redis({ host: '127.0.0.1', port: ports[0] })
   const nodes = ports.map((port) => new Redis({ host: '127.0.0.1', port }))
   await Promise.all(nodes.map((n) => n.config('RESETSTAT')))

@@ -73,7 +73,7 @@ function member(group, options = {}) {
   })
 }
 
-test('the group option is checked: type, range and backend errors name the option', () => {
+test('the group option is checked: type, range and backend errors name the option', { timeout: 30_000 }, () => {
   const redis = client()
   assert.throws(() => new CircuitBreaker({ name: 'x', group: 1 }), (e) => e instanceof TypeError && e.option === 'group')
   assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis: {}, name: 'g' } }), (e) => e.option === 'group.redis')
@@ -89,6 +89,9 @@ test('the group option is checked: type, range and backend errors name the optio
     ['storeTimeoutMs', 5_000, 'too_large'],
     ['quorum', 0, 'zero'],
     ['leaseMs', 1, 'too_small'],
+    ['leaseMs', 2 * 86_400_000, 'too_large'],
+    ['memberTtlMs', 1e300, 'too_large'],
+    ['flushIntervalMs', 1, 'too_small'],
   ]) {
     assert.throws(
       () => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', [option]: value } }),
@@ -98,7 +101,17 @@ test('the group option is checked: type, range and backend errors name the optio
   }
 })
 
-test('failures spread over members open the group, though none trips alone, and every member follows', async () => {
+test('a group name that would split the hash tag is refused; a flush interval alone needs no store timeout', { timeout: 30_000 }, () => {
+  const redis = client()
+  for (const name of ['}x', 'a{b']) {
+    assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name } }), (e) => e instanceof RangeError && e.option === 'group.name')
+  }
+  const b = new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flushIntervalMs: 100 } })
+  b.leaveGroup()
+  assert.equal(b.groupStatus().member.length, 16)
+})
+
+test('failures spread over members open the group, though none trips alone, and every member follows', { timeout: 30_000 }, async () => {
   const [a, b, c] = [member('spread'), member('spread'), member('spread')]
   await until(() => [a, b, c].every((x) => x.groupStatus().phase === 'closed'))
   // Five failures in all: 2 + 2 + 1, none reaches 5 alone.
@@ -114,13 +127,15 @@ test('failures spread over members open the group, though none trips alone, and 
   for (const x of [a, b, c]) x.leaveGroup()
 })
 
-test('one probe round for the group: one member probes, the others wait, and its successes close them all', async () => {
+test('one probe round for the group: one member probes, the others wait, and its successes close them all', { timeout: 30_000 }, async () => {
   const members = [member('probe'), member('probe'), member('probe')]
   await until(() => members.every((x) => x.groupStatus().phase === 'closed'))
   for (const x of members) {
     for (let i = 0; i < 2; i++) await assert.rejects(x.execute(fail))
   }
   await until(() => members.every((x) => x.getState() === 'OPEN'))
+  // Calls keep coming and are refused: a probe would serve them.
+  for (const x of members) await assert.rejects(x.execute(ok))
   await until(() => members.every((x) => x.groupStatus().phase === 'half_open'))
   // Every member asks as hard as it can: two probes in all, from one member.
   const permits = []
@@ -140,7 +155,7 @@ test('one probe round for the group: one member probes, the others wait, and its
   for (const x of members) x.leaveGroup()
 })
 
-test('one member whose calls fail does not open the group', async () => {
+test('one member whose calls fail does not open the group', { timeout: 30_000 }, async () => {
   const [bad, good1, good2] = [member('poison'), member('poison'), member('poison')]
   await until(() => [bad, good1, good2].every((x) => x.groupStatus().phase === 'closed'))
   for (let i = 0; i < 6; i++) {
@@ -171,7 +186,7 @@ test('one member whose calls fail does not open the group', async () => {
   for (const x of [bad, good1, good2]) x.leaveGroup()
 })
 
-test('a killed Redis leaves every member deciding alone at once, and a restarted one is adopted again', async () => {
+test('a killed Redis leaves every member deciding alone at once, and a restarted one is adopted again', { timeout: 30_000 }, async () => {
   const [a, b] = [member('outage'), member('outage')]
   await until(() => [a, b].every((x) => x.groupStatus().phase === 'closed'))
   const degraded = [a, b].map((x) => once(x, 'groupDegraded'))
@@ -193,7 +208,7 @@ test('a killed Redis leaves every member deciding alone at once, and a restarted
   for (const x of [a, b]) x.leaveGroup()
 })
 
-test('members in four processes open together and probe once', async (t) => {
+test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
   t.after(() => {

@@ -24,6 +24,11 @@ import {
 // flat records' fields (src/flat.rs), for the tests.
 export { flatFields, wireCodes } from './halfopen_wasm.js'
 
+// No group mode here (it runs a Redis script through a Node client): the
+// `group` option is refused with a TypeError (lib/group.js).
+export const groupKeys = undefined
+export const groupScript = undefined
+
 let stackPointer = null
 /** Each numeric option's place in the flattened options (options.rs). */
 let optionIndex = null

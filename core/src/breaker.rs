@@ -57,11 +57,14 @@ pub struct Breaker<C = Config, M = ()> {
     limiter: Limiter,
     /// What was counted while closed, since it was made (a group's deltas).
     tally: Tally,
+    /// Whether its latest close was its probes' (not a manual operation's).
+    closed_by_probes: bool,
 }
 
 /// Calls counted while closed (or disabled), failures (slow calls among
-/// them) and slow calls, since a breaker was made: what its group member
-/// sends, as running totals, so that an exchange sent twice counts once.
+/// them) and slow calls, and calls rejected while open, since a breaker was
+/// made: what its group member sends, as running totals, so that an
+/// exchange sent twice counts once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
     /// Calls counted.
@@ -70,6 +73,8 @@ pub struct Tally {
     pub failures: u64,
     /// Slow calls.
     pub slow: u64,
+    /// Calls rejected while open (the demand a probe would serve).
+    pub rejected: u64,
 }
 
 impl Tally {
@@ -108,6 +113,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             probes: Probes::Here,
             limiter: Limiter::new(c),
             tally: Tally::default(),
+            closed_by_probes: false,
             config,
             meter,
         })
@@ -143,6 +149,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 Admission { decision: Ok(self.permit(self.latest)), transition: None }
             }
             Phase::Open { until } if self.latest < until => {
+                self.tally.rejected += 1;
                 self.meter.rejected(self.latest);
                 let wait = self.open_wait(until, self.latest);
                 Admission { decision: Err(Rejection { state: State::Open, wait }), transition: None }
@@ -175,6 +182,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 if let Wait::LimitFull { .. } = rejection.wait {
                     self.limiter.refused(now);
                 }
+                self.tally.rejected += 1;
                 self.meter.rejected(now)
             }
         }
@@ -299,6 +307,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// (only the meter sees them).
     pub fn count_rejections(&mut self, count: u32, now: Instant) {
         self.latest = self.latest.max(now);
+        self.tally.rejected += u64::from(count);
         for _ in 0..count {
             self.meter.rejected(self.latest);
         }
@@ -658,6 +667,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// concurrency limit starts again from its starting value.
     fn close(&mut self) {
         self.enter(Phase::Closed);
+        self.closed_by_probes = false;
         self.window.clear();
         self.consecutive = 0;
         let c = self.config.borrow();
@@ -705,6 +715,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             return None;
         }
         self.close();
+        self.closed_by_probes = true;
         Some(Transition { from: State::HalfOpen, to: State::Closed, reason: Reason::ProbesSucceeded, at: now })
     }
 }
@@ -964,6 +975,7 @@ mod saved {
                 probes: Probes::Here,
                 limiter,
                 tally: Tally::default(),
+                closed_by_probes: false,
                 config,
                 meter,
             })

@@ -95,7 +95,7 @@ impl Draw {
 #[test]
 fn the_lua_script_answers_as_the_reference_store() {
     let (_server, mut s) = start();
-    let keys = redis::keys("differential");
+    let keys = redis::keys("differential").unwrap();
     let ttl = redis::key_ttl(&Config::default(), &Default::default());
     let mut reference = MemoryStore::new();
     let mut totals = [Tally::default(); 5];

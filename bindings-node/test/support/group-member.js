@@ -23,7 +23,11 @@ const breaker = new CircuitBreaker({
   group: { redis, name: 'fleet', flushIntervalMs: 50, storeTimeoutMs: 40 },
 })
 const say = (what, more = {}) => process.send({ what, ...more })
-breaker.on('open', (e) => say('open', { reason: e.reason }))
+breaker.on('open', (e) => {
+  say('open', { reason: e.reason })
+  // Calls keep coming and are refused: a probe would serve them.
+  breaker.execute(() => Promise.resolve(1)).catch(() => {})
+})
 breaker.on('close', () => say('close'))
 const permits = []
 

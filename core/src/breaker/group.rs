@@ -9,21 +9,20 @@ use super::{Breaker, Tally};
 use crate::config::Config;
 use crate::meter::Meter;
 use crate::phase::{Phase, Probes};
-use crate::state::{Reason, State, Transition};
+use crate::state::{Reason, State, Transitions};
 use crate::time::{Duration, Instant};
 
 /// Where a breaker is, as its group member reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Local {
-    Closed,
+    /// Closed; `by_probes`: its latest close was its own probes' (not a
+    /// manual operation's).
+    Closed { by_probes: bool },
     /// Open (by itself or following the group) for `left` more, with the
     /// open period the next probe failure grows.
-    Open {
-        open_for: Duration,
-        left: Duration,
-    },
-    /// Probing.
-    HalfOpen,
+    Open { open_for: Duration, left: Duration },
+    /// Probing; `probes_out`: some are in flight.
+    HalfOpen { probes_out: bool },
     /// Forced open, held or disabled here.
     Manual,
 }
@@ -39,9 +38,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub(crate) fn local(&self, now: Instant) -> Local {
         match self.phase {
             Phase::ForcedOpen { .. } | Phase::HeldOpen | Phase::Disabled => Local::Manual,
-            Phase::Closed => Local::Closed,
-            Phase::HalfOpen { .. } => Local::HalfOpen,
-            Phase::Open { until } if now.max(self.latest) >= until => Local::HalfOpen,
+            Phase::Closed => Local::Closed { by_probes: self.closed_by_probes },
+            Phase::HalfOpen { .. } => Local::HalfOpen { probes_out: self.probes_in_flight > 0 },
+            Phase::Open { until } if now.max(self.latest) >= until => Local::HalfOpen { probes_out: false },
             Phase::Open { until } => Local::Open { open_for: self.open_for, left: until - now.max(self.latest) },
         }
     }
@@ -56,7 +55,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         open_for: Duration,
         reason: Reason,
         probes: Probes,
-    ) -> Option<Transition> {
+    ) -> Transitions {
         let (observed, from) = self.settle(now);
         self.probes = probes;
         let own = match self.phase {
@@ -72,11 +71,11 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 self.change(from, State::Open, reason)
             }
         };
-        own.or(observed)
+        Transitions::of(observed, own)
     }
 
     /// Closes as its group did (its probes succeeded); probes go from here.
-    pub(crate) fn follow_close(&mut self, now: Instant, reason: Reason) -> Option<Transition> {
+    pub(crate) fn follow_close(&mut self, now: Instant, reason: Reason) -> Transitions {
         let (observed, from) = self.settle(now);
         self.probes = Probes::Here;
         let own = match self.phase {
@@ -86,12 +85,12 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             }
             _ => None,
         };
-        own.or(observed)
+        Transitions::of(observed, own)
     }
 
     /// Probes for its group (this process holds the group's lease): an open
     /// period still running here ends now.
-    pub(crate) fn follow_probe(&mut self, now: Instant) -> Option<Transition> {
+    pub(crate) fn follow_probe(&mut self, now: Instant) -> Transitions {
         let (observed, _) = self.settle(now);
         self.probes = Probes::Here;
         let own = match self.phase {
@@ -101,7 +100,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             }
             _ => None,
         };
-        own.or(observed)
+        Transitions::of(observed, own)
     }
 
     /// Where its probes go from.

@@ -54,6 +54,12 @@ impl std::error::Error for GroupConfigError {}
 /// is not one.
 pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(3_600);
 
+/// The shortest flush interval (10 ms): more often hammers the store.
+pub const MIN_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The longest lease and member TTL (a day).
+pub const MAX_GROUP_PERIOD: Duration = Duration::from_secs(86_400);
+
 /// How a group breaker's processes exchange with their store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupConfig {
@@ -73,8 +79,9 @@ pub struct GroupConfig {
     /// `None`: three flush intervals.
     pub member_ttl: Option<Duration>,
     /// How long a store call may take before it counts as failed (the
-    /// process goes on alone). Default 250 ms, at most the flush interval.
-    pub store_timeout: Duration,
+    /// process goes on alone), at most the flush interval. `None`: 250 ms,
+    /// or the flush interval if shorter.
+    pub store_timeout: Option<Duration>,
 }
 
 impl Default for GroupConfig {
@@ -84,7 +91,7 @@ impl Default for GroupConfig {
             quorum: 2,
             lease: None,
             member_ttl: None,
-            store_timeout: Duration::from_millis(250),
+            store_timeout: None,
         }
     }
 }
@@ -99,14 +106,23 @@ impl GroupConfig {
         if self.flush_interval > MAX_FLUSH_INTERVAL {
             return wrong(GroupField::FlushInterval, Problem::TooLarge);
         }
+        if self.flush_interval < MIN_FLUSH_INTERVAL {
+            return wrong(GroupField::FlushInterval, Problem::TooSmall);
+        }
         if self.quorum == 0 {
             return wrong(GroupField::Quorum, Problem::Zero);
         }
-        if self.store_timeout.is_zero() {
+        if self.store_timeout.is_some_and(|t| t.is_zero()) {
             return wrong(GroupField::StoreTimeout, Problem::Zero);
         }
-        if self.store_timeout > self.flush_interval {
+        if self.store_timeout.is_some_and(|t| t > self.flush_interval) {
             return wrong(GroupField::StoreTimeout, Problem::TooLarge);
+        }
+        if self.lease.is_some_and(|l| l > MAX_GROUP_PERIOD) {
+            return wrong(GroupField::Lease, Problem::TooLarge);
+        }
+        if self.member_ttl.is_some_and(|t| t > MAX_GROUP_PERIOD) {
+            return wrong(GroupField::MemberTtl, Problem::TooLarge);
         }
         // A lease shorter than the probes' own timeout would let a second
         // process probe while the first one's probes are still out.
@@ -119,10 +135,16 @@ impl GroupConfig {
         Ok(())
     }
 
-    /// The probe lease's length for breakers configured by `breaker`.
+    /// The probe lease's length for breakers configured by `breaker` (a
+    /// derived one at most a day).
     pub fn lease_for(&self, breaker: &Config) -> Duration {
         let derived = breaker.probe_timeout.as_micros().saturating_add(self.flush_interval.as_micros());
-        self.lease.unwrap_or(Duration::from_micros(derived))
+        self.lease.unwrap_or(Duration::from_micros(derived).min(MAX_GROUP_PERIOD))
+    }
+
+    /// How long a store call may take.
+    pub fn store_timeout(&self) -> Duration {
+        self.store_timeout.unwrap_or(Duration::from_millis(250).min(self.flush_interval))
     }
 
     /// How long a silent process stays live.

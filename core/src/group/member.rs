@@ -10,7 +10,7 @@ use crate::breaker::{Breaker, Local};
 use crate::config::Config;
 use crate::meter::Meter;
 use crate::phase::Probes;
-use crate::state::{Reason, Transition};
+use crate::state::{Reason, Transitions};
 use crate::time::{Duration, Instant};
 use crate::window::{TIME_BUCKETS, Window};
 
@@ -64,6 +64,15 @@ pub struct Member {
     following: bool,
     /// Whether the caller was last told the link is degraded.
     told_degraded: bool,
+    /// The highest epoch answered (kept through outages): one lower means
+    /// the store lost the group (restarted empty, evicted, flushed).
+    epoch: u64,
+    /// The breaker's rejections when it began following the group's open
+    /// phase: more since are calls waiting for a probe.
+    rejected_at_open: u64,
+    /// The lease epoch seen and the store's time when it was first seen: a
+    /// lease is over for this process after its own lease length at most.
+    lease_seen: Option<(u64, u64)>,
 }
 
 impl Member {
@@ -80,6 +89,9 @@ impl Member {
             last_sent: None,
             following: false,
             told_degraded: false,
+            epoch: 0,
+            rejected_at_open: 0,
+            lease_seen: None,
         })
     }
 
@@ -109,7 +121,7 @@ impl Member {
     /// when its answer is overdue (then report it [`failed`](Self::failed)).
     pub fn next_exchange<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
         if let Some(sent) = self.pending {
-            return sent + self.config.store_timeout;
+            return sent + self.config.store_timeout();
         }
         let (seen, last) = match (self.link, self.seen, self.last_sent) {
             (Link::Degraded { retry_at, .. }, ..) => return retry_at,
@@ -160,17 +172,31 @@ impl Member {
     }
 
     /// Applies the store's `answer` at `now` to `breaker`: it follows the
-    /// group's phase. Returns the breaker's transition, if any.
+    /// group's phase. Returns the breaker's transitions.
     pub fn apply<C: Borrow<Config>, M: Meter>(
         &mut self,
         breaker: &mut Breaker<C, M>,
         answer: &Answer,
         now: Instant,
-    ) -> Option<Transition> {
+    ) -> Transitions {
         self.pending = None;
         self.link = Link::Live;
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
         let offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        if answer.register.epoch < self.epoch {
+            // The store lost the group: what it says now is no one's
+            // decision. The breaker's own open period goes on, and it
+            // probes by itself (closing only on its own probes).
+            self.following = false;
+            self.lease_seen = None;
+            breaker.set_probes(Probes::Here);
+        }
+        self.epoch = answer.register.epoch;
+        if let GroupPhase::HalfOpen { .. } = answer.register.phase
+            && self.lease_seen.is_none_or(|(epoch, _)| epoch != answer.register.epoch)
+        {
+            self.lease_seen = Some((answer.register.epoch, answer.now_us));
+        }
         let changed = self.seen.is_none_or(|s| s.register != answer.register);
         let trip = match answer.register.phase {
             GroupPhase::Closed => policy::trips(breaker.config(), &self.config, answer),
@@ -191,8 +217,10 @@ impl Member {
         let retry_at = now + policy::retry_after(&self.config, failures, self.id);
         self.link = Link::Degraded { failures, retry_at };
         // What the group said may be stale by the time it answers again.
+        // Probes from elsewhere stay awaited until their wait runs out by
+        // itself: one late answer does not make this process probe.
         self.seen = None;
-        breaker.set_probes(Probes::Here);
+        let _ = breaker;
     }
 
     /// A change of the link since the last call, if any. (A change undone
@@ -213,18 +241,31 @@ impl Member {
         seen: Seen,
         now: Instant,
     ) -> Option<super::protocol::Proposed> {
+        let c = breaker.config();
+        // A lease is over here after this process's own lease length at
+        // most (another's configuration cannot hold the group).
+        let phase = match (seen.register.phase, self.lease_seen) {
+            (GroupPhase::HalfOpen { lease, lease_until_us, open_for_us, reason }, Some((_, seen_at))) => {
+                let own = seen_at.saturating_add(self.config.lease_for(c).as_micros());
+                GroupPhase::HalfOpen { lease, lease_until_us: lease_until_us.min(own), open_for_us, reason }
+            }
+            (phase, _) => phase,
+        };
         let standing = policy::Standing {
             me: self.id,
-            phase: seen.register.phase,
+            phase,
             server_now: server(seen.offset, now),
             trip: seen.trip,
             generation: seen.register.epoch as u32,
+            demand: breaker.tally().rejected > self.rejected_at_open,
         };
-        policy::proposal(breaker.config(), &self.config, standing, breaker.local(now))
+        policy::proposal(c, &self.config, standing, breaker.local(now))
     }
 
     /// Makes `breaker` follow `phase` (store time `offset` ahead of this
-    /// process's); `changed`: a phase not followed yet.
+    /// process's); `changed`: a phase not followed yet. Periods are held to
+    /// this process's own bounds (another's configuration cannot set them).
+    /// A breaker closed here while the group is open (a reset) opens again.
     fn follow<C: Borrow<Config>, M: Meter>(
         &mut self,
         breaker: &mut Breaker<C, M>,
@@ -232,42 +273,54 @@ impl Member {
         offset: i64,
         changed: bool,
         now: Instant,
-    ) -> Option<Transition> {
+    ) -> Transitions {
         let g = self.config;
+        let c = *breaker.config();
+        let cap = |d: Duration| d.min(c.open_timeout_cap()).max(c.open_timeout);
+        let begin = |m: &mut Self, b: &Breaker<C, M>| {
+            if !m.following {
+                m.rejected_at_open = b.tally().rejected;
+            }
+            m.following = true;
+        };
         match phase {
             GroupPhase::Closed => {
                 let was = core::mem::replace(&mut self.following, false);
-                if was { breaker.follow_close(now, Reason::ProbesSucceeded) } else { None }
+                if was { breaker.follow_close(now, Reason::ProbesSucceeded) } else { Transitions::default() }
             }
             GroupPhase::Open { until_us, open_for_us, reason } => {
-                self.following = true;
-                let until = local(offset, until_us);
+                begin(self, breaker);
+                let until = local(offset, until_us).min(now + c.open_timeout_cap());
                 let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until.max(now)) };
-                if changed {
-                    breaker.follow_open(now, until, Duration::from_micros(open_for_us), reason, probes)
+                let closed_here = matches!(breaker.local(now), Local::Closed { .. });
+                if changed || closed_here {
+                    breaker.follow_open(now, until, cap(Duration::from_micros(open_for_us)), reason, probes)
                 } else {
                     breaker.set_probes(probes);
-                    None
+                    Transitions::default()
                 }
             }
             GroupPhase::HalfOpen { lease, .. } if lease == self.id => {
-                self.following = true;
-                if changed { breaker.follow_probe(now) } else { None }
+                begin(self, breaker);
+                if changed { breaker.follow_probe(now) } else { Transitions::default() }
             }
-            GroupPhase::HalfOpen { open_for_us, reason, .. } => {
-                self.following = true;
+            GroupPhase::HalfOpen { lease_until_us, open_for_us, reason, .. } => {
+                begin(self, breaker);
                 let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, now) };
                 match breaker.local(now) {
-                    Local::Closed | Local::HalfOpen => {
-                        breaker.follow_open(now, now, Duration::from_micros(open_for_us), reason, probes)
+                    // Open until the lease ends, at most its own lease length.
+                    Local::Closed { .. } => {
+                        let until = local(offset, lease_until_us).min(now + g.lease_for(&c)).max(now);
+                        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until) };
+                        breaker.follow_open(now, until, cap(Duration::from_micros(open_for_us)), reason, probes)
                     }
                     Local::Open { left, .. } => {
                         breaker.set_probes(Probes::Elsewhere { until: policy::probes_wait_until(&g, now + left) });
-                        None
+                        Transitions::default()
                     }
-                    Local::Manual => {
+                    Local::HalfOpen { .. } | Local::Manual => {
                         breaker.set_probes(probes);
-                        None
+                        Transitions::default()
                     }
                 }
             }

@@ -33,11 +33,18 @@ pub(crate) struct Standing {
     pub(crate) trip: Option<Reason>,
     /// The generation an open period's jitter is drawn for.
     pub(crate) generation: u32,
+    /// Whether calls were rejected here since the group opened: only a
+    /// process with calls waiting takes the probe lease.
+    pub(crate) demand: bool,
 }
 
-/// What a process proposes, standing at `s`, its breaker at `local`.
+/// What a process proposes, standing at `s`, its breaker at `local`. The
+/// lease goes to a process with calls waiting, never one held open or
+/// disabled by hand; its holder closes the group only on its own probes'
+/// success, and renews the lease while its probes are out near its end.
 pub(crate) fn proposal(c: &Config, g: &GroupConfig, s: Standing, local: Local) -> Option<Proposed> {
-    let Standing { me, phase, server_now, trip, generation } = s;
+    let Standing { me, phase, server_now, trip, generation, demand } = s;
+    let may_probe = demand && local != Local::Manual;
     match phase {
         GroupPhase::Closed => {
             let reason = trip?;
@@ -45,23 +52,31 @@ pub(crate) fn proposal(c: &Config, g: &GroupConfig, s: Standing, local: Local) -
             let for_us = crate::policy::open_period(c, open_for, generation).as_micros();
             Some(Proposed::Open { for_us, open_for_us: open_for.as_micros(), reason })
         }
-        GroupPhase::Open { until_us, open_for_us, reason } if server_now >= until_us => {
+        GroupPhase::Open { until_us, open_for_us, reason } if server_now >= until_us && may_probe => {
             Some(take_lease(c, g, open_for_us, reason))
         }
         GroupPhase::Open { .. } => None,
-        GroupPhase::HalfOpen { lease, .. } if lease == me => match local {
-            // The probes succeeded here.
-            Local::Closed => Some(Proposed::Closed),
+        GroupPhase::HalfOpen { lease, lease_until_us, open_for_us, reason } if lease == me => match local {
+            // Its probes succeeded.
+            Local::Closed { by_probes: true } => Some(Proposed::Closed),
             // A probe failed here: open again, for longer.
             Local::Open { open_for, left } => Some(Proposed::Open {
                 for_us: left.as_micros(),
                 open_for_us: open_for.as_micros(),
                 reason: Reason::ProbeFailed,
             }),
-            Local::HalfOpen | Local::Manual => None,
+            // Probes out as the lease nears its end: renewed.
+            Local::HalfOpen { probes_out: true }
+                if lease_until_us.saturating_sub(server_now) <= c.probe_timeout.as_micros() =>
+            {
+                Some(take_lease(c, g, open_for_us, reason))
+            }
+            Local::Closed { by_probes: false } | Local::HalfOpen { .. } | Local::Manual => None,
         },
         // The lease holder went silent: take over.
-        GroupPhase::HalfOpen { lease_until_us, open_for_us, reason, .. } if server_now >= lease_until_us => {
+        GroupPhase::HalfOpen { lease_until_us, open_for_us, reason, .. }
+            if server_now >= lease_until_us && may_probe =>
+        {
             Some(take_lease(c, g, open_for_us, reason))
         }
         GroupPhase::HalfOpen { .. } => None,
@@ -77,7 +92,7 @@ fn take_lease(c: &Config, g: &GroupConfig, open_for_us: u64, reason: Reason) -> 
 /// two flush intervals and a store timeout (one late or lost exchange does
 /// not make it probe; a group it no longer hears from never holds it open).
 pub(crate) fn probes_wait_until(g: &GroupConfig, now: Instant) -> Instant {
-    let wait = g.flush_interval.as_micros().saturating_mul(2).saturating_add(g.store_timeout.as_micros());
+    let wait = g.flush_interval.as_micros().saturating_mul(2).saturating_add(g.store_timeout().as_micros());
     now + Duration::from_micros(wait)
 }
 
@@ -128,7 +143,7 @@ mod tests {
     }
 
     fn at(me: u64, phase: GroupPhase, server_now: u64) -> Standing {
-        Standing { me, phase, server_now, trip: None, generation: 0 }
+        Standing { me, phase, server_now, trip: None, generation: 0, demand: true }
     }
 
     #[test]
@@ -141,8 +156,8 @@ mod tests {
             open_for_us: 30_000_000,
             reason: Reason::FailureRate,
         };
-        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::Closed), Some(Proposed::Closed));
-        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::HalfOpen), None);
+        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::Closed { by_probes: true }), Some(Proposed::Closed));
+        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::HalfOpen { probes_out: false }), None);
         let left = Duration::from_secs(60);
         let open_for = Duration::from_secs(60);
         assert_eq!(
@@ -152,11 +167,11 @@ mod tests {
         assert_eq!(proposal(&c, &g, at(2, half_open, 99), Local::Open { open_for, left }), None);
         let lease_us = (c.probe_timeout.as_micros()) + 1_000_000;
         let take = Some(Proposed::HalfOpen { lease_us, open_for_us: 30_000_000, reason: Reason::FailureRate });
-        assert_eq!(proposal(&c, &g, at(2, half_open, 100), Local::HalfOpen), take);
+        assert_eq!(proposal(&c, &g, at(2, half_open, 100), Local::HalfOpen { probes_out: false }), take);
         let open = GroupPhase::Open { until_us: 100, open_for_us: 30_000_000, reason: Reason::FailureRate };
-        assert_eq!(proposal(&c, &g, at(2, open, 99), Local::Closed), None);
-        assert_eq!(proposal(&c, &g, at(2, open, 100), Local::Closed), take);
-        assert_eq!(proposal(&c, &g, at(2, GroupPhase::Closed, 100), Local::Closed), None);
+        assert_eq!(proposal(&c, &g, at(2, open, 99), Local::Closed { by_probes: true }), None);
+        assert_eq!(proposal(&c, &g, at(2, open, 100), Local::Closed { by_probes: true }), take);
+        assert_eq!(proposal(&c, &g, at(2, GroupPhase::Closed, 100), Local::Closed { by_probes: true }), None);
     }
 
     #[test]

@@ -20,10 +20,24 @@ pub const SCRIPT: &str = include_str!("store.lua");
 
 /// The keys of group `name`, in the order the script takes them. Versioned
 /// (`halfopen:v1:`), so that a later layout never reads this one's; `{name}`
-/// is the hash tag: every key of a group is in one Redis Cluster slot.
-pub fn keys(name: &str) -> [String; 6] {
-    ["register", "buckets", "totals", "members", "failed", "run"].map(|part| format!("halfopen:v1:{{{name}}}:{part}"))
+/// is the hash tag: every key of a group is in one Redis Cluster slot. A
+/// name with a brace would end the tag early (the keys would fall in
+/// different slots): it is refused.
+pub fn keys(name: &str) -> Result<[String; 6], BadName> {
+    if name.is_empty() || name.contains(['{', '}']) {
+        return Err(BadName);
+    }
+    Ok(["register", "buckets", "totals", "members", "failed", "run"]
+        .map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
 }
+
+/// A group name that cannot be a Redis hash tag: empty, or with a brace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadName;
+
+/// The longest period the script is given (2^45 µs, about a year): the
+/// store's time plus it stays below 2^53, which Lua's numbers hold exactly.
+pub const MAX_PERIOD_US: u64 = 1 << 45;
 
 /// How long a group's keys outlive its last exchange: its longest period
 /// (the window, the longest open period, the lease) plus the member TTL.
@@ -111,16 +125,19 @@ mod tests {
 
     #[test]
     fn every_key_of_a_group_shares_its_hash_tag() {
-        let keys = keys("wa-instance-7");
+        let keys = keys("wa-instance-7").unwrap();
         assert!(keys.iter().all(|k| k.starts_with("halfopen:v1:{wa-instance-7}:")));
         assert_eq!(keys.len(), 6);
+        for bad in ["", "}x", "a{b", "a}"] {
+            assert_eq!(super::keys(bad), Err(BadName), "{bad}");
+        }
     }
 
     #[test]
     fn a_request_and_a_reply_read_as_they_were_meant() {
         let request = Request {
             member: u64::MAX,
-            tally: Tally { calls: 10, failures: 4, slow: 1 },
+            tally: Tally { calls: 10, failures: 4, slow: 1, rejected: 0 },
             consecutive: 2,
             bucket_us: 7_500_000,
             window_us: 60_000_000,

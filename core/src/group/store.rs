@@ -54,6 +54,7 @@ impl MemoryStore {
                 calls: r.tally.calls - t.calls,
                 failures: r.tally.failures - t.failures,
                 slow: r.tally.slow - t.slow,
+                rejected: 0,
             },
             _ => Tally::default(),
         };

@@ -59,7 +59,7 @@ impl Group {
                 continue;
             }
             let answer = self.store.exchange(&request, now_us);
-            p.member.apply(&mut p.breaker, &answer, now);
+            let _ = p.member.apply(&mut p.breaker, &answer, now);
         }
     }
 
@@ -144,6 +144,10 @@ fn opened(n: usize, skews: &[i64]) -> Group {
     }
     g.run(3 * SECOND);
     assert!(matches!(g.phase(), GroupPhase::Open { .. }));
+    // Calls keep coming, and are rejected: a probe would serve them.
+    for i in 0..n {
+        assert!(!g.call(i, Outcome::Success));
+    }
     g
 }
 
@@ -255,6 +259,9 @@ fn a_store_outage_leaves_each_process_deciding_alone_and_it_adopts_the_group_on_
     }
     g.run(3 * SECOND);
     let GroupPhase::Open { until_us, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    for i in 0..2 {
+        assert!(!g.call(i, Outcome::Success), "rejected: calls are waiting");
+    }
     g.processes[2].cut_off = false;
     g.run(40 * SECOND);
     assert_eq!(g.processes[2].member.poll_event(), Some(GroupEvent::Recovered));
@@ -323,4 +330,129 @@ fn a_request_applied_twice_counts_once_and_a_stale_proposal_changes_nothing() {
     assert_eq!(answer.register.epoch, 1);
     assert!(matches!(answer.register.phase, GroupPhase::Open { .. }));
     let _ = Duration::ZERO;
+}
+
+// Regressions from the hostile review.
+
+fn acquire(g: &mut Group, i: usize) -> bool {
+    let now = g.local(i);
+    g.processes[i].breaker.try_acquire(now).decision.is_ok()
+}
+
+#[test]
+fn one_failed_exchange_does_not_make_a_process_probe_beside_the_lease_holder() {
+    let mut g = opened(3, &[]);
+    let holder = probing(&mut g);
+    g.run(SECOND);
+    assert!(acquire(&mut g, holder), "the holder probes");
+    let other = (holder + 1) % 3;
+    assert!(!acquire(&mut g, other), "the other waits");
+    g.processes[other].cut_off = true;
+    while !g.processes[other].member.degraded() {
+        g.run(10_000);
+    }
+    g.processes[other].cut_off = false;
+    assert!(!acquire(&mut g, other), "one failed exchange: it still waits");
+}
+
+#[test]
+fn the_holder_renews_its_lease_while_its_probes_are_out() {
+    let mut g = opened(3, &[]);
+    g.run(30 * SECOND);
+    let GroupPhase::HalfOpen { lease, lease_until_us, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    let holder = (lease - 100) as usize;
+    // Its first probe just before the lease would end.
+    g.run(lease_until_us - g.now_us - 200_000);
+    assert!(acquire(&mut g, holder));
+    g.run(3 * SECOND);
+    let GroupPhase::HalfOpen { lease: still, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    assert_eq!(still, lease, "the lease stays with the process whose probe is out");
+    for i in 0..3 {
+        if i != holder {
+            assert!(!acquire(&mut g, i));
+        }
+    }
+}
+
+#[test]
+fn a_store_that_lost_the_group_closes_no_process_without_a_probe() {
+    let mut g = opened(3, &[]);
+    g.run(SECOND);
+    assert!(all(&g.states(), State::Open));
+    g.store = MemoryStore::new();
+    g.run(2 * SECOND);
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
+}
+
+#[test]
+fn a_process_reset_by_hand_follows_the_group_and_never_closes_it_without_probes() {
+    let mut g = opened(3, &[]);
+    let now = g.local(0);
+    let _ = g.processes[0].breaker.reset(now);
+    g.run(2 * SECOND);
+    assert_eq!(g.processes[0].breaker.state(g.local(0)), State::Open, "open again with its group");
+    let GroupPhase::Open { until_us, .. } = g.phase() else { panic!() };
+    g.run(until_us - g.now_us + 500_000);
+    assert_ne!(g.phase(), GroupPhase::Closed);
+}
+
+#[test]
+fn a_process_held_open_by_hand_never_takes_the_lease() {
+    let mut g = opened(3, &[]);
+    let now = g.local(0);
+    let _ = g.processes[0].breaker.force_open(now, None);
+    let GroupPhase::Open { until_us, .. } = g.phase() else { panic!() };
+    g.run(until_us - g.now_us + 500_000);
+    assert!(matches!(g.phase(), GroupPhase::HalfOpen { lease, .. } if lease != 100), "{:?}", g.phase());
+}
+
+#[test]
+fn a_process_waiting_for_the_probes_does_not_flap_between_open_and_half_open() {
+    let mut g = opened(3, &[]);
+    let holder = probing(&mut g);
+    let other = (holder + 1) % 3;
+    let before = g.processes[other].breaker.state(g.local(other));
+    let mut changes = 0;
+    for _ in 0..100 {
+        g.run(100_000);
+        let now = g.local(other);
+        let _ = g.processes[other].breaker.handle_timeout(now);
+        changes += usize::from(g.processes[other].breaker.state(now) != before);
+    }
+    assert_eq!(changes, 0, "it stays {before:?} while another process probes");
+}
+
+#[test]
+fn the_busy_process_takes_the_lease_not_the_idle_ones() {
+    let mut g = Group::new(10, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for i in 0..10 {
+        for _ in 0..5 {
+            g.call(i, Outcome::Failure);
+        }
+    }
+    g.run(3 * SECOND);
+    let GroupPhase::Open { until_us, .. } = g.phase() else { panic!("{:?}", g.phase()) };
+    // Only process 9 has calls from now on, one every 100 ms.
+    while g.now_us < until_us + 5 * SECOND && g.phase() != GroupPhase::Closed {
+        g.run(100_000);
+        g.call(9, Outcome::Success);
+    }
+    assert_eq!(g.phase(), GroupPhase::Closed, "process 9 probed within seconds of the open period's end");
+}
+
+#[test]
+fn another_process_configuration_cannot_hold_this_one_open_longer_than_its_own() {
+    let long = Config { open_timeout: Duration::from_secs(365 * 86_400), ..Config::default() };
+    let mut g = Group::new(2, Config::default(), GroupConfig::default(), &[]);
+    g.processes[1].breaker = Breaker::new(long).unwrap();
+    g.processes[1].member = Member::new(101, GroupConfig::default(), &long).unwrap();
+    g.run(SECOND);
+    for _ in 0..3 {
+        g.call(0, Outcome::Failure);
+        g.call(1, Outcome::Failure);
+    }
+    g.run(3 * SECOND);
+    let left = g.processes[0].breaker.retry_after(g.local(0)).unwrap();
+    assert!(left <= Config::default().open_timeout_cap(), "{left:?}");
 }
