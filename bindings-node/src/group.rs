@@ -98,7 +98,7 @@ impl NativeBreaker {
                 i32::from(self.keep(t))
             }
             Err(_) => {
-                member.failed(&mut self.breaker, now);
+                member.failed(now);
                 -1
             }
         }
@@ -108,7 +108,7 @@ impl NativeBreaker {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn group_failed(&mut self, now_ms: f64) {
         if let Some(member) = self.group.as_mut() {
-            member.failed(&mut self.breaker, instant(now_ms));
+            member.failed(instant(now_ms));
         }
     }
 

@@ -208,7 +208,7 @@ impl Member {
 
     /// The request out failed, or its answer is overdue, at `now`: the
     /// process decides alone until the store answers again.
-    pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
+    pub fn failed(&mut self, now: Instant) {
         self.pending = None;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
@@ -220,7 +220,6 @@ impl Member {
         // Probes from elsewhere stay awaited until their wait runs out by
         // itself: one late answer does not make this process probe.
         self.seen = None;
-        let _ = breaker;
     }
 
     /// A change of the link since the last call, if any. (A change undone

@@ -55,7 +55,7 @@ impl Group {
             let p = &mut self.processes[i];
             let Some(request) = p.member.request(&p.breaker, now) else { continue };
             if p.cut_off {
-                p.member.failed(&mut p.breaker, now);
+                p.member.failed(now);
                 continue;
             }
             let answer = self.store.exchange(&request, now_us);
