@@ -142,9 +142,17 @@ impl Member {
         deadline.map_or(regular, |d| regular.min(local(seen.offset, d).max(last + policy::urgent_gap(&self.config))))
     }
 
-    /// The request to send at `now`, if one is due (none while one is out).
+    /// The request to send at `now`, if one is due (none while one is out;
+    /// one out for longer than the store timeout, never reported, counts as
+    /// failed here, so that a caller that lost it cannot stall the member).
     pub fn request<C: Borrow<Config>, M: Meter>(&mut self, breaker: &Breaker<C, M>, now: Instant) -> Option<Request> {
-        if self.pending.is_some() || now < self.next_exchange(breaker, now) {
+        if let Some(sent) = self.pending {
+            if now < sent + self.config.store_timeout() {
+                return None;
+            }
+            self.failed(now);
+        }
+        if now < self.next_exchange(breaker, now) {
             return None;
         }
         let proposal = match (self.link, self.seen) {

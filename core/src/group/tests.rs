@@ -456,3 +456,19 @@ fn another_process_configuration_cannot_hold_this_one_open_longer_than_its_own()
     let left = g.processes[0].breaker.retry_after(g.local(0)).unwrap();
     assert!(left <= Config::default().open_timeout_cap(), "{left:?}");
 }
+
+#[test]
+fn a_request_whose_answer_never_comes_counts_as_failed_and_the_member_goes_on() {
+    let config = Config::default();
+    let breaker = Breaker::new(config).unwrap();
+    let mut member = Member::new(1, GroupConfig::default(), &config).unwrap();
+    let now = Instant::from_micros(SECOND);
+    assert!(member.request(&breaker, now).is_some());
+    // Lost: neither answered nor reported failed.
+    assert!(member.request(&breaker, now + Duration::from_millis(100)).is_none(), "one out at a time");
+    let later = now + Duration::from_secs(1);
+    assert!(member.request(&breaker, later).is_none(), "counted failed: a retry waits its backoff");
+    assert!(member.degraded());
+    let retry = member.next_exchange(&breaker, later);
+    assert!(member.request(&breaker, retry).is_some(), "and then goes on");
+}
