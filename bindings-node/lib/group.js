@@ -90,7 +90,28 @@ class GroupLink {
     this._closed = false
     this._lastError = null
     LINKS.set(breaker, this)
-    this._schedule()
+    this._start()
+  }
+
+  /**
+   * The first exchange: once the client is connected, or after one store
+   * timeout if it is not by then (a process starting does not report its
+   * client's connection as an outage; a Redis that is down still is).
+   */
+  _start() {
+    const r = this._redis
+    if (r.status === undefined || r.status === 'ready' || typeof r.once !== 'function') return this._schedule()
+    let started = false
+    const start = () => {
+      if (started) return
+      started = true
+      clearTimeout(wait)
+      r.removeListener?.('ready', start)
+      this._schedule()
+    }
+    const wait = setTimeout(start, this._timeoutMs)
+    wait.unref?.()
+    r.once('ready', start)
   }
 
   /** Sets the timer for the next exchange the member asks for. */
