@@ -274,7 +274,7 @@ export declare class CircuitBreaker extends EventEmitter {
   toBytes(): Buffer
   static fromJSON(options: CircuitOptions, snapshot: object | string): CircuitBreaker
   static fromBytes(options: CircuitOptions, bytes: Uint8Array): CircuitBreaker
-  /** With the `group` option, what it knows of its group; else null. */
+  /** With the `group` option, what it knows of its group; else (also after `leaveGroup()`) null. */
   groupStatus(): GroupStatus | null
   /** Stops exchanging with the group (the breaker goes on alone). */
   leaveGroup(): void

@@ -230,7 +230,8 @@ class CircuitBreaker {
   /**
    * With the `group` option: `{ member, degraded, phase }` (its member id,
    * whether it decides alone because the store failed, the group's phase as
-   * last answered: "closed", "open", "half_open" or null); else null.
+   * last answered: "closed", "open", "half_open" or null); else (also after
+   * `leaveGroup()`) null.
    */
   groupStatus() {
     return linkOf(this)?.status() ?? null

@@ -201,11 +201,12 @@ class GroupLink {
     if (!this._inFlight) this._schedule()
   }
 
-  /** Stops exchanging (the breaker goes on alone). */
+  /** Stops exchanging (the breaker goes on alone, in no group). */
   close() {
     this._closed = true
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null
+    LINKS.delete(this._breaker)
   }
 
   /** What the link knows: the member id, whether it decides alone, the group's phase as last answered. */

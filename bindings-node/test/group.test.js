@@ -107,8 +107,9 @@ test('a group name that would split the hash tag is refused; a flush interval al
     assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name } }), (e) => e instanceof RangeError && e.option === 'group.name')
   }
   const b = new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flushIntervalMs: 100 } })
-  b.leaveGroup()
   assert.equal(b.groupStatus().member.length, 16)
+  b.leaveGroup()
+  assert.equal(b.groupStatus(), null, 'in no group after leaving')
 })
 
 test('failures spread over members open the group, though none trips alone, and every member follows', { timeout: 30_000 }, async () => {
