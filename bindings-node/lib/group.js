@@ -121,7 +121,14 @@ class GroupLink {
     const b = this._breaker
     let delay
     try {
-      const now = read(b)
+      // A clock that fails is the exchange's failure (reported there); the
+      // member's own backoff then sets the retry, from the latest good reading.
+      let now
+      try {
+        now = read(b)
+      } catch {
+        now = b._last
+      }
       delay = Math.min(Math.max(0, b._native.groupNextMs(now) - now), 2 ** 31 - 1)
     } catch (err) {
       warnCallback(err, `the group of '${b.name}'`)
@@ -139,8 +146,19 @@ class GroupLink {
     const b = this._breaker
     if (this._closed || this._inFlight) return
     let args
+    let now
     try {
-      const now = read(b)
+      now = read(b)
+    } catch (err) {
+      // No exchange without a time to send it at: the process decides
+      // alone ('groupDegraded' carries the clock's TypeError) and retries
+      // with the member's backoff, as after a store failure.
+      this._lastError = err
+      b._native.groupFailed(b._last)
+      this._events()
+      return this._schedule()
+    }
+    try {
       // Successes batched under the licence count in the running totals
       // (handing them over may cause a transition: published first).
       if (b._flush(now)) b._transitions(now)

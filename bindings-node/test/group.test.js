@@ -213,6 +213,33 @@ test('a killed Redis leaves every member deciding alone at once, and a restarted
   for (const x of [a, b]) x.leaveGroup()
 })
 
+test('a clock that fails is an exchange that fails: groupDegraded carries its TypeError; a throwing listener stops nothing', { timeout: 30_000 }, async () => {
+  let reading = () => Date.now()
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  const a = member('bad-clock', { clock: () => reading() })
+  await until(() => a.groupStatus().phase === 'closed')
+  a.on('groupDegraded', () => {
+    throw new Error('listener bug')
+  })
+  for (const bad of [() => Number.NaN, () => Infinity, () => 'soon', () => { throw new Error('clock bug') }]) {
+    const degraded = once(a, 'groupDegraded')
+    reading = bad
+    const [{ error }] = await degraded
+    assert.ok(error instanceof TypeError && error.option === 'clock', String(error))
+    assert.equal(a.groupStatus().degraded, true)
+    const recovered = once(a, 'groupRecovered')
+    reading = () => Date.now()
+    await recovered
+    assert.equal(a.groupStatus().phase, 'closed')
+  }
+  // Each throw of the listener was a warning, and the exchanges went on.
+  await until(() => warnings.filter((w) => w.code === 'HALFOPEN_CALLBACK_ERROR').length >= 4)
+  process.off('warning', onWarning)
+  a.leaveGroup()
+})
+
 test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
