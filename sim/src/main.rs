@@ -40,6 +40,8 @@ fn main() {
     print!("{}", table::sensitivity(&scenarios::all(), seed));
     println!("\n### Variants of the limit (delivered · wasted calls · time suspended · duration)\n");
     print!("{}", table::variants(&scenarios::all(), seed));
+    println!("\n### Several sender processes (delivered · wasted calls · time suspended · duration)\n");
+    print!("{}", table::fleet(&scenarios::all(), seed));
     println!("\n### Seed 001: a partner's webhook endpoint down for four minutes (12,000 events)\n");
     let reports: Vec<webhook::Report> = webhook::Strategy::ALL.into_iter().map(webhook::run).collect();
     print!("{}", webhook::table(&reports));

@@ -3,9 +3,10 @@
 
 use std::fmt::Write;
 
+use halfopen::group::GroupConfig;
 use halfopen::{ConcurrencyLimit, Config};
 
-use crate::engine::{Report, Scenario, run, run_config};
+use crate::engine::{Fleet, GroupModel, Report, Scenario, run, run_config, run_fleet};
 use crate::guard::Strategy;
 
 /// The sender concurrencies the sensitivity table tries: the one that
@@ -99,6 +100,48 @@ pub fn sensitivity(scenarios: &[Scenario], seed: u64) -> String {
                 let r = run(&scenario, strategy, seed);
                 let share = 100.0 * f64::from(r.delivered) / f64::from(r.messages);
                 let _ = write!(out, " {share:.1} % · {} wasted · {} |", r.wasted_calls, duration(r.suspended));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The sender process counts the several-processes table tries.
+pub const PROCESSES: [usize; 2] = [10, 20];
+
+/// The group mode the demo models: the default group configuration (1 s
+/// flush interval, quorum 2), a 1 ms round trip to the store, and one store
+/// call in a hundred lost (it fails at the store timeout).
+pub fn group_model() -> GroupModel {
+    GroupModel { config: GroupConfig::default(), round_trip: 1_000, lost: 0.01 }
+}
+
+fn cell(r: &Report) -> String {
+    let share = 100.0 * f64::from(r.delivered) / f64::from(r.messages);
+    format!("{share:.2} % · {} wasted · {} · {}", r.wasted_calls, duration(r.suspended), duration(r.duration))
+}
+
+/// Every scenario with the two halfopen strategies run by one process, and
+/// by each count in [`PROCESSES`] with a breaker per process and in group
+/// mode ([`group_model`]): delivered share, wasted calls, time suspended,
+/// duration.
+pub fn fleet(scenarios: &[Scenario], seed: u64) -> String {
+    let mut out = String::from("| campaign | strategy | 1 process |");
+    for n in PROCESSES {
+        let _ = write!(out, " {n} processes, a breaker each | {n} processes, one group |");
+    }
+    out.push_str("\n|---|---|---|");
+    out.push_str(&"---|---|".repeat(PROCESSES.len()));
+    out.push('\n');
+    for scenario in scenarios {
+        for strategy in [Strategy::Halfopen, Strategy::HalfopenLimited] {
+            let _ = write!(out, "| {} | {} | {} |", scenario.slug, strategy.name(), cell(&run(scenario, strategy, seed)));
+            for processes in PROCESSES {
+                for group in [None, Some(group_model())] {
+                    let r = run_fleet(scenario, strategy, seed, Fleet { processes, group });
+                    let _ = write!(out, " {} |", cell(&r));
+                }
             }
             out.push('\n');
         }
