@@ -104,6 +104,11 @@ export declare class NativeBreaker {
   groupApply(reply: Array<string>, nowMs: number): number
   /** The exchange out failed or took too long, at `nowMs`. */
   groupFailed(nowMs: number): void
+  /**
+   * Leaves the group: the breaker decides alone from now on (its
+   * concurrency limit adapts by itself again, from its share).
+   */
+  groupLeave(): void
   /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */
   groupEvent(): string | null
   /** Whether the member decides alone because its store failed. */

@@ -77,7 +77,7 @@ class GroupLink {
       throw e
     }
     if (!DEFINED.has(redis)) {
-      redis.defineCommand(COMMAND, { numberOfKeys: 6, lua: groupScript() })
+      redis.defineCommand(COMMAND, { numberOfKeys: keys.length, lua: groupScript() })
       DEFINED.add(redis)
     }
     this.member = options.member
@@ -221,6 +221,7 @@ class GroupLink {
 
   /** Stops exchanging (the breaker goes on alone, in no group). */
   close() {
+    this._breaker._native.groupLeave()
     this._closed = true
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null

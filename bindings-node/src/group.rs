@@ -81,7 +81,7 @@ impl NativeBreaker {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn group_request(&mut self, now_ms: f64) -> Option<Vec<String>> {
         let member = self.group.as_mut()?;
-        let request = member.request(&self.breaker, instant(now_ms))?;
+        let request = member.request(&mut self.breaker, instant(now_ms))?;
         let ttl = redis::key_ttl(self.breaker.config(), member.config());
         Some(redis::args(&request, ttl))
     }
@@ -98,7 +98,7 @@ impl NativeBreaker {
                 i32::from(self.keep(t))
             }
             Err(_) => {
-                member.failed(now);
+                member.failed(&mut self.breaker, now);
                 -1
             }
         }
@@ -108,7 +108,16 @@ impl NativeBreaker {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn group_failed(&mut self, now_ms: f64) {
         if let Some(member) = self.group.as_mut() {
-            member.failed(instant(now_ms));
+            member.failed(&mut self.breaker, instant(now_ms));
+        }
+    }
+
+    /// Leaves the group: the breaker decides alone from now on (its
+    /// concurrency limit adapts by itself again, from its share).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_leave(&mut self) {
+        if let Some(member) = self.group.take() {
+            member.leave(&mut self.breaker);
         }
     }
 

@@ -64,6 +64,32 @@ pub(crate) struct Limiter {
     /// Whether the limit has refused a call since it last grew, started or
     /// was cut (only then does it grow).
     pressed: bool,
+    /// In a group (see [`Share`]): `limit` is this process's share of it.
+    share: Option<Share>,
+}
+
+/// An adaptive limit shared by a group of processes (issue 23): the group
+/// has one limit, this process admits within its share of it, and its
+/// successes and failures adapt the group's limit by the same rules as a
+/// process's own (a step per success below the threshold, a step per
+/// group-limit successes above it; a failure halves it, once per loss
+/// window), through its member's exchanges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Share {
+    /// The group's limit and threshold, as last answered, and its epoch
+    /// (every cut or restart increments it; steps earned at another epoch
+    /// are not added).
+    pub(crate) group: u32,
+    pub(crate) threshold: u32,
+    pub(crate) epoch: u64,
+    /// Steps earned since the latest exchange.
+    pub(crate) steps: u32,
+    /// A failure asks the group's limit to be halved (until an answer at a
+    /// later epoch shows the group's limit changed).
+    pub(crate) cut: bool,
+    /// A call was admitted or refused for the limit since the latest
+    /// exchange (the process has demand: it takes a share).
+    pub(crate) wanted: bool,
 }
 
 /// `now` in µs as a signed number (times beyond 2^63 µs, 292,000 years,
@@ -91,6 +117,7 @@ impl Limiter {
             counting_since: i64::MAX,
             refused_since: Instant::MAX,
             pressed: false,
+            share: None,
         };
         limiter.restart(c);
         limiter
@@ -105,6 +132,9 @@ impl Limiter {
     #[inline(always)]
     pub(crate) fn admitted(&mut self, now: Instant) {
         self.counting_since = self.counting_since.min(signed(now));
+        if let Some(share) = self.share.as_mut() {
+            share.wanted = true;
+        }
     }
 
     /// Whether the calls in flight may be given up if nothing is reported
@@ -131,6 +161,9 @@ impl Limiter {
     pub(crate) fn refused(&mut self, now: Instant) {
         self.refused_since = self.refused_since.min(now);
         self.pressed = true;
+        if let Some(share) = self.share.as_mut() {
+            share.wanted = true;
+        }
     }
 
     /// Whether the calls in flight are given up at `now`: the limit is full
@@ -159,7 +192,66 @@ impl Limiter {
             Some(ConcurrencyLimit::Adaptive { min, max }) => {
                 self.limit = u32::from(c.half_open_max_attempts).clamp(min, max);
                 self.threshold = max;
+                if let Some(share) = self.share.as_mut() {
+                    // The group restarts its limit when it closes (the
+                    // closing exchange says so; a follower's share is set
+                    // from the answer that closed it).
+                    share.steps = 0;
+                    share.cut = false;
+                }
             }
+        }
+    }
+
+    /// In a group, at an exchange: the group's limit `group` (threshold,
+    /// epoch) and this process's `share` of it, `in_flight` calls out. A
+    /// group limit that went down (a cut anywhere) opens a loss window here:
+    /// the calls out were sent under the larger share.
+    pub(crate) fn follow_group(&mut self, group: u32, threshold: u32, epoch: u64, share: u32, in_flight: u32) {
+        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false };
+        match self.share.as_mut() {
+            Some(s) if s.epoch == epoch => {
+                s.group = group;
+                s.threshold = threshold;
+            }
+            Some(s) => {
+                if group < s.group {
+                    self.recovering = in_flight;
+                    self.credit = 0;
+                }
+                *s = Share { wanted: s.wanted, ..fresh };
+            }
+            None => self.share = Some(fresh),
+        }
+        self.limit = share;
+        self.threshold = threshold;
+    }
+
+    /// What this process asks of the group's limit at an exchange: its
+    /// steps since the last (taken), whether it asks for a cut (kept until
+    /// the group's limit changes), whether it had demand (taken). `None`
+    /// outside a group.
+    pub(crate) fn take_share(&mut self) -> Option<Share> {
+        let share = self.share.as_mut()?;
+        let taken = *share;
+        share.steps = 0;
+        share.wanted = false;
+        Some(taken)
+    }
+
+    /// Whether a failure asks the group's limit to be cut.
+    pub(crate) fn cut_pending(&self) -> bool {
+        self.share.is_some_and(|s| s.cut)
+    }
+
+    /// Out of the group (the store failed, or the process left): the limit
+    /// adapts by this process alone again, from its share (at least `min`).
+    pub(crate) fn leave_group(&mut self, c: &Config) {
+        if self.share.take().is_some()
+            && let Some((min, max)) = adaptive(c)
+        {
+            self.limit = self.limit.clamp(min, max);
+            self.threshold = self.threshold.clamp(min, max);
         }
     }
 
@@ -187,7 +279,14 @@ impl Limiter {
         if let Some((_, max)) = adaptive(c) {
             self.recovering = self.recovering.saturating_sub(1);
             if self.pressed {
-                self.grow(max);
+                match self.share.as_mut() {
+                    Some(share) => {
+                        if grow_group(share, &mut self.credit, max) {
+                            self.pressed = false;
+                        }
+                    }
+                    None => self.grow(max),
+                }
             }
         }
     }
@@ -215,6 +314,17 @@ impl Limiter {
         let Some((min, _)) = adaptive(c) else { return };
         if self.recovering > 0 {
             self.recovering -= 1;
+            return;
+        }
+        if let Some(share) = self.share.as_mut() {
+            // The group's limit is halved at the next exchange; this
+            // process's share at once (down to none: others may have one).
+            share.cut = true;
+            share.steps = 0;
+            self.limit /= 2;
+            self.credit = 0;
+            self.recovering = in_flight;
+            self.pressed = false;
             return;
         }
         self.threshold = (self.limit / 2).max(min);
@@ -263,6 +373,27 @@ impl Limiter {
         let draw = crate::jitter::draw(c.jitter_seed ^ now.as_micros(), generation);
         Duration::from_micros(draw % width)
     }
+}
+
+/// One success's growth of a group's limit, counted in `share` (`credit`:
+/// successes toward the next step above the threshold): whether it made a
+/// step (a step needs a refusal before the next).
+fn grow_group(share: &mut Share, credit: &mut u32, max: u32) -> bool {
+    let limit = share.group.saturating_add(share.steps);
+    if limit >= max {
+        return false;
+    }
+    if limit < share.threshold {
+        share.steps += 1;
+        return true;
+    }
+    *credit += 1;
+    if *credit >= limit {
+        *credit = 0;
+        share.steps += 1;
+        return true;
+    }
+    false
 }
 
 #[cfg(feature = "snapshot")]

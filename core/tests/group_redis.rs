@@ -9,7 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration as StdDuration;
 
-use halfopen::group::{MemoryStore, Proposal, Proposed, Request, Tally, redis};
+use halfopen::group::{LimitReport, MemoryStore, Proposal, Proposed, Request, Tally, redis};
 use halfopen::{Config, Duration, Reason};
 
 struct Server(Child);
@@ -102,6 +102,8 @@ fn the_lua_script_answers_as_the_reference_store() {
     let mut draw = Draw(0x9E37_79B9_7F4A_7C15);
     let reasons = [Reason::FailureThreshold, Reason::ConsecutiveFailures, Reason::ProbeFailed];
     let mut epoch: u64 = 0;
+    let mut limit_epoch: u64 = 0;
+    let mut ranked = 0;
     let mut old_buckets = 0;
     for step in 0..600 {
         let m = draw.next(5) as usize;
@@ -137,6 +139,16 @@ fn the_lua_script_answers_as_the_reference_store() {
         };
         // Mostly at the current epoch, sometimes a stale one.
         let at = if draw.next(4) == 0 { epoch.saturating_sub(1) } else { epoch };
+        // The limit's report: none (no adaptive limit), steps, a set (a
+        // cut, a restart), at its epoch or a stale one; active or not.
+        let limit = match draw.next(6) {
+            0 => None,
+            kind => {
+                let at = if draw.next(4) == 0 { limit_epoch.saturating_sub(1) } else { limit_epoch };
+                let set = (kind == 1).then(|| (1 + draw.next(50) as u32, 1 + draw.next(1000) as u32));
+                Some(LimitReport { epoch: at, steps: draw.next(4) as u32, set, active: draw.next(3) > 0 })
+            }
+        };
         let request = Request {
             member: 1_000 + m as u64 * (u64::MAX / 7),
             tally: *t,
@@ -145,9 +157,10 @@ fn the_lua_script_answers_as_the_reference_store() {
             window_us: 150_000,
             member_ttl_us: 100_000,
             proposal: to.map(|to| Proposal { epoch: at, to }),
+            limit,
         };
         let args = redis::args(&request, ttl);
-        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "6"];
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "7"];
         command.extend(keys.iter().map(String::as_str));
         command.extend(args.iter().map(String::as_str));
         let reply = call(&mut s, &command).unwrap();
@@ -155,6 +168,8 @@ fn the_lua_script_answers_as_the_reference_store() {
         let expected = reference.exchange(&request, lua.now_us);
         assert_eq!(lua, expected, "step {step}: {request:?}");
         epoch = lua.register.epoch;
+        limit_epoch = lua.limit.epoch;
+        ranked += usize::from(lua.rank.is_some_and(|r| r > 0));
         old_buckets += usize::from(lua.totals.calls > 0 && step > 100);
         // Time passes: buckets (20 ms) roll over, silent members leave.
         if step % 10 == 0 {
@@ -162,6 +177,8 @@ fn the_lua_script_answers_as_the_reference_store() {
         }
     }
     assert!(epoch > 10, "the register moved: {epoch}");
+    assert!(limit_epoch > 10, "the limit moved: {limit_epoch}");
+    assert!(ranked > 100, "members ranked among others: {ranked}");
     assert!(old_buckets > 100, "the window held counts: {old_buckets}");
     // Every key carries the TTL.
     for key in &keys {

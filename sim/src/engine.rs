@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use halfopen::Permit;
-use halfopen::group::{Answer as GroupAnswer, GroupConfig, MemoryStore, Member};
+use halfopen::group::{Answer as GroupAnswer, GroupConfig, Member, MemoryStore};
 
 use crate::gateway::{Answer, Gateway, GatewayModel, Micros, SECOND};
 use crate::guard::{Admit, Guard, Strategy};
@@ -235,7 +235,7 @@ impl World {
             return;
         }
         groups.planned[g] = None;
-        let Guard::Halfopen(breaker) = &self.guards[g] else { return };
+        let Guard::Halfopen(breaker) = &mut self.guards[g] else { return };
         let Some(request) = groups.members[g].request(breaker, at_us(now)) else {
             return self.plan(g, now);
         };
@@ -259,7 +259,7 @@ impl World {
                 let answer = groups.answers[i as usize];
                 let _ = groups.members[g].apply(breaker, &answer, at_us(now));
             }
-            None => groups.members[g].failed(at_us(now)),
+            None => groups.members[g].failed(breaker, at_us(now)),
         }
         self.plan(g, now);
     }
@@ -413,7 +413,9 @@ fn run_guarded(scenario: &Scenario, strategy: Strategy, seed: u64, fleet: Fleet,
         guards,
         processes,
         busy: vec![0; processes],
-        slots: (0..processes).map(|p| scenario.workers / processes + usize::from(p < scenario.workers % processes)).collect(),
+        slots: (0..processes)
+            .map(|p| scenario.workers / processes + usize::from(p < scenario.workers % processes))
+            .collect(),
         turn: 0,
         groups,
         resolved: 0,

@@ -136,7 +136,8 @@ pub fn fleet(scenarios: &[Scenario], seed: u64) -> String {
     out.push('\n');
     for scenario in scenarios {
         for strategy in [Strategy::Halfopen, Strategy::HalfopenLimited] {
-            let _ = write!(out, "| {} | {} | {} |", scenario.slug, strategy.name(), cell(&run(scenario, strategy, seed)));
+            let _ =
+                write!(out, "| {} | {} | {} |", scenario.slug, strategy.name(), cell(&run(scenario, strategy, seed)));
             for processes in PROCESSES {
                 for group in [None, Some(group_model())] {
                     let r = run_fleet(scenario, strategy, seed, Fleet { processes, group });

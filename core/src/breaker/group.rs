@@ -7,6 +7,7 @@ use core::borrow::Borrow;
 
 use super::{Breaker, Tally};
 use crate::config::Config;
+use crate::limit::Share;
 use crate::meter::Meter;
 use crate::phase::{Phase, Probes};
 use crate::state::{Reason, State, Transitions};
@@ -106,5 +107,28 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// Where its probes go from.
     pub(crate) fn set_probes(&mut self, probes: Probes) {
         self.probes = probes;
+    }
+
+    /// Its part in its group's limit since the latest exchange (taken), and
+    /// whether it has calls out; `None` outside a group's limit.
+    pub(crate) fn take_share(&mut self) -> Option<(Share, bool)> {
+        Some((self.limiter.take_share()?, self.in_flight > 0))
+    }
+
+    /// Whether a failure here asks its group's limit to be cut.
+    pub(crate) fn limit_cut_pending(&self) -> bool {
+        self.limiter.cut_pending()
+    }
+
+    /// Admits within `share` of its group's limit `group` (threshold,
+    /// epoch), from now on.
+    pub(crate) fn follow_limit(&mut self, group: u32, threshold: u32, epoch: u64, share: u32) {
+        self.limiter.follow_group(group, threshold, epoch, share, self.in_flight);
+    }
+
+    /// Its limit adapts by itself again (from its share).
+    pub(crate) fn leave_limit(&mut self) {
+        let c = *self.config();
+        self.limiter.leave_group(&c);
     }
 }

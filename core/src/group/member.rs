@@ -4,10 +4,10 @@
 use core::borrow::Borrow;
 
 use super::policy;
-use super::protocol::{Answer, GroupPhase, Proposal, Register, Request};
+use super::protocol::{Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
 use super::{GroupConfig, GroupConfigError};
 use crate::breaker::{Breaker, Local};
-use crate::config::Config;
+use crate::config::{ConcurrencyLimit, Config};
 use crate::meter::Meter;
 use crate::phase::Probes;
 use crate::state::{Reason, Transitions};
@@ -73,6 +73,9 @@ pub struct Member {
     /// The lease epoch seen and the store's time when it was first seen: a
     /// lease is over for this process after its own lease length at most.
     lease_seen: Option<(u64, u64)>,
+    /// Whether the latest answer counted this process among those with
+    /// calls to make (see [`policy::share`]).
+    was_active: bool,
 }
 
 impl Member {
@@ -92,6 +95,7 @@ impl Member {
             epoch: 0,
             rejected_at_open: 0,
             lease_seen: None,
+            was_active: false,
         })
     }
 
@@ -128,7 +132,9 @@ impl Member {
             (_, Some(seen), Some(last)) => (seen, last),
             _ => return now,
         };
-        if self.wanted(breaker, seen, now).is_some() {
+        // A transition to propose, or a cut of the group's limit to ask
+        // for: soon (the other processes go on at their shares until then).
+        if self.wanted(breaker, seen, now).is_some() || breaker.limit_cut_pending() {
             return now.max(last + policy::urgent_gap(&self.config));
         }
         let regular = last + self.config.flush_interval;
@@ -145,12 +151,16 @@ impl Member {
     /// The request to send at `now`, if one is due (none while one is out;
     /// one out for longer than the store timeout, never reported, counts as
     /// failed here, so that a caller that lost it cannot stall the member).
-    pub fn request<C: Borrow<Config>, M: Meter>(&mut self, breaker: &Breaker<C, M>, now: Instant) -> Option<Request> {
+    pub fn request<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        now: Instant,
+    ) -> Option<Request> {
         if let Some(sent) = self.pending {
             if now < sent + self.config.store_timeout() {
                 return None;
             }
-            self.failed(now);
+            self.failed(breaker, now);
         }
         if now < self.next_exchange(breaker, now) {
             return None;
@@ -163,6 +173,7 @@ impl Member {
         };
         self.pending = Some(now);
         self.last_sent = Some(now);
+        let limit = self.limit_report(breaker, proposal.is_some_and(|p| p.to == Proposed::Closed));
         let c = breaker.config();
         let (bucket_us, window_us) = match c.window {
             Window::Time(span) if c.windowed() => (span.as_micros() / u64::from(TIME_BUCKETS), span.as_micros()),
@@ -176,7 +187,30 @@ impl Member {
             window_us,
             member_ttl_us: self.config.member_ttl().as_micros(),
             proposal,
+            limit,
         })
+    }
+
+    /// What this process sends of its adaptive limit: its steps and demand
+    /// since the last exchange, a cut its failures ask for, the group's
+    /// restart when it `closes` the group (the first limit, if the group
+    /// has none). Live, the limit is the group's; joining or degraded, this
+    /// process's own, until the group answers.
+    fn limit_report<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        closes: bool,
+    ) -> Option<LimitReport> {
+        let c = *breaker.config();
+        let (share, busy) = breaker.take_share().unwrap_or_default();
+        let seen = GroupLimit { epoch: share.epoch, limit: share.group, threshold: share.threshold };
+        let active = share.wanted || busy || share.epoch == 0;
+        let mut report = policy::limit_report(&c, seen, share.steps, share.cut, active)?;
+        if closes {
+            report.set = Some((policy::start_limit(&c), policy::threshold_ceiling(&c)));
+            report.steps = 0;
+        }
+        Some(report)
     }
 
     /// Applies the store's `answer` at `now` to `breaker`: it follows the
@@ -211,12 +245,31 @@ impl Member {
             _ => None,
         };
         self.seen = Some(Seen { register: answer.register, offset, trip });
-        self.follow(breaker, answer.register.phase, offset, changed, now)
+        let transitions = self.follow(breaker, answer.register.phase, offset, changed, now);
+        // The group's limit, once it has one: this process's share of it.
+        if let Some(ConcurrencyLimit::Adaptive { min, max }) = breaker.config().concurrency_limit
+            && let Some((group, threshold)) = policy::group_limit(answer.limit, min, max)
+        {
+            let flush = self.config.flush_interval;
+            let share = policy::share(group, answer.live, answer.active, answer.rank, answer.now_us, flush);
+            // New among the active ones: at most an even split among the
+            // live ones, this round (those that saw fewer active ones hold
+            // larger shares until their next exchange).
+            let share = match (answer.rank, self.was_active) {
+                (Some(_), false) => share.min(group / answer.live.max(1)),
+                _ => share,
+            };
+            self.was_active = answer.rank.is_some();
+            breaker.follow_limit(group, threshold, answer.limit.epoch, share);
+        }
+        transitions
     }
 
     /// The request out failed, or its answer is overdue, at `now`: the
-    /// process decides alone until the store answers again.
-    pub fn failed(&mut self, now: Instant) {
+    /// process (`breaker`) decides alone until the store answers again, its
+    /// concurrency limit included.
+    pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
+        breaker.leave_limit();
         self.pending = None;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
@@ -228,6 +281,13 @@ impl Member {
         // Probes from elsewhere stay awaited until their wait runs out by
         // itself: one late answer does not make this process probe.
         self.seen = None;
+    }
+
+    /// Leaves the group: `breaker` decides alone from now on (its limit
+    /// adapts by itself again, from its share).
+    pub fn leave<C: Borrow<Config>, M: Meter>(self, breaker: &mut Breaker<C, M>) {
+        breaker.leave_limit();
+        breaker.set_probes(Probes::Here);
     }
 
     /// A change of the link since the last call, if any. (A change undone

@@ -4,7 +4,7 @@
 //! retries a store that failed.
 
 use super::GroupConfig;
-use super::protocol::{Answer, GroupPhase, Proposed};
+use super::protocol::{Answer, GroupLimit, GroupPhase, LimitReport, Proposed};
 use crate::breaker::Local;
 use crate::config::Config;
 use crate::phase::Phase;
@@ -18,6 +18,82 @@ pub(crate) fn trips(c: &Config, g: &GroupConfig, answer: &Answer) -> Option<Reas
     let reason = crate::policy::trip(c, Phase::Closed, answer.run, answer.totals)?;
     let needed = g.quorum.min(answer.live.max(1));
     (answer.failing >= needed).then_some(reason)
+}
+
+/// This process's share of the group's concurrency limit `limit`, with
+/// `live` processes, `active` of them having calls to make and this one
+/// `rank`th among those (by member id; `None`: it has none), at
+/// `server_now` (µs on the store's clock), exchanging every `flush`.
+///
+/// If the limit has a call for every live process, each idle one keeps
+/// one (its next call makes it active without waiting for an exchange);
+/// else idle ones get none. The active processes split the rest: a whole
+/// part each, and the remainder one call each to a window of ranks that
+/// moves every [`SHARE_ROUND`] flush intervals (no process is left without
+/// calls for long). A process holds a remainder call only if its turn
+/// covers both now and one flush interval ago: every process exchanges
+/// within a flush interval, so the one whose turn ended has let its call
+/// go before the next takes it. The shares of processes that saw the same
+/// limit and counts add up to `limit` at most.
+pub(crate) fn share(limit: u32, live: u32, active: u32, rank: Option<u32>, server_now: u64, flush: Duration) -> u32 {
+    let idle = live.saturating_sub(active);
+    let reserved = if limit >= live { idle } else { 0 };
+    let Some(rank) = rank.filter(|_| active > 0) else {
+        return u32::from(reserved > 0);
+    };
+    let rest = limit - reserved;
+    let (whole, extra) = (rest / active, rest % active);
+    let round_us = flush.as_micros().max(1).saturating_mul(SHARE_ROUND);
+    let turn = |at: u64| (u64::from(rank) + at / round_us) % u64::from(active) < u64::from(extra);
+    whole + u32::from(turn(server_now) && turn(server_now.saturating_sub(flush.as_micros())))
+}
+
+/// How many flush intervals a turn at the remainder of the group's limit
+/// lasts (the last of them unused, while the turn is handed over).
+pub(crate) const SHARE_ROUND: u64 = 10;
+
+/// The group's limit as a process reads `limit` from an answer: within its
+/// own adaptive bounds `min..=max` (another's configuration, or steps added
+/// by several processes at once, cannot take it outside them); `None`: the
+/// group has no limit yet.
+pub(crate) fn group_limit(limit: GroupLimit, min: u32, max: u32) -> Option<(u32, u32)> {
+    (limit.epoch > 0 && limit.limit > 0).then(|| (limit.limit.clamp(min, max), limit.threshold.clamp(min, max)))
+}
+
+/// What a process asks of the group's limit: the first limit, if the group
+/// has none (the start: `half_open_max_attempts` within bounds); a halving
+/// (never below `min`), if a failure here asks for a cut; else its steps.
+pub(crate) fn limit_report(c: &Config, limit: GroupLimit, steps: u32, cut: bool, active: bool) -> Option<LimitReport> {
+    let Some(crate::config::ConcurrencyLimit::Adaptive { min, max }) = c.concurrency_limit else { return None };
+    let set = match group_limit(limit, min, max) {
+        None => Some((start_limit(c), max)),
+        Some((group, _)) if cut => {
+            let halved = (group / 2).max(min);
+            Some((halved, halved))
+        }
+        Some(_) => None,
+    };
+    Some(LimitReport { epoch: limit.epoch, steps, set, active })
+}
+
+/// The threshold a group's limit restarts with: its ceiling (slow start
+/// up to the first failure).
+pub(crate) fn threshold_ceiling(c: &Config) -> u32 {
+    match c.concurrency_limit {
+        Some(crate::config::ConcurrencyLimit::Adaptive { max, .. }) => max,
+        _ => u32::MAX,
+    }
+}
+
+/// The limit a group starts with, and restarts with when it closes: the
+/// probe count, within the adaptive bounds (a process's own start).
+pub(crate) fn start_limit(c: &Config) -> u32 {
+    match c.concurrency_limit {
+        Some(crate::config::ConcurrencyLimit::Adaptive { min, max }) => {
+            u32::from(c.half_open_max_attempts).clamp(min, max)
+        }
+        _ => u32::MAX,
+    }
 }
 
 /// What a process knows of its group when it proposes.
@@ -126,6 +202,9 @@ mod tests {
             run: 0,
             live,
             failing,
+            limit: GroupLimit::default(),
+            active: 0,
+            rank: None,
         }
     }
 

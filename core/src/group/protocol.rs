@@ -91,6 +91,34 @@ pub enum Proposed {
     Closed,
 }
 
+/// The group's concurrency limit (an adaptive limit shared by the group),
+/// as the store keeps it: a fenced register (`epoch`: every cut or
+/// restart increments it) with a counter of steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupLimit {
+    /// Incremented by every [`LimitReport::set`] applied (0: never set).
+    pub epoch: u64,
+    /// Calls the group may have in flight (0: never set).
+    pub limit: u32,
+    /// Below it each success is a step; from it on, a step per `limit`.
+    pub threshold: u32,
+}
+
+/// What a process with an adaptive limit sends of it at an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitReport {
+    /// The group limit's epoch the process saw.
+    pub epoch: u64,
+    /// Steps its successes earned since its last exchange: added to the
+    /// group's limit if it is still at `epoch`.
+    pub steps: u32,
+    /// A new limit (a cut, a restart, the first limit) and its threshold,
+    /// applied (incrementing the epoch) if the limit is still at `epoch`.
+    pub set: Option<(u32, u32)>,
+    /// Whether the process has calls to make (it then takes a share).
+    pub active: bool,
+}
+
 /// What a process sends at an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
@@ -112,6 +140,8 @@ pub struct Request {
     pub member_ttl_us: u64,
     /// A change of the group's phase, if the process asks for one.
     pub proposal: Option<Proposal>,
+    /// Its part in the group's concurrency limit (none without an adaptive limit).
+    pub limit: Option<LimitReport>,
 }
 
 /// What the store answers.
@@ -130,4 +160,10 @@ pub struct Answer {
     pub live: u32,
     /// Live members with a failure within the window.
     pub failing: u32,
+    /// The group's concurrency limit, after the request's report.
+    pub limit: GroupLimit,
+    /// Live members with calls to make (this one included if it has).
+    pub active: u32,
+    /// This member's place among them, by member id (`None`: it has none).
+    pub rank: Option<u32>,
 }

@@ -8,7 +8,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::GroupConfig;
-use super::protocol::{Answer, GroupPhase, Proposed, Register, Request};
+use super::protocol::{Answer, GroupLimit, GroupPhase, Proposed, Register, Request};
 use crate::config::Config;
 use crate::state::Reason;
 use crate::time::Duration;
@@ -23,11 +23,11 @@ pub const SCRIPT: &str = include_str!("store.lua");
 /// is the hash tag: every key of a group is in one Redis Cluster slot. A
 /// name with a brace would end the tag early (the keys would fall in
 /// different slots): it is refused.
-pub fn keys(name: &str) -> Result<[String; 6], BadName> {
+pub fn keys(name: &str) -> Result<[String; 7], BadName> {
     if name.is_empty() || name.contains(['{', '}']) {
         return Err(BadName);
     }
-    Ok(["register", "buckets", "totals", "members", "failed", "run"]
+    Ok(["register", "buckets", "totals", "members", "failed", "run", "active"]
         .map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
 }
 
@@ -79,6 +79,14 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
     ];
     let mut out: Vec<String> = numbers.iter().map(u64::to_string).collect();
     out.push(reason.to_string());
+    // The limit's report: 0 (none) or 1, its epoch, steps, the limit and
+    // threshold set (0: none), whether the member is active.
+    let (has, epoch, steps, (set, threshold), active) = match r.limit {
+        None => (0, 0, 0, (0, 0), false),
+        Some(l) => (1, l.epoch, l.steps, l.set.unwrap_or((0, 0)), l.active),
+    };
+    let limit = [has, epoch, u64::from(steps), u64::from(set), u64::from(threshold), u64::from(active)];
+    out.extend(limit.iter().map(u64::to_string));
     out
 }
 
@@ -87,10 +95,29 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadReply;
 
-/// The answer in the script's reply (14 values, as text).
+/// The answer in the script's reply (19 values, as text).
 pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
-    let [now, epoch, phase, until, open_for, why, lease, lease_until, calls, failures, slow, run, live, failing] =
-        reply
+    let [
+        now,
+        epoch,
+        phase,
+        until,
+        open_for,
+        why,
+        lease,
+        lease_until,
+        calls,
+        failures,
+        slow,
+        run,
+        live,
+        failing,
+        limit_epoch,
+        limit,
+        threshold,
+        active,
+        rank,
+    ] = reply
     else {
         return Err(BadReply);
     };
@@ -115,19 +142,25 @@ pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
         run: small(run)?,
         live: small(live)?,
         failing: small(failing)?,
+        limit: GroupLimit { epoch: n(limit_epoch)?, limit: small(limit)?, threshold: small(threshold)? },
+        active: small(active)?,
+        rank: match rank.as_ref() {
+            "" => None,
+            _ => Some(small(rank)?),
+        },
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{Proposal, Tally};
+    use crate::group::{LimitReport, Proposal, Tally};
 
     #[test]
     fn every_key_of_a_group_shares_its_hash_tag() {
         let keys = keys("wa-instance-7").unwrap();
         assert!(keys.iter().all(|k| k.starts_with("halfopen:v1:{wa-instance-7}:")));
-        assert_eq!(keys.len(), 6);
+        assert_eq!(keys.len(), 7);
         for bad in ["", "}x", "a{b", "a}"] {
             assert_eq!(super::keys(bad), Err(BadName), "{bad}");
         }
@@ -146,10 +179,14 @@ mod tests {
                 epoch: 7,
                 to: Proposed::HalfOpen { lease_us: 61_000_000, open_for_us: 30_000_000, reason: Reason::FailureRate },
             }),
+            limit: Some(LimitReport { epoch: 4, steps: 2, set: Some((9, 1000)), active: true }),
         };
         let args = args(&request, Duration::from_secs(400));
         assert_eq!(args[0], "18446744073709551615");
-        assert_eq!(&args[8..], ["400000", "8", "2", "7", "61000000", "30000000", "failure_rate"]);
+        assert_eq!(
+            &args[8..],
+            ["400000", "8", "2", "7", "61000000", "30000000", "failure_rate", "1", "4", "2", "9", "1000", "1"]
+        );
         let reply = [
             "1700000000000000",
             "8",
@@ -165,6 +202,11 @@ mod tests {
             "2",
             "3",
             "1",
+            "5",
+            "12",
+            "1000",
+            "3",
+            "",
         ];
         let a = answer(&reply).unwrap();
         assert_eq!(a.register.epoch, 8);
@@ -178,7 +220,8 @@ mod tests {
             }
         );
         assert_eq!((a.totals.failures, a.run, a.live, a.failing), (4, 2, 3, 1));
-        assert_eq!(answer(&reply[..13]), Err(BadReply));
+        assert_eq!((a.limit, a.active, a.rank), (GroupLimit { epoch: 5, limit: 12, threshold: 1000 }, 3, None));
+        assert_eq!(answer(&reply[..18]), Err(BadReply));
         let mut wrong = reply;
         wrong[2] = "ajar";
         assert_eq!(answer(&wrong), Err(BadReply));

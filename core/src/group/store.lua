@@ -3,13 +3,17 @@
 -- and a lease; no breaker rule (those are in the core). The layout of KEYS,
 -- ARGV and the reply is `group::redis` (core/src/group/redis.rs).
 --
--- KEYS: 1 register (hash), 2 window buckets (hash "<id>:c|f|s"), 3 running
--- totals by member (hash "calls,failures,slow"), 4 members by last exchange
--- (zset), 5 members by last failure (zset), 6 the group's run (string).
+-- KEYS: 1 register (hash; the group's limit in it too), 2 window buckets
+-- (hash "<id>:c|f|s"), 3 running totals by member (hash
+-- "calls,failures,slow"), 4 members by last exchange (zset), 5 members by
+-- last failure (zset), 6 the group's run (string), 7 members with calls to
+-- make (zset).
 -- ARGV: 1 member, 2 calls, 3 failures, 4 slow, 5 consecutive, 6 bucket_us,
 -- 7 window_us, 8 member_ttl_us, 9 key_ttl_ms, 10 buckets kept, 11 proposal
 -- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch, 13 for_us or
--- lease_us, 14 open_for_us, 15 reason.
+-- lease_us, 14 open_for_us, 15 reason; the limit's report: 16 present
+-- (0/1), 17 its epoch, 18 steps, 19 limit set (0 none), 20 its threshold,
+-- 21 active (0/1).
 
 local function int(n)
   return string.format('%d', n)
@@ -27,6 +31,7 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. int(now - ttl_u
 for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[4], m)
   redis.call('ZREM', KEYS[5], m)
+  redis.call('ZREM', KEYS[7], m)
   redis.call('HDEL', KEYS[3], m)
 end
 redis.call('ZADD', KEYS[4], int(now), member)
@@ -91,6 +96,40 @@ if kind > 0 and tonumber(ARGV[12]) == epoch then
   reg = redis.call('HMGET', KEYS[1], unpack(fields))
 end
 
+-- The group's limit: a fenced register (a set applies at its epoch only)
+-- with a counter of steps (added at its epoch only).
+local lim = redis.call('HMGET', KEYS[1], 'limit_epoch', 'limit', 'threshold')
+local lepoch, limit, threshold = tonumber(lim[1] or '0'), tonumber(lim[2] or '0'), tonumber(lim[3] or '0')
+if ARGV[16] == '1' then
+  if tonumber(ARGV[17]) == lepoch then
+    if ARGV[19] ~= '0' then
+      lepoch, limit, threshold = lepoch + 1, tonumber(ARGV[19]), tonumber(ARGV[20])
+      redis.call('HSET', KEYS[1], 'limit_epoch', int(lepoch), 'limit', ARGV[19], 'threshold', ARGV[20])
+    elseif ARGV[18] ~= '0' then
+      limit = redis.call('HINCRBY', KEYS[1], 'limit', ARGV[18])
+    end
+  end
+end
+if ARGV[16] == '1' and ARGV[21] == '1' then
+  redis.call('ZADD', KEYS[7], int(now), member)
+else
+  redis.call('ZREM', KEYS[7], member)
+end
+-- This member's place among the active ones, by id (as numbers: compared
+-- as decimal text of one width).
+local function padded(m)
+  return string.rep('0', 20 - #m) .. m
+end
+local actives = redis.call('ZRANGE', KEYS[7], 0, -1)
+local rank = ''
+if redis.call('ZSCORE', KEYS[7], member) then
+  local mine, below = padded(member), 0
+  for _, m in ipairs(actives) do
+    if padded(m) < mine then below = below + 1 end
+  end
+  rank = int(below)
+end
+
 -- The merged window: the last `kept` buckets, the current one included.
 local c, f, s = 0, 0, 0
 if bucket then
@@ -108,8 +147,9 @@ end
 
 local live = redis.call('ZCARD', KEYS[4])
 local failing = redis.call('ZCOUNT', KEYS[5], int(now - window_us), '+inf')
-for i = 1, 6 do
+for i = 1, 7 do
   redis.call('PEXPIRE', KEYS[i], key_ttl)
 end
 return {int(now), int(epoch), reg[2] or 'closed', reg[3] or '0', reg[4] or '0', reg[5] or '',
-  reg[6] or '0', reg[7] or '0', int(c), int(f), int(s), int(run), int(live), int(failing)}
+  reg[6] or '0', reg[7] or '0', int(c), int(f), int(s), int(run), int(live), int(failing),
+  int(lepoch), int(limit), int(threshold), int(#actives), rank}

@@ -3,9 +3,9 @@
 //! conformance cases check both). It is counters, a fenced register and a
 //! lease; it decides nothing about breakers.
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 
-use super::protocol::{Answer, GroupPhase, Proposed, Register, Request};
+use super::protocol::{Answer, GroupLimit, GroupPhase, Proposed, Register, Request};
 use crate::breaker::Tally;
 use crate::window::{TIME_BUCKETS, WindowCounts};
 
@@ -22,6 +22,9 @@ pub struct MemoryStore {
     /// Each member's latest exchange that carried failures.
     failed: BTreeMap<u64, u64>,
     run: u64,
+    limit: GroupLimit,
+    /// Members whose latest exchange said they have calls to make.
+    active: BTreeSet<u64>,
 }
 
 impl MemoryStore {
@@ -35,6 +38,11 @@ impl MemoryStore {
         self.register
     }
 
+    /// The group's concurrency limit.
+    pub fn limit(&self) -> GroupLimit {
+        self.limit
+    }
+
     /// Applies `request` at the store's `now_us`, atomically, and answers.
     pub fn exchange(&mut self, request: &Request, now_us: u64) -> Answer {
         let r = request;
@@ -45,6 +53,7 @@ impl MemoryStore {
             self.seen.remove(&m);
             self.failed.remove(&m);
             self.totals.remove(&m);
+            self.active.remove(&m);
         }
         self.seen.insert(r.member, now_us);
         // Growth of the running totals since last received; a member not
@@ -92,6 +101,23 @@ impl MemoryStore {
             };
             self.register = Register { epoch: self.register.epoch + 1, phase };
         }
+        // The group's limit: a fenced register with a counter of steps.
+        if let Some(l) = r.limit {
+            if l.epoch == self.limit.epoch {
+                match l.set {
+                    Some((limit, threshold)) => {
+                        self.limit = GroupLimit { epoch: self.limit.epoch + 1, limit, threshold };
+                    }
+                    None => self.limit.limit = self.limit.limit.saturating_add(l.steps),
+                }
+            }
+            match l.active {
+                true => self.active.insert(r.member),
+                false => self.active.remove(&r.member),
+            };
+        } else {
+            self.active.remove(&r.member);
+        }
         let mut totals = Tally::default();
         if let Some(b) = bucket {
             let oldest = b.saturating_sub(u64::from(TIME_BUCKETS) - 1);
@@ -115,6 +141,9 @@ impl MemoryStore {
             run: narrow(self.run),
             live: narrow(self.seen.len() as u64),
             failing: narrow(self.failed.values().filter(|&&at| at >= recent).count() as u64),
+            limit: self.limit,
+            active: narrow(self.active.len() as u64),
+            rank: self.active.contains(&r.member).then(|| narrow(self.active.range(..r.member).count() as u64)),
         }
     }
 }

@@ -53,9 +53,9 @@ impl Group {
             let now = self.local(i);
             let now_us = self.now_us;
             let p = &mut self.processes[i];
-            let Some(request) = p.member.request(&p.breaker, now) else { continue };
+            let Some(request) = p.member.request(&mut p.breaker, now) else { continue };
             if p.cut_off {
-                p.member.failed(now);
+                p.member.failed(&mut p.breaker, now);
                 continue;
             }
             let answer = self.store.exchange(&request, now_us);
@@ -310,7 +310,7 @@ fn a_request_applied_twice_counts_once_and_a_stale_proposal_changes_nothing() {
     let mut member = Member::new(1, GroupConfig::default(), &config).unwrap();
     let mut store = MemoryStore::new();
     let now = Instant::from_micros(SECOND);
-    let first = member.request(&breaker, now).unwrap();
+    let first = member.request(&mut breaker, now).unwrap();
     store.exchange(&first, SECOND);
     for _ in 0..3 {
         let p = breaker.try_acquire(now).decision.unwrap();
@@ -460,15 +460,174 @@ fn another_process_configuration_cannot_hold_this_one_open_longer_than_its_own()
 #[test]
 fn a_request_whose_answer_never_comes_counts_as_failed_and_the_member_goes_on() {
     let config = Config::default();
-    let breaker = Breaker::new(config).unwrap();
+    let mut breaker = Breaker::new(config).unwrap();
     let mut member = Member::new(1, GroupConfig::default(), &config).unwrap();
     let now = Instant::from_micros(SECOND);
-    assert!(member.request(&breaker, now).is_some());
+    assert!(member.request(&mut breaker, now).is_some());
     // Lost: neither answered nor reported failed.
-    assert!(member.request(&breaker, now + Duration::from_millis(100)).is_none(), "one out at a time");
+    assert!(member.request(&mut breaker, now + Duration::from_millis(100)).is_none(), "one out at a time");
     let later = now + Duration::from_secs(1);
-    assert!(member.request(&breaker, later).is_none(), "counted failed: a retry waits its backoff");
+    assert!(member.request(&mut breaker, later).is_none(), "counted failed: a retry waits its backoff");
     assert!(member.degraded());
     let retry = member.next_exchange(&breaker, later);
-    assert!(member.request(&breaker, retry).is_some(), "and then goes on");
+    assert!(member.request(&mut breaker, retry).is_some(), "and then goes on");
+}
+
+fn adaptive() -> Config {
+    Config { concurrency_limit: Some(crate::ConcurrencyLimit::Adaptive { min: 1, max: 1_000 }), ..Config::default() }
+}
+
+impl Group {
+    /// Each process's limit now (its share, in the group).
+    fn limits(&self) -> Vec<u32> {
+        (0..self.processes.len())
+            .map(|i| self.processes[i].breaker.counts(self.local(i)).concurrency_limit.unwrap())
+            .collect()
+    }
+
+    /// Every process takes as many calls as its limit admits (held, not
+    /// reported), then the calls end with `outcome`: the calls admitted.
+    fn burst(&mut self, outcome: Outcome) -> usize {
+        let mut held = Vec::new();
+        for i in 0..self.processes.len() {
+            let now = self.local(i);
+            while let Ok(permit) = self.processes[i].breaker.try_acquire(now).decision {
+                held.push((i, permit));
+            }
+        }
+        let admitted = held.len();
+        for (i, permit) in held {
+            let now = self.local(i);
+            self.processes[i].breaker.record(permit, outcome, now);
+        }
+        admitted
+    }
+}
+
+#[test]
+fn the_group_has_one_limit_and_each_process_admits_within_its_share_below_one_call_each() {
+    let mut g = Group::new(10, adaptive(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    // Every process has calls to make: the group starts at the probe count
+    // in all, not three per process.
+    let first = g.burst(Outcome::Success);
+    assert!(first <= 10, "each process alone before the first answer: {first}");
+    g.run(2 * SECOND);
+    let start = g.store.limit();
+    assert!(start.epoch >= 1);
+    let sum: u32 = g.limits().iter().sum();
+    assert!(sum <= start.limit, "shares {:?} within the group's {}", g.limits(), start.limit);
+    assert!(g.limits().contains(&0), "below one call per process: {:?}", g.limits());
+    // Successes while every process is held back grow the group's limit,
+    // and the shares stay within it (one flush interval's growth aside).
+    let mut grown = start.limit;
+    for _ in 0..12 {
+        let admitted = g.burst(Outcome::Success) as u32;
+        assert!(admitted <= grown, "{admitted} calls at once, the group's limit {grown}");
+        g.run(SECOND);
+        let limit = g.store.limit().limit;
+        assert!(limit >= grown, "it only grows on successes");
+        grown = limit;
+        let sum: u32 = g.limits().iter().sum();
+        assert!(sum <= grown, "shares {:?} within {grown}", g.limits());
+    }
+    assert!(grown > 3 * start.limit, "slow start grew it: {} -> {grown}", start.limit);
+}
+
+#[test]
+fn a_failure_in_one_process_halves_the_groups_limit_once() {
+    let mut g = Group::new(10, adaptive(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for _ in 0..10 {
+        g.burst(Outcome::Success);
+        g.run(SECOND);
+    }
+    let before = g.store.limit();
+    assert!(before.limit >= 20, "{before:?}");
+    // Three processes fail at once: one cut for the group, not three.
+    for i in [0, 4, 7] {
+        assert!(g.call(i, Outcome::Failure) || g.limits()[i] == 0);
+    }
+    g.run(SECOND / 5);
+    let after = g.store.limit();
+    // Halved once, from the limit the process saw (at most one flush
+    // interval's steps behind: one per process here).
+    assert_eq!(after.epoch, before.epoch + 1, "one cut: {before:?} -> {after:?}");
+    assert!(after.limit * 2 <= before.limit && after.limit * 2 + 11 >= before.limit, "{before:?} -> {after:?}");
+    assert_eq!(after.threshold, after.limit);
+    g.run(SECOND);
+    let sum: u32 = g.limits().iter().sum();
+    assert!(sum <= after.limit, "every share follows the cut: {:?}", g.limits());
+}
+
+#[test]
+fn the_group_restarts_its_limit_when_it_closes_and_an_outage_leaves_each_process_its_own() {
+    let mut g = Group::new(4, adaptive(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for _ in 0..6 {
+        g.burst(Outcome::Success);
+        g.run(SECOND);
+    }
+    assert!(g.store.limit().limit > 3);
+    // Failures everywhere open the group; its probes close it.
+    for _ in 0..3 {
+        for i in 0..4 {
+            g.call(i, Outcome::Failure);
+        }
+        g.run(SECOND / 5);
+    }
+    g.run(2 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { .. }), "{:?}", g.phase());
+    g.run(30 * SECOND);
+    for _ in 0..40 {
+        for i in 0..4 {
+            g.call(i, Outcome::Success);
+        }
+        g.run(SECOND / 10);
+    }
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    g.run(2 * SECOND);
+    let limit = g.store.limit();
+    assert!(limit.limit <= 3 + 4, "restarted at the probe count (and a flush's steps): {limit:?}");
+    let sum: u32 = g.limits().iter().sum();
+    assert!(sum <= limit.limit, "{:?} within {limit:?}", g.limits());
+    // The store goes away: each process adapts alone, from at least one call.
+    for p in &mut g.processes {
+        p.cut_off = true;
+    }
+    g.run(2 * SECOND);
+    assert!(g.processes.iter().all(|p| p.member.degraded()));
+    assert!(g.limits().iter().all(|&l| l >= 1), "{:?}", g.limits());
+    assert!(g.burst(Outcome::Success) >= 4, "no process is left at none while the store is away");
+}
+
+#[test]
+fn a_share_is_a_whole_part_and_the_remainder_moves_without_overlap() {
+    let flush = Duration::from_secs(1);
+    let round = policy::SHARE_ROUND * SECOND;
+    // 3 calls for 10 processes, each exchanging at its own moment in the
+    // flush interval: at no time do the shares they hold exceed 3.
+    for t in (0..40 * round).step_by(100_000) {
+        let held: u32 = (0..10u32)
+            .map(|rank| {
+                // Process `rank` exchanged last at this moment.
+                let offset = u64::from(rank) * 97_000;
+                let last = (t.saturating_sub(offset) / SECOND) * SECOND + offset;
+                policy::share(3, 10, 10, Some(rank), last.min(t), flush)
+            })
+            .sum();
+        assert!(held <= 3, "at {t}: {held}");
+    }
+    assert_eq!(policy::share(25, 10, 10, Some(0), 0, flush), 3);
+    assert_eq!(policy::share(25, 10, 10, Some(9), 0, flush), 2);
+    // 12 calls, 10 processes, 2 of them active: 8 idle keep one each, the
+    // 2 active split the other 4.
+    assert_eq!(policy::share(12, 10, 2, None, 0, flush), 1, "an idle process may make itself known");
+    assert_eq!(policy::share(12, 10, 2, Some(1), 0, flush), 2);
+    assert_eq!(policy::share(5, 10, 2, None, 0, flush), 0, "fewer calls than processes: idle ones get none");
+    assert_eq!(policy::share(5, 10, 2, Some(0), 0, flush), 3);
+    // Every rank gets its turn.
+    let turns = (0..10u32)
+        .filter(|&rank| (0..10).any(|r| policy::share(3, 10, 10, Some(rank), r * round + SECOND, flush) == 1));
+    assert_eq!(turns.count(), 10);
 }
