@@ -88,6 +88,8 @@ fn the_readme_tables_are_the_ones_make_demo_prints() {
     );
     let variants = halfopen_sim::table::variants(&scenarios::all(), 1);
     assert!(sim_readme.contains(&variants), "sim/README.md's variants table is stale: run make demo\n{variants}");
+    let fleet = halfopen_sim::table::fleet(&scenarios::all(), 1);
+    assert!(readme.contains(&fleet), "README.md's several-processes table is stale: run make demo\n{fleet}");
     let reports: Vec<_> = webhook::Strategy::ALL.into_iter().map(webhook::run).collect();
     let outage = webhook::table(&reports);
     assert!(readme.contains(&outage), "README.md's seed 001 table is stale: run make demo\n{outage}");

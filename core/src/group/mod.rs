@@ -41,6 +41,12 @@
 //!   `half_open_max_attempts` calls for the group. Its probes' outcome
 //!   closes the group or opens it again for longer; a lease holder that goes
 //!   silent loses the lease when it expires, and another process takes over.
+//! - *Concurrency limit* (an adaptive limit): one for the group, a fenced
+//!   register with a counter of steps in the store; each process admits
+//!   within its share (`group/policy.rs`, `share`), its successes add the
+//!   steps its own limit would, a failure asks at once for a halving (one
+//!   per loss window, fenced), and the closing exchange restarts it at the
+//!   probe count. A fixed limit stays each process's own bulkhead.
 //! - *Outage*: a process that cannot reach the store decides alone (it
 //!   still trips, probes and closes by itself: never "closed and cannot
 //!   trip"), retries with backoff and jitter, and on its first answer adopts
