@@ -118,12 +118,13 @@ PY_DIR := bindings-python
 python-build: setup-python-dev
 	cd $(PY_DIR) && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
-test-python: python-build
+# test_group.py needs redis-server, and the Node addon for its mixed group.
+test-python: python-build setup-redis node-build
 	$(PY) -m pytest -q -p no:cacheprovider $(PY_DIR)/tests examples/openai-bot
 
 setup-python-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1
+	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1 redis==8.1.0
 	touch $@
 
 # The wasm package (halfopen-wasm): the wasm32 target, wasm-bindgen's CLI at

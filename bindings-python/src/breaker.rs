@@ -28,7 +28,7 @@ use crate::time::{micros, secs, secs_at};
 /// Metrics, and a latency histogram when asked for (boxed: 4 KB otherwise inline).
 pub(crate) type Gauges = (Metrics, Option<Box<LatencyHistogram>>);
 /// A breaker over a configuration shared with every breaker of equal options.
-type Core = Breaker<Arc<Config>, Gauges>;
+pub(crate) type Core = Breaker<Arc<Config>, Gauges>;
 
 #[pyclass(frozen, subclass, module = "halfopen._native")]
 pub struct NativeBreaker {
@@ -36,11 +36,11 @@ pub struct NativeBreaker {
     /// until `__init__` configures it (then its name is the host's).
     name: Py<PyString>,
     core: Mutex<Core>,
-    host: Host,
+    pub(crate) host: Host,
 }
 
 impl NativeBreaker {
-    fn lock(&self) -> MutexGuard<'_, Core> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
         // The core never panics while the lock is held; if it ever did, its
         // state is still a valid breaker's.
         self.core.lock().unwrap_or_else(|e| e.into_inner())
@@ -52,7 +52,7 @@ impl NativeBreaker {
     }
 
     /// The name as Rust text (for events and Prometheus labels).
-    fn text(&self, py: Python<'_>) -> String {
+    pub(crate) fn text(&self, py: Python<'_>) -> String {
         self.name_ref().bind(py).to_cow().map(|n| n.into_owned()).unwrap_or_default()
     }
 
@@ -66,7 +66,7 @@ impl NativeBreaker {
     /// The clock's reading. In a fork's child, first (once) the `with`
     /// blocks that threads left behind by the fork entered are reported, as
     /// cancelled: they will never be left (see `fork.rs`).
-    fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
+    pub(crate) fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
         let now = self.host.now(py)?;
         for (_frame, _, permit) in self.host.orphans() {
             self.change(py, |core| ((), core.record(permit, Outcome::Cancelled, now))).1?;
@@ -77,7 +77,7 @@ impl NativeBreaker {
     /// Runs `op` on the core, noting the transitions it returns for the
     /// listeners under the lock, then delivers them with the lock released;
     /// what a listener raised that must propagate comes back beside the result.
-    fn change<R, T: IntoIterator<Item = Transition>>(
+    pub(crate) fn change<R, T: IntoIterator<Item = Transition>>(
         &self,
         py: Python<'_>,
         op: impl FnOnce(&mut Core) -> (R, T),

@@ -46,6 +46,8 @@ struct Extras {
     orphans_taken: AtomicU64,
     /// The name a subclass's `__init__` gave (see `NativeBreaker::__init__`).
     name: Option<Py<PyString>>,
+    /// The breaker's member of its group, if it joined one (`group.rs`).
+    group: std::sync::Mutex<Option<Box<halfopen::group::Member>>>,
 }
 
 /// Refuses an async callable for `option` (`why`: what would go wrong).
@@ -125,6 +127,18 @@ impl Host {
         let us = reading(py, &clock.bind(py).call0()?)?;
         last.fetch_max(us, Ordering::Relaxed);
         Ok(Instant::from_micros(us))
+    }
+
+    /// The breaker's group member, if any (locked before the core, never on
+    /// the call path).
+    pub(crate) fn group(&self) -> std::sync::MutexGuard<'_, Option<Box<halfopen::group::Member>>> {
+        self.extras().group.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The latest good clock reading (the origin before the first), for
+    /// what must go on when the clock fails.
+    pub(crate) fn last_reading(&self) -> Instant {
+        Instant::from_micros(self.extras.get().map_or(0, |x| x.last_reading.load(Ordering::Relaxed)))
     }
 
     /// Whether a restore counts the time since the snapshot was taken.

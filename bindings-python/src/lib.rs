@@ -10,6 +10,7 @@ mod collector;
 mod errors;
 mod events;
 mod fork;
+mod group;
 mod host;
 mod names;
 mod options;
@@ -30,6 +31,21 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<retention::NativeRetentionQueue>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
+    for f in [
+        wrap_pyfunction!(group::_group_script, m)?,
+        wrap_pyfunction!(group::_group_keys, m)?,
+        wrap_pyfunction!(group::_group_join, m)?,
+        wrap_pyfunction!(group::_group_delay, m)?,
+        wrap_pyfunction!(group::_group_request, m)?,
+        wrap_pyfunction!(group::_group_apply, m)?,
+        wrap_pyfunction!(group::_group_failed, m)?,
+        wrap_pyfunction!(group::_group_event, m)?,
+        wrap_pyfunction!(group::_group_status, m)?,
+        wrap_pyfunction!(group::_group_store_timeout, m)?,
+        wrap_pyfunction!(group::_group_leave, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     m.add("_UNCONFIGURED", breaker::unconfigured(m.py()))?;
     m.add("_DEFAULT_SEND_TIMEOUT", time::secs(halfopen::retention::DEFAULT_SEND_TIMEOUT))?;
     m.add("_CLOCK_FAILURE_RETRY", time::secs(halfopen::retention::CLOCK_FAILURE_RETRY))?;

@@ -57,7 +57,7 @@ fn is_number(v: &Bound<'_, PyAny>) -> bool {
 
 /// A whole number that fits a `u32` (the core checks its bounds; beyond a
 /// `u32` the error says the option's own).
-fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
+pub(crate) fn count(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(option_error(py, true, option, &format!("must be an int, got {}", type_name(v))));
     }
@@ -80,7 +80,7 @@ fn number(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
 }
 
 /// Seconds, as a core duration (to the microsecond).
-fn seconds(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
+pub(crate) fn seconds(py: Python<'_>, option: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let s = number(py, option, v)?;
     crate::time::micros(s).map(Duration::from_micros).ok_or_else(|| {
         let (problem, words) = crate::time::seconds_problem(s);

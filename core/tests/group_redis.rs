@@ -80,6 +80,12 @@ fn call(s: &mut TcpStream, args: &[&str]) -> std::io::Result<Vec<String>> {
     }
 }
 
+/// The server's clock (`TIME`), µs.
+fn server_time(s: &mut TcpStream) -> u64 {
+    let t = call(s, &["TIME"]).unwrap();
+    t[0].parse::<u64>().unwrap() * 1_000_000 + t[1].parse::<u64>().unwrap()
+}
+
 /// A small xorshift for the scenario.
 struct Draw(u64);
 
@@ -104,6 +110,7 @@ fn the_lua_script_answers_as_the_reference_store() {
     let mut epoch: u64 = 0;
     let mut limit_epoch: u64 = 0;
     let mut ranked = 0;
+    let mut late = 0;
     let mut old_buckets = 0;
     for step in 0..600 {
         let m = draw.next(5) as usize;
@@ -158,7 +165,20 @@ fn the_lua_script_answers_as_the_reference_store() {
             member_ttl_us: 100_000,
             proposal: to.map(|to| Proposal { epoch: at, to }),
             limit,
+            deadline_us: 0,
         };
+        // Now and then a request that arrives after its deadline (it must
+        // change nothing); the deadline is on the server's clock, read first.
+        let now_us = server_time(&mut s);
+        let request = Request {
+            deadline_us: match draw.next(8) {
+                0 => now_us - 1,
+                1 => now_us + 60_000_000,
+                _ => 0,
+            },
+            ..request
+        };
+        late += usize::from(request.deadline_us == now_us - 1);
         let args = redis::args(&request, ttl);
         let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "7"];
         command.extend(keys.iter().map(String::as_str));
@@ -179,6 +199,7 @@ fn the_lua_script_answers_as_the_reference_store() {
     assert!(epoch > 10, "the register moved: {epoch}");
     assert!(limit_epoch > 10, "the limit moved: {limit_epoch}");
     assert!(ranked > 100, "members ranked among others: {ranked}");
+    assert!(late > 30, "late requests: {late}");
     assert!(old_buckets > 100, "the window held counts: {old_buckets}");
     // Every key carries the TTL.
     for key in &keys {

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, Dict, Literal, Optional, ParamSpec, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Literal, Optional, ParamSpec, TypeVar, cast
 
 from . import _native
+from . import group as _group
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
+from .group import GroupStatus, RedisGroup
 from .retention import (
     DeadLetterError,
     Dispatcher,
@@ -40,9 +42,11 @@ __all__ = [
     "DeadLetterError",
     "Dispatcher",
     "DispatcherClosedError",
+    "GroupStatus",
     "KeyedBreaker",
     "Permit",
     "Registry",
+    "RedisGroup",
     "RegistryFullError",
     "RetentionEvent",
     "RetentionFullError",
@@ -191,7 +195,9 @@ class CircuitBreaker(_Protects, NativeBreaker):
     as if no time had passed), ``fallback`` (called with the call's arguments instead of
     raising when ``call``, ``call_async`` or the decorator is refused: the
     bot's "high volume, we'll get back to you"; ``with`` blocks still raise)
-    and ``latency_histogram``.
+    and ``latency_histogram``. ``group=RedisGroup(client, name)`` makes
+    the breaker one of a group of processes sharing it through Redis (see
+    ``halfopen.group``): no Redis call on the call path, ever.
 
     Outcomes: a call that returns is a success; an exception is a failure,
     unless ``exclude`` says otherwise (then it counts nothing); a
@@ -217,6 +223,24 @@ class CircuitBreaker(_Protects, NativeBreaker):
         below = cls.__mro__[: cls.__mro__.index(CircuitBreaker)]
         if any("__init__" in c.__dict__ for c in below) and not any("__new__" in c.__dict__ for c in below):
             cls.__new__ = _unconfigured  # type: ignore[method-assign, assignment]
+
+    def __new__(cls, name: str, /, *, group: Optional[RedisGroup] = None, **options: Any) -> "CircuitBreaker":
+        return cast("CircuitBreaker", NativeBreaker.__new__(cls, name, **options))
+
+    def __init__(self, name: str, /, *, group: Optional[RedisGroup] = None, **options: Any) -> None:
+        NativeBreaker.__init__(self, name, **options)
+        if group is not None:
+            _group.join(self, group)
+
+    def group_status(self) -> Optional[GroupStatus]:
+        """With ``group=``: the member id, whether it decides alone because
+        the store failed, the group's phase as last answered; ``None``
+        outside a group (and after ``leave_group()``)."""
+        return _group.status(self)
+
+    def leave_group(self) -> None:
+        """Stops exchanging with the group: the breaker decides alone."""
+        _group.leave(self)
 
     call = NativeBreaker.call
     try_acquire = NativeBreaker.try_acquire

@@ -73,6 +73,9 @@ pub struct Member {
     /// The lease epoch seen and the store's time when it was first seen: a
     /// lease is over for this process after its own lease length at most.
     lease_seen: Option<(u64, u64)>,
+    /// The store's clock less this process's as last answered (kept
+    /// through outages: a request's deadline is on the store's clock).
+    offset: Option<i64>,
     /// Whether the latest answer counted this process among those with
     /// calls to make (see [`policy::share`]).
     was_active: bool,
@@ -96,6 +99,7 @@ impl Member {
             rejected_at_open: 0,
             lease_seen: None,
             was_active: false,
+            offset: None,
         })
     }
 
@@ -179,6 +183,8 @@ impl Member {
             Window::Time(span) if c.windowed() => (span.as_micros() / u64::from(TIME_BUCKETS), span.as_micros()),
             _ => (0, self.config.member_ttl().as_micros()),
         };
+        // Given up at the store timeout: later, it must change nothing.
+        let deadline_us = self.offset.map_or(0, |offset| server(offset, now + self.config.store_timeout()).max(1));
         Some(Request {
             member: self.id,
             tally: breaker.tally(),
@@ -188,6 +194,7 @@ impl Member {
             member_ttl_us: self.config.member_ttl().as_micros(),
             proposal,
             limit,
+            deadline_us,
         })
     }
 
@@ -225,6 +232,7 @@ impl Member {
         self.link = Link::Live;
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
         let offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        self.offset = Some(offset);
         if answer.register.epoch < self.epoch {
             // The store lost the group: what it says now is no one's
             // decision. The breaker's own open period goes on, and it

@@ -142,6 +142,11 @@ pub struct Request {
     pub proposal: Option<Proposal>,
     /// Its part in the group's concurrency limit (none without an adaptive limit).
     pub limit: Option<LimitReport>,
+    /// The store's time after which the process has given the request up
+    /// (counted it failed): arriving later (queued by a client while the
+    /// store was down, retried by a driver), it changes nothing. `0`: none
+    /// (before the process knows the store's clock).
+    pub deadline_us: u64,
 }
 
 /// What the store answers.

@@ -87,6 +87,7 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
     };
     let limit = [has, epoch, u64::from(steps), u64::from(set), u64::from(threshold), u64::from(active)];
     out.extend(limit.iter().map(u64::to_string));
+    out.push(r.deadline_us.to_string());
     out
 }
 
@@ -180,12 +181,28 @@ mod tests {
                 to: Proposed::HalfOpen { lease_us: 61_000_000, open_for_us: 30_000_000, reason: Reason::FailureRate },
             }),
             limit: Some(LimitReport { epoch: 4, steps: 2, set: Some((9, 1000)), active: true }),
+            deadline_us: 1_700_000_000_040_000,
         };
         let args = args(&request, Duration::from_secs(400));
         assert_eq!(args[0], "18446744073709551615");
         assert_eq!(
             &args[8..],
-            ["400000", "8", "2", "7", "61000000", "30000000", "failure_rate", "1", "4", "2", "9", "1000", "1"]
+            [
+                "400000",
+                "8",
+                "2",
+                "7",
+                "61000000",
+                "30000000",
+                "failure_rate",
+                "1",
+                "4",
+                "2",
+                "9",
+                "1000",
+                "1",
+                "1700000000040000"
+            ]
         );
         let reply = [
             "1700000000000000",

@@ -13,7 +13,9 @@
 -- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch, 13 for_us or
 -- lease_us, 14 open_for_us, 15 reason; the limit's report: 16 present
 -- (0/1), 17 its epoch, 18 steps, 19 limit set (0 none), 20 its threshold,
--- 21 active (0/1).
+-- 21 active (0/1); 22 the deadline (0 none): a request that arrives after
+-- it (queued by a client while Redis was down, retried by a driver) was
+-- given up by its process and changes nothing.
 
 local function int(n)
   return string.format('%d', n)
@@ -25,83 +27,84 @@ local member = ARGV[1]
 local calls, failures, slow = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local bucket_us, window_us, ttl_us = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local key_ttl, kept = tonumber(ARGV[9]), tonumber(ARGV[10])
-
--- Members silent for longer than their TTL leave.
-local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. int(now - ttl_us))
-for _, m in ipairs(gone) do
-  redis.call('ZREM', KEYS[4], m)
-  redis.call('ZREM', KEYS[5], m)
-  redis.call('ZREM', KEYS[7], m)
-  redis.call('HDEL', KEYS[3], m)
-end
-redis.call('ZADD', KEYS[4], int(now), member)
-
--- Growth of the running totals since last received; a member not known yet
--- (or whose totals went back) counts nothing this time.
-local dc, df, ds = 0, 0, 0
-local prev = redis.call('HGET', KEYS[3], member)
-if prev then
-  local pc, pf, ps = string.match(prev, '^(%d+),(%d+),(%d+)$')
-  pc, pf, ps = tonumber(pc), tonumber(pf), tonumber(ps)
-  if pc and calls >= pc and failures >= pf and slow >= ps then
-    dc, df, ds = calls - pc, failures - pf, slow - ps
-  end
-end
-redis.call('HSET', KEYS[3], member, ARGV[2] .. ',' .. ARGV[3] .. ',' .. ARGV[4])
+local deadline = tonumber(ARGV[22])
+local late = deadline > 0 and now > deadline
 
 local bucket = nil
 if bucket_us > 0 then
   bucket = math.floor(now / bucket_us)
 end
-if bucket and dc > 0 then
-  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':c', dc)
-  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':f', df)
-  redis.call('HINCRBY', KEYS[2], int(bucket) .. ':s', ds)
-end
-if df > 0 then
-  redis.call('ZADD', KEYS[5], int(now), member)
-end
-
-local run
-if dc > df then
-  run = tonumber(ARGV[5])
-else
-  run = tonumber(redis.call('GET', KEYS[6]) or '0') + df
-end
-redis.call('SET', KEYS[6], int(run))
-
--- The fenced register: a proposal made at another epoch changes nothing.
+local run = tonumber(redis.call('GET', KEYS[6]) or '0')
 local fields = {'epoch', 'phase', 'until', 'open_for', 'reason', 'lease', 'lease_until'}
 local reg = redis.call('HMGET', KEYS[1], unpack(fields))
 local epoch = tonumber(reg[1] or '0')
-local kind = tonumber(ARGV[11])
-if kind > 0 and tonumber(ARGV[12]) == epoch then
-  epoch = epoch + 1
-  local period = tonumber(ARGV[13])
-  if kind == 1 then
-    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'open', 'until', int(now + period),
-      'open_for', ARGV[14], 'reason', ARGV[15])
-    redis.call('HDEL', KEYS[1], 'lease', 'lease_until')
-  elseif kind == 2 then
-    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'half_open', 'lease', member,
-      'lease_until', int(now + period), 'open_for', ARGV[14], 'reason', ARGV[15])
-    redis.call('HDEL', KEYS[1], 'until')
-  else
-    redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'closed')
-    redis.call('HDEL', KEYS[1], 'until', 'open_for', 'reason', 'lease', 'lease_until')
-    redis.call('DEL', KEYS[2], KEYS[5])
-    run = 0
-    redis.call('SET', KEYS[6], '0')
-  end
-  reg = redis.call('HMGET', KEYS[1], unpack(fields))
-end
-
--- The group's limit: a fenced register (a set applies at its epoch only)
--- with a counter of steps (added at its epoch only).
 local lim = redis.call('HMGET', KEYS[1], 'limit_epoch', 'limit', 'threshold')
 local lepoch, limit, threshold = tonumber(lim[1] or '0'), tonumber(lim[2] or '0'), tonumber(lim[3] or '0')
-if ARGV[16] == '1' then
-  if tonumber(ARGV[17]) == lepoch then
+
+if not late then
+  -- Members silent for longer than their TTL leave.
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. int(now - ttl_us))
+  for _, m in ipairs(gone) do
+    redis.call('ZREM', KEYS[4], m)
+    redis.call('ZREM', KEYS[5], m)
+    redis.call('ZREM', KEYS[7], m)
+    redis.call('HDEL', KEYS[3], m)
+  end
+  redis.call('ZADD', KEYS[4], int(now), member)
+
+  -- Growth of the running totals since last received; a member not known
+  -- yet (or whose totals went back) counts nothing this time.
+  local dc, df, ds = 0, 0, 0
+  local prev = redis.call('HGET', KEYS[3], member)
+  if prev then
+    local pc, pf, ps = string.match(prev, '^(%d+),(%d+),(%d+)$')
+    pc, pf, ps = tonumber(pc), tonumber(pf), tonumber(ps)
+    if pc and calls >= pc and failures >= pf and slow >= ps then
+      dc, df, ds = calls - pc, failures - pf, slow - ps
+    end
+  end
+  redis.call('HSET', KEYS[3], member, ARGV[2] .. ',' .. ARGV[3] .. ',' .. ARGV[4])
+  if bucket and dc > 0 then
+    redis.call('HINCRBY', KEYS[2], int(bucket) .. ':c', dc)
+    redis.call('HINCRBY', KEYS[2], int(bucket) .. ':f', df)
+    redis.call('HINCRBY', KEYS[2], int(bucket) .. ':s', ds)
+  end
+  if df > 0 then
+    redis.call('ZADD', KEYS[5], int(now), member)
+  end
+  if dc > df then
+    run = tonumber(ARGV[5])
+  else
+    run = run + df
+  end
+  redis.call('SET', KEYS[6], int(run))
+
+  -- The fenced register: a proposal made at another epoch changes nothing.
+  local kind = tonumber(ARGV[11])
+  if kind > 0 and tonumber(ARGV[12]) == epoch then
+    epoch = epoch + 1
+    local period = tonumber(ARGV[13])
+    if kind == 1 then
+      redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'open', 'until', int(now + period),
+        'open_for', ARGV[14], 'reason', ARGV[15])
+      redis.call('HDEL', KEYS[1], 'lease', 'lease_until')
+    elseif kind == 2 then
+      redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'half_open', 'lease', member,
+        'lease_until', int(now + period), 'open_for', ARGV[14], 'reason', ARGV[15])
+      redis.call('HDEL', KEYS[1], 'until')
+    else
+      redis.call('HSET', KEYS[1], 'epoch', int(epoch), 'phase', 'closed')
+      redis.call('HDEL', KEYS[1], 'until', 'open_for', 'reason', 'lease', 'lease_until')
+      redis.call('DEL', KEYS[2], KEYS[5])
+      run = 0
+      redis.call('SET', KEYS[6], '0')
+    end
+    reg = redis.call('HMGET', KEYS[1], unpack(fields))
+  end
+
+  -- The group's limit: a fenced register (a set applies at its epoch only)
+  -- with a counter of steps (added at its epoch only).
+  if ARGV[16] == '1' and tonumber(ARGV[17]) == lepoch then
     if ARGV[19] ~= '0' then
       lepoch, limit, threshold = lepoch + 1, tonumber(ARGV[19]), tonumber(ARGV[20])
       redis.call('HSET', KEYS[1], 'limit_epoch', int(lepoch), 'limit', ARGV[19], 'threshold', ARGV[20])
@@ -109,12 +112,13 @@ if ARGV[16] == '1' then
       limit = redis.call('HINCRBY', KEYS[1], 'limit', ARGV[18])
     end
   end
+  if ARGV[16] == '1' and ARGV[21] == '1' then
+    redis.call('ZADD', KEYS[7], int(now), member)
+  else
+    redis.call('ZREM', KEYS[7], member)
+  end
 end
-if ARGV[16] == '1' and ARGV[21] == '1' then
-  redis.call('ZADD', KEYS[7], int(now), member)
-else
-  redis.call('ZREM', KEYS[7], member)
-end
+
 -- This member's place among the active ones, by id (as numbers: compared
 -- as decimal text of one width).
 local function padded(m)
@@ -137,7 +141,7 @@ if bucket then
   for i = 1, #counts, 2 do
     local id, which = string.match(counts[i], '^(%d+):(%a)$')
     if tonumber(id) < bucket - (kept - 1) then
-      redis.call('HDEL', KEYS[2], counts[i])
+      if not late then redis.call('HDEL', KEYS[2], counts[i]) end
     else
       local n = tonumber(counts[i + 1])
       if which == 'c' then c = c + n elseif which == 'f' then f = f + n else s = s + n end
@@ -147,8 +151,10 @@ end
 
 local live = redis.call('ZCARD', KEYS[4])
 local failing = redis.call('ZCOUNT', KEYS[5], int(now - window_us), '+inf')
-for i = 1, 7 do
-  redis.call('PEXPIRE', KEYS[i], key_ttl)
+if not late then
+  for i = 1, 7 do
+    redis.call('PEXPIRE', KEYS[i], key_ttl)
+  end
 end
 return {int(now), int(epoch), reg[2] or 'closed', reg[3] or '0', reg[4] or '0', reg[5] or '',
   reg[6] or '0', reg[7] or '0', int(c), int(f), int(s), int(run), int(live), int(failing),

@@ -46,6 +46,10 @@ impl MemoryStore {
     /// Applies `request` at the store's `now_us`, atomically, and answers.
     pub fn exchange(&mut self, request: &Request, now_us: u64) -> Answer {
         let r = request;
+        // Given up by its process before it arrived: it changes nothing.
+        if r.deadline_us != 0 && now_us > r.deadline_us {
+            return self.answer(r, now_us);
+        }
         // Members silent for longer than their TTL leave.
         let since = now_us.saturating_sub(r.member_ttl_us);
         let gone: alloc::vec::Vec<u64> = self.seen.iter().filter(|&(_, &at)| at < since).map(|(&m, _)| m).collect();
@@ -118,11 +122,19 @@ impl MemoryStore {
         } else {
             self.active.remove(&r.member);
         }
-        let mut totals = Tally::default();
         if let Some(b) = bucket {
             let oldest = b.saturating_sub(u64::from(TIME_BUCKETS) - 1);
             self.buckets.retain(|&id, _| id >= oldest);
-            for counts in self.buckets.values() {
+        }
+        self.answer(r, now_us)
+    }
+
+    /// The answer to `r` at `now_us`, from the state as it is.
+    fn answer(&self, r: &Request, now_us: u64) -> Answer {
+        let mut totals = Tally::default();
+        if let Some(b) = now_us.checked_div(r.bucket_us) {
+            let oldest = b.saturating_sub(u64::from(TIME_BUCKETS) - 1);
+            for counts in self.buckets.range(oldest..).map(|(_, c)| c) {
                 totals.calls += counts.calls;
                 totals.failures += counts.failures;
                 totals.slow += counts.slow;

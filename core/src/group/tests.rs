@@ -631,3 +631,27 @@ fn a_share_is_a_whole_part_and_the_remainder_moves_without_overlap() {
         .filter(|&rank| (0..10).any(|r| policy::share(3, 10, 10, Some(rank), r * round + SECOND, flush) == 1));
     assert_eq!(turns.count(), 10);
 }
+
+#[test]
+fn a_request_given_up_that_arrives_late_changes_nothing() {
+    // Two processes; Redis restarts empty while one's request is queued by
+    // its client, then delivered after the restart (before the fresh one).
+    let mut g = Group::new(2, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    let now = g.local(0);
+    let p = &mut g.processes[0];
+    let late = p.member.request(&mut p.breaker, now + Duration::from_secs(1)).expect("due");
+    assert!(late.deadline_us > 0, "the process knows the store's clock");
+    p.member.failed(&mut p.breaker, now + Duration::from_secs(2));
+    g.store = MemoryStore::new();
+    g.now_us += 2 * SECOND;
+    // While the store was away, the process failed alone.
+    for _ in 0..5 {
+        g.call(0, Outcome::Failure);
+    }
+    let answer = g.store.exchange(&late, g.now_us);
+    assert_eq!(answer.live, 0, "it changed nothing: {answer:?}");
+    assert_eq!(MemoryStore::new().exchange(&late, late.deadline_us).live, 1, "up to its deadline it counts");
+    g.run(5 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed, "no false open from failures made alone");
+}

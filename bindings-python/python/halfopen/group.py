@@ -1,0 +1,457 @@
+"""One breaker for a group of processes (``CircuitBreaker(..., group=RedisGroup(client, name))``).
+
+The core's member (``src/group.rs``, ``core/src/group/``) decides
+everything: when to exchange, what to send, what the group's answer does to
+the breaker. This module does the I/O: one script call (``EVALSHA``, through
+the user's redis-py client) per exchange, in the background, with a timeout.
+No call of the breaker ever waits for Redis or fails because of it: a store
+that fails or is late leaves the process deciding alone (``on_degraded``)
+until it answers again (``on_recovered``).
+
+- A sync client (``redis.Redis``, ``redis.cluster.RedisCluster``): a daemon
+  thread per breaker waits for the next exchange; each store call runs on a
+  second daemon thread, waited for at most the store timeout (a call that
+  hangs is given up, and the next waits behind it; a request that reaches
+  Redis after it was given up changes nothing there: it carries a deadline).
+- An asyncio client (``redis.asyncio.Redis``, ``redis.asyncio.RedisCluster``):
+  a task on the event loop running when the breaker is made (making one
+  outside a running loop is a ``TypeError``).
+- ``fork()`` (gunicorn ``--preload``): in the child, a sync link rejoins as
+  a new member (two processes never share a member id) on a new thread; an
+  asyncio link leaves (its loop does not run in the child; make the breaker
+  in the worker instead), with a warning on the ``halfopen`` logger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import queue
+import secrets
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
+
+from . import _native
+from ._support import escapes, log_error, logger, option_error
+
+if TYPE_CHECKING:
+    from . import CircuitBreaker
+
+__all__ = ["GroupStatus", "RedisGroup"]
+
+#: How long a link sleeps at most between looks at its member (seconds).
+_LONGEST_WAIT = 60.0
+
+
+class GroupStatus:
+    """What a breaker's link to its group knows: its member id, whether it
+    decides alone because the store failed, and the group's phase as last
+    answered (``"closed"``, ``"open"``, ``"half_open"``; ``None`` before the
+    first answer or since the store failed)."""
+
+    __slots__ = ("member", "degraded", "phase")
+
+    def __init__(self, member: str, degraded: bool, phase: Optional[str]) -> None:
+        self.member = member
+        self.degraded = degraded
+        self.phase = phase
+
+    def __repr__(self) -> str:
+        return f"GroupStatus(member={self.member!r}, degraded={self.degraded}, phase={self.phase!r})"
+
+
+def _is_async(client: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+
+
+class RedisGroup:
+    """A group on Redis, for the ``group=`` option of ``CircuitBreaker``:
+    ``client`` is a redis-py client (sync or asyncio, single node or
+    cluster), ``name`` the group's name (its keys are
+    ``halfopen:v1:{name}:…``, one hash slot). Every process whose breaker
+    names the same group on the same Redis is one breaker.
+
+    ``flush_interval`` (seconds, default 1), ``quorum`` (default 2),
+    ``store_timeout``, ``lease`` and ``member_ttl`` are the core's group
+    options (``None``: its default). ``on_degraded(error)`` is called when
+    the store fails or is late (the process then decides alone), and
+    ``on_recovered()`` when it answers again; what they raise is logged."""
+
+    __slots__ = ("client", "name", "_keys", "_options", "_on_degraded", "_on_recovered", "_async", "_script")
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        flush_interval: Optional[float] = None,
+        quorum: Optional[int] = None,
+        store_timeout: Optional[float] = None,
+        lease: Optional[float] = None,
+        member_ttl: Optional[float] = None,
+        on_degraded: Optional[Callable[[BaseException], Any]] = None,
+        on_recovered: Optional[Callable[[], Any]] = None,
+    ) -> None:
+        if not callable(getattr(client, "register_script", None)):
+            raise option_error(
+                TypeError, "group.client", f"must be a redis-py client (sync or asyncio), got {type(client).__name__}"
+            )
+        self._keys: List[str] = _native._group_keys(name)
+        for option, callback in (("group.on_degraded", on_degraded), ("group.on_recovered", on_recovered)):
+            if callback is not None and not callable(callback):
+                raise option_error(TypeError, option, f"must be a callable, got {type(callback).__name__}")
+        self.client = client
+        self.name = name
+        self._options = (flush_interval, quorum, store_timeout, lease, member_ttl)
+        self._on_degraded = on_degraded
+        self._on_recovered = on_recovered
+        self._async = _is_async(client)
+        self._script = client.register_script(_native._group_script())
+
+    def __repr__(self) -> str:
+        return f"RedisGroup({self.name!r})"
+
+
+#: Every live link, for the fork hook.
+_LINKS: "weakref.WeakSet[_Link]" = weakref.WeakSet()
+
+#: The link of each breaker in a group.
+_BY_BREAKER: "weakref.WeakKeyDictionary[Any, _Link]" = weakref.WeakKeyDictionary()
+
+
+def _text(reply: Any) -> Optional[List[str]]:
+    """The script's reply as text, or ``None`` if it cannot be the script's."""
+    if not isinstance(reply, list):
+        return None
+    out = []
+    for value in reply:
+        if isinstance(value, bytes):
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                return None
+        if not isinstance(value, str):
+            return None
+        out.append(value)
+    return out
+
+
+_BAD_REPLY = "the group store answered something its script cannot have"
+
+
+class _Caller:
+    """A daemon thread that runs store calls one at a time, each waited for
+    at most a timeout (no ``concurrent.futures``: its global lock may be held
+    by another thread at a fork, and a child that starts a link before the
+    lock is reinitialised would wait on it forever)."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: "queue.SimpleQueue[Optional[List[Any]]]" = queue.SimpleQueue()
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """``fn()``'s result or exception; ``TimeoutError`` after ``timeout``
+        (the call then runs later if it has started, or never)."""
+        done = threading.Event()
+        job: List[Any] = [fn, done, None, None, False]
+        self._jobs.put(job)
+        if not done.wait(timeout):
+            job[4] = True
+            raise TimeoutError(f"the group store did not answer within {timeout} s")
+        if job[3] is not None:
+            raise job[3]
+        return job[2]
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, done, *_ = job
+            if job[4]:
+                continue  # given up before it started
+            try:
+                job[2] = fn()
+            except BaseException as error:  # handed to the waiter
+                job[3] = error
+            done.set()
+
+
+class _Link:
+    """A breaker's exchanges with its group's store."""
+
+    def __init__(self, breaker: "CircuitBreaker", group: RedisGroup) -> None:
+        self.group = group
+        self._breaker = weakref.ref(breaker)
+        self._closed = False
+        self._last_error: Optional[BaseException] = None
+        self._join(breaker)
+        self._timeout: float = _native._group_store_timeout(breaker) or 0.0
+        _LINKS.add(self)
+        _BY_BREAKER[breaker] = self
+        # A transition may ask for an exchange sooner.
+        breaker.on_state_change(lambda _change: self.poke())
+        self._start()
+
+    def _join(self, breaker: Any) -> None:
+        self.member = secrets.randbits(64)
+        flush_interval, quorum, store_timeout, lease, member_ttl = self.group._options
+        _native._group_join(breaker, self.member, flush_interval, quorum, store_timeout, lease, member_ttl)
+
+    def _start(self) -> None:
+        if self.group._async:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.close()
+                raise option_error(
+                    TypeError, "group.client", "is an asyncio client: make the breaker inside the running event loop"
+                ) from None
+            self._wake_async = asyncio.Event()
+            self._task = self._loop.create_task(self._run_async(), name=f"halfopen-group-{self.group.name}")
+        else:
+            self._wake = threading.Event()
+            self._calls = _Caller(f"halfopen-group-call-{self.group.name}")
+            self._thread = threading.Thread(target=self._run, name=f"halfopen-group-{self.group.name}", daemon=True)
+            self._thread.start()
+
+    def status(self) -> Optional[GroupStatus]:
+        breaker = self._breaker()
+        status = None if breaker is None or self._closed else _native._group_status(breaker)
+        if status is None:
+            return None
+        degraded, phase = status
+        return GroupStatus(f"{self.member:016x}", degraded, phase)
+
+    def poke(self) -> None:
+        """Wakes the link to look at its member again."""
+        if self._closed:
+            return
+        if self.group._async:
+            try:
+                self._loop.call_soon_threadsafe(self._wake_async.set)
+            except RuntimeError:
+                pass  # the loop is closed: the link is over with it
+        else:
+            self._wake.set()
+
+    def close(self) -> None:
+        """Stops exchanging; the breaker decides alone from now on."""
+        if self._closed:
+            return
+        self._closed = True
+        breaker = self._breaker()
+        if breaker is not None:
+            _native._group_leave(breaker)
+            _BY_BREAKER.pop(breaker, None)
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.group._async:
+            task = getattr(self, "_task", None)
+            if task is not None:
+                try:
+                    self._loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:
+                    pass
+        else:
+            wake = getattr(self, "_wake", None)
+            if wake is not None:
+                wake.set()
+            calls = getattr(self, "_calls", None)
+            if calls is not None:
+                calls.stop()
+
+    # The steps of an exchange, shared by both kinds of client.
+
+    def _delay(self, breaker: Any) -> float:
+        delay = _native._group_delay(breaker)
+        return _LONGEST_WAIT if delay is None else min(delay, _LONGEST_WAIT)
+
+    def _request(self, breaker: Any) -> Optional[List[str]]:
+        """The script's arguments, if an exchange is due; a clock that fails is a failed exchange."""
+        try:
+            return _native._group_request(breaker)
+        except BaseException as error:
+            if escapes(error, error.__traceback__):
+                raise
+            self._failed(breaker, error)
+            return None
+
+    def _answered(self, breaker: Any, reply: Any) -> None:
+        text = _text(reply)
+        try:
+            ok = text is not None and _native._group_apply(breaker, text)
+        except BaseException as error:
+            # The clock failed (or a listener raised what must propagate:
+            # an interrupt): the exchange counts as failed.
+            if escapes(error, error.__traceback__):
+                raise
+            self._failed(breaker, error)
+            return
+        if not ok:
+            self._failed(breaker, ValueError(_BAD_REPLY))
+            return
+        self._events(breaker)
+
+    def _failed(self, breaker: Any, error: BaseException) -> None:
+        self._last_error = error
+        _native._group_failed(breaker)
+        self._events(breaker)
+
+    def _events(self, breaker: Any) -> None:
+        while True:
+            event = _native._group_event(breaker)
+            if event is None:
+                return
+            try:
+                if event == "degraded" and self.group._on_degraded is not None:
+                    self.group._on_degraded(self._last_error or ConnectionError("the group store failed"))
+                elif event == "recovered" and self.group._on_recovered is not None:
+                    self.group._on_recovered()
+            except BaseException as error:
+                if escapes(error, error.__traceback__):
+                    raise
+                log_error(f"RedisGroup[{self.group.name}]: the on_{event} callback raised", error)
+
+    # A sync client: a thread.
+
+    def _run(self) -> None:
+        while not self._closed:
+            breaker = self._breaker()
+            if breaker is None:
+                return
+            delay = self._delay(breaker)
+            del breaker
+            # Woken early (a transition): look again. Else the exchange is
+            # due (with a clock that fails, after the member's backoff from
+            # its latest good reading: the exchange then fails, and says why).
+            if delay > 0 and self._wake.wait(delay):
+                self._wake.clear()
+                continue
+            breaker = self._breaker()
+            if breaker is None or self._closed:
+                return
+            try:
+                self._exchange(breaker)
+            except BaseException as error:  # never let the thread die
+                log_error(f"RedisGroup[{self.group.name}]: an exchange failed unexpectedly", error)
+            del breaker
+
+    def _exchange(self, breaker: Any) -> None:
+        args = self._request(breaker)
+        if args is None:
+            return
+        script, keys = self.group._script, self.group._keys
+        try:
+            reply = self._calls.call(lambda: script(keys=keys, args=args), self._timeout)
+        except BaseException as error:
+            if escapes(error, error.__traceback__):
+                raise
+            self._failed(breaker, error)
+            return
+        if not self._closed:
+            self._answered(breaker, reply)
+
+    # An asyncio client: a task.
+
+    async def _run_async(self) -> None:
+        while not self._closed:
+            breaker = self._breaker()
+            if breaker is None:
+                return
+            delay = self._delay(breaker)
+            if delay > 0:
+                del breaker
+                try:
+                    await asyncio.wait_for(self._wake_async.wait(), delay)
+                    self._wake_async.clear()
+                    continue  # woken early: look again
+                except asyncio.TimeoutError:
+                    pass  # due (see _run)
+                breaker = self._breaker()
+                if breaker is None:
+                    return
+            try:
+                await self._exchange_async(breaker)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # never let the task die
+                log_error(f"RedisGroup[{self.group.name}]: an exchange failed unexpectedly", error)
+            del breaker
+
+    async def _exchange_async(self, breaker: Any) -> None:
+        args = self._request(breaker)
+        if args is None:
+            return
+        try:
+            reply = await asyncio.wait_for(self.group._script(keys=self.group._keys, args=args), self._timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            if isinstance(error, asyncio.TimeoutError):
+                error = TimeoutError(f"the group store did not answer within {self._timeout} s")
+            self._failed(breaker, error)
+            return
+        if not self._closed:
+            self._answered(breaker, reply)
+
+    # fork()
+
+    def _forked(self) -> None:
+        """In a fork's child: rejoin as a new member on a new thread (sync),
+        or leave (asyncio)."""
+        breaker = self._breaker()
+        if breaker is None or self._closed:
+            return
+        if self.group._async:
+            logger.warning(
+                "halfopen: RedisGroup[%s]: an asyncio group does not survive fork(); the breaker decides alone in "
+                "the child (make it in the worker's event loop)",
+                self.group.name,
+            )
+            self._closed = True
+            _native._group_leave(breaker)
+            _BY_BREAKER.pop(breaker, None)
+            return
+        self._join(breaker)
+        self._start()
+
+
+def join(breaker: "CircuitBreaker", group: Union[RedisGroup, Any]) -> None:
+    """Makes ``breaker`` a member of ``group`` (the ``group=`` option)."""
+    if not isinstance(group, RedisGroup):
+        raise option_error(TypeError, "group", f"must be a halfopen.RedisGroup, got {type(group).__name__}")
+    if breaker in _BY_BREAKER:
+        return
+    _Link(breaker, group)
+
+
+def status(breaker: Any) -> Optional[GroupStatus]:
+    """The breaker's link's status (``None`` outside a group)."""
+    link = _BY_BREAKER.get(breaker)
+    return None if link is None else link.status()
+
+
+def leave(breaker: Any) -> None:
+    """Stops the breaker's exchanges with its group (it decides alone)."""
+    link = _BY_BREAKER.get(breaker)
+    if link is not None:
+        link.close()
+
+
+def _after_fork_in_child() -> None:
+    for link in list(_LINKS):
+        try:
+            link._forked()
+        except BaseException as error:
+            log_error("a group link could not be restarted after fork()", error)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
