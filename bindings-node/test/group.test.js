@@ -240,6 +240,64 @@ test('a clock that fails is an exchange that fails: groupDegraded carries its Ty
   a.leaveGroup()
 })
 
+test('the group has one adaptive limit: the calls admitted across members stay within it, and a failure halves it once', { timeout: 30_000 }, async () => {
+  const keys = groupKeys('limit')
+  const admin = client()
+  const members = Array.from({ length: 10 }, () => member('limit', { adaptiveLimitMin: 1, adaptiveLimitMax: 1000 }))
+  await until(() => members.every((x) => x.groupStatus().phase === 'closed'))
+  const groupLimit = async () => {
+    const [limit, epoch] = await admin.hmget(keys[0], 'limit', 'limit_epoch')
+    return { limit: Number(limit), epoch: Number(epoch) }
+  }
+  /** Resolves once every member has exchanged since now (the store's own record of it). */
+  const exchanged = async () => {
+    const [s, us] = await admin.time()
+    const since = Number(s) * 1e6 + Number(us)
+    for (;;) {
+      const scores = (await admin.zrange(keys[3], 0, -1, 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number)
+      if (scores.length === members.length && scores.every((t) => t > since)) return
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+  const burst = () => {
+    const held = []
+    for (const x of members) {
+      for (let p = x.tryAcquire(); p.admitted; p = x.tryAcquire()) held.push([x, p])
+    }
+    return held
+  }
+  // Shares follow what each member last heard: one flush interval after
+  // the last joined, every member's is from a view with all of them.
+  await exchanged()
+  await exchanged()
+  let grew = 0
+  for (let round = 0; round < 8; round++) {
+    // Every member takes what its share admits, then they all succeed.
+    const held = burst()
+    const { limit } = await groupLimit()
+    assert.ok(held.length <= limit, `round ${round}: ${held.length} calls admitted, the group's limit ${limit}`)
+    if (round === 0) assert.ok(held.length < members.length, `below one call per member at the start: ${held.length}`)
+    for (const [x, p] of held) x.record(p, 'success')
+    grew = Math.max(grew, held.length)
+    await exchanged()
+    await exchanged()
+  }
+  const before = await groupLimit()
+  assert.ok(before.limit > 3 && grew > 3, `the limit grew on successes: ${JSON.stringify(before)}, ${grew} at once`)
+  // Three members fail at once: one cut for the group.
+  const held = burst()
+  for (const [x, p] of held) x.record(p, members.indexOf(x) % 4 === 0 ? 'failure' : 'success')
+  await exchanged()
+  await exchanged()
+  const after = await groupLimit()
+  assert.equal(after.epoch, before.epoch + 1, `one cut: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`)
+  assert.ok(after.limit * 2 <= before.limit + members.length, `halved: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`)
+  const again = burst()
+  assert.ok(again.length <= after.limit, `${again.length} admitted after the cut, the limit ${after.limit}`)
+  for (const [x, p] of again) x.record(p, 'success')
+  for (const x of members) x.leaveGroup()
+})
+
 test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))

@@ -73,6 +73,8 @@ pub struct Member {
     /// The lease epoch seen and the store's time when it was first seen: a
     /// lease is over for this process after its own lease length at most.
     lease_seen: Option<(u64, u64)>,
+    /// When this process last had calls to make (see `limit_report`).
+    demand_at: Option<Instant>,
     /// The store's clock less this process's as last answered (kept
     /// through outages: a request's deadline is on the store's clock).
     offset: Option<i64>,
@@ -100,6 +102,7 @@ impl Member {
             lease_seen: None,
             was_active: false,
             offset: None,
+            demand_at: None,
         })
     }
 
@@ -177,7 +180,7 @@ impl Member {
         };
         self.pending = Some(now);
         self.last_sent = Some(now);
-        let limit = self.limit_report(breaker, proposal.is_some_and(|p| p.to == Proposed::Closed));
+        let limit = self.limit_report(breaker, now, proposal.is_some_and(|p| p.to == Proposed::Closed));
         let c = breaker.config();
         let (bucket_us, window_us) = match c.window {
             Window::Time(span) if c.windowed() => (span.as_micros() / u64::from(TIME_BUCKETS), span.as_micros()),
@@ -206,12 +209,18 @@ impl Member {
     fn limit_report<C: Borrow<Config>, M: Meter>(
         &mut self,
         breaker: &mut Breaker<C, M>,
+        now: Instant,
         closes: bool,
     ) -> Option<LimitReport> {
         let c = *breaker.config();
         let (share, busy) = breaker.take_share().unwrap_or_default();
         let seen = GroupLimit { epoch: share.epoch, limit: share.group, threshold: share.threshold };
-        let active = share.wanted || busy || share.epoch == 0;
+        // Calls to make since the last exchange, or within a member TTL
+        // before (demand that comes and goes keeps its share), or joining.
+        if share.wanted || busy || share.epoch == 0 {
+            self.demand_at = Some(now);
+        }
+        let active = self.demand_at.is_some_and(|at| now < at + self.config.member_ttl());
         let mut report = policy::limit_report(&c, seen, share.steps, share.cut, active)?;
         if closes {
             report.set = Some((policy::start_limit(&c), policy::threshold_ceiling(&c)));
@@ -277,12 +286,17 @@ impl Member {
     /// process (`breaker`) decides alone until the store answers again, its
     /// concurrency limit included.
     pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
-        breaker.leave_limit();
         self.pending = None;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
             _ => 1,
         };
+        // One lost exchange keeps the share of the group's limit (until the
+        // retry); from the second failure in a row the limit is this
+        // process's own (never left at a share of none while the store is away).
+        if failures >= 2 || self.seen.is_none() {
+            breaker.leave_limit();
+        }
         let retry_at = now + policy::retry_after(&self.config, failures, self.id);
         self.link = Link::Degraded { failures, retry_at };
         // What the group said may be stale by the time it answers again.
