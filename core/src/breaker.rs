@@ -144,7 +144,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         match self.phase {
             Phase::Closed if self.limiter.admits(self.in_flight) => {
                 self.in_flight += 1;
-                self.limiter.admitted(self.latest);
+                self.limiter.admitted(self.latest, self.in_flight);
                 self.meter.admitted(self.latest);
                 Admission { decision: Ok(self.permit(self.latest)), transition: None }
             }
@@ -172,7 +172,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                     self.phase = Phase::HalfOpen { give_up_at: policy::probe_give_up_at(self.config(), now) };
                 }
                 self.in_flight = self.in_flight.saturating_add(1);
-                self.limiter.admitted(now);
+                self.limiter.admitted(now, self.in_flight);
                 Ok(self.permit(now))
             }
         };
@@ -280,7 +280,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.latest = self.latest.max(first);
         self.in_flight = self.in_flight.saturating_add(count);
         if count > 0 {
-            self.limiter.admitted(first);
+            self.limiter.admitted(first, self.in_flight);
         }
         // At `first`, not the latest time seen: if these are the first calls
         // the breaker ever admitted, its time in states starts there.

@@ -90,6 +90,12 @@ pub(crate) struct Share {
     /// A call was admitted or refused for the limit since the latest
     /// exchange (the process has demand: it takes a share).
     pub(crate) wanted: bool,
+    /// Whether the group's calls in flight filled its limit at the latest
+    /// exchange: a refusal here is then the group's (else the other
+    /// processes' shares have room, and the shares move instead).
+    pub(crate) full: bool,
+    /// The most calls in flight since the latest exchange.
+    pub(crate) peak: u32,
 }
 
 /// `now` in µs as a signed number (times beyond 2^63 µs, 292,000 years,
@@ -128,12 +134,14 @@ impl Limiter {
         self.counting_since = i64::MAX;
     }
 
-    /// A call was admitted at `now` (the first of a batch, for a binding).
+    /// A call was admitted at `now` (the first of a batch, for a binding),
+    /// `in_flight` calls out with it.
     #[inline(always)]
-    pub(crate) fn admitted(&mut self, now: Instant) {
+    pub(crate) fn admitted(&mut self, now: Instant, in_flight: u32) {
         self.counting_since = self.counting_since.min(signed(now));
         if let Some(share) = self.share.as_mut() {
             share.wanted = true;
+            share.peak = share.peak.max(in_flight);
         }
     }
 
@@ -207,19 +215,28 @@ impl Limiter {
     /// epoch) and this process's `share` of it, `in_flight` calls out. A
     /// group limit that went down (a cut anywhere) opens a loss window here:
     /// the calls out were sent under the larger share.
-    pub(crate) fn follow_group(&mut self, group: u32, threshold: u32, epoch: u64, share: u32, in_flight: u32) {
-        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false };
+    pub(crate) fn follow_group(
+        &mut self,
+        group: u32,
+        threshold: u32,
+        epoch: u64,
+        share: u32,
+        full: bool,
+        in_flight: u32,
+    ) {
+        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false, full, peak: 0 };
         match self.share.as_mut() {
             Some(s) if s.epoch == epoch => {
                 s.group = group;
                 s.threshold = threshold;
+                s.full = full;
             }
             Some(s) => {
                 if group < s.group {
                     self.recovering = in_flight;
                     self.credit = 0;
                 }
-                *s = Share { wanted: s.wanted, ..fresh };
+                *s = Share { wanted: s.wanted, peak: s.peak, ..fresh };
             }
             None => self.share = Some(fresh),
         }
@@ -236,6 +253,7 @@ impl Limiter {
         let taken = *share;
         share.steps = 0;
         share.wanted = false;
+        share.peak = 0;
         Some(taken)
     }
 
@@ -380,7 +398,7 @@ impl Limiter {
 /// step (a step needs a refusal before the next).
 fn grow_group(share: &mut Share, credit: &mut u32, max: u32) -> bool {
     let limit = share.group.saturating_add(share.steps);
-    if limit >= max {
+    if limit >= max || !share.full {
         return false;
     }
     if limit < share.threshold {

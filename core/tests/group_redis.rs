@@ -153,7 +153,8 @@ fn the_lua_script_answers_as_the_reference_store() {
             kind => {
                 let at = if draw.next(4) == 0 { limit_epoch.saturating_sub(1) } else { limit_epoch };
                 let set = (kind == 1).then(|| (1 + draw.next(50) as u32, 1 + draw.next(1000) as u32));
-                Some(LimitReport { epoch: at, steps: draw.next(4) as u32, set, active: draw.next(3) > 0 })
+                let busy = draw.next(5) as u32;
+                Some(LimitReport { epoch: at, steps: draw.next(4) as u32, set, active: draw.next(3) > 0, busy })
             }
         };
         let request = Request {
@@ -180,7 +181,7 @@ fn the_lua_script_answers_as_the_reference_store() {
         };
         late += usize::from(request.deadline_us == now_us - 1);
         let args = redis::args(&request, ttl);
-        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "7"];
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "8"];
         command.extend(keys.iter().map(String::as_str));
         command.extend(args.iter().map(String::as_str));
         let reply = call(&mut s, &command).unwrap();

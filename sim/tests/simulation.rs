@@ -191,6 +191,31 @@ fn the_adaptive_limit_meets_its_targets() {
     }
 }
 
+/// Issue 23's targets for the group mode with the adaptive limit, at 10
+/// and 20 sender processes, on seeds 1–3: never suspended; delivered within
+/// 0.1 percentage point of one process; wasted calls at most one process's
+/// + 10 % + one flush interval (1 s) at the instance's capacity.
+#[test]
+fn the_group_mode_meets_its_targets() {
+    use halfopen_sim::engine::{Fleet, run_fleet};
+    let share = |r: &halfopen_sim::engine::Report| f64::from(r.delivered) * 100.0 / f64::from(r.messages);
+    for seed in 1..=3 {
+        for scenario in scenarios::all() {
+            let one = run(&scenario, Strategy::HalfopenLimited, seed);
+            let capacity = scenario.weak.unwrap_or(scenario.model).capacity_per_s;
+            let bound = one.wasted_calls as f64 * 1.1 + capacity;
+            for processes in halfopen_sim::table::PROCESSES {
+                let group = Some(halfopen_sim::table::group_model());
+                let r = run_fleet(&scenario, Strategy::HalfopenLimited, seed, Fleet { processes, group });
+                let ctx = format!("{} seed {seed}, {processes} processes", scenario.slug);
+                assert_eq!(r.suspended, 0, "{ctx}");
+                assert!(share(&r) >= share(&one) - 0.1, "{ctx}: {:.2} % against {:.2} %", share(&r), share(&one));
+                assert!(r.wasted_calls as f64 <= bound, "{ctx}: {} wasted, bound {bound:.0}", r.wasted_calls);
+            }
+        }
+    }
+}
+
 /// At every sender concurrency of the sensitivity table (seed 1): never
 /// suspended, and no worse than no breaker or seed 000's class (same
 /// integration) on delivered messages or wasted calls, within 1 % of the

@@ -110,9 +110,9 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 
     /// Its part in its group's limit since the latest exchange (taken), and
-    /// whether it has calls out; `None` outside a group's limit.
-    pub(crate) fn take_share(&mut self) -> Option<(Share, bool)> {
-        Some((self.limiter.take_share()?, self.in_flight > 0))
+    /// its calls in flight now; `None` outside a group's limit.
+    pub(crate) fn take_share(&mut self) -> Option<(Share, u32)> {
+        Some((self.limiter.take_share()?, self.in_flight))
     }
 
     /// Whether a failure here asks its group's limit to be cut.
@@ -121,9 +121,10 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     }
 
     /// Admits within `share` of its group's limit `group` (threshold,
-    /// epoch), from now on.
-    pub(crate) fn follow_limit(&mut self, group: u32, threshold: u32, epoch: u64, share: u32) {
-        self.limiter.follow_group(group, threshold, epoch, share, self.in_flight);
+    /// epoch), from now on; `full`: the group's calls in flight fill its
+    /// limit (only then do its successes grow it).
+    pub(crate) fn follow_limit(&mut self, group: u32, threshold: u32, epoch: u64, share: u32, full: bool) {
+        self.limiter.follow_group(group, threshold, epoch, share, full, self.in_flight);
     }
 
     /// Its limit adapts by itself again (from its share).

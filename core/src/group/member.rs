@@ -75,6 +75,8 @@ pub struct Member {
     lease_seen: Option<(u64, u64)>,
     /// When this process last had calls to make (see `limit_report`).
     demand_at: Option<Instant>,
+    /// Its most calls in flight within a member TTL, and when.
+    peak: Option<(u32, Instant)>,
     /// The store's clock less this process's as last answered (kept
     /// through outages: a request's deadline is on the store's clock).
     offset: Option<i64>,
@@ -103,6 +105,7 @@ impl Member {
             was_active: false,
             offset: None,
             demand_at: None,
+            peak: None,
         })
     }
 
@@ -217,11 +220,20 @@ impl Member {
         let seen = GroupLimit { epoch: share.epoch, limit: share.group, threshold: share.threshold };
         // Calls to make since the last exchange, or within a member TTL
         // before (demand that comes and goes keeps its share), or joining.
-        if share.wanted || busy || share.epoch == 0 {
+        if share.wanted || busy > 0 || share.epoch == 0 {
             self.demand_at = Some(now);
         }
         let active = self.demand_at.is_some_and(|at| now < at + self.config.member_ttl());
-        let mut report = policy::limit_report(&c, seen, share.steps, share.cut, active)?;
+        // Its most calls in flight within a member TTL: the group is full if
+        // its members' peaks fill its limit (a burst counts until then).
+        let peak = share.peak.max(busy);
+        let ttl = self.config.member_ttl();
+        self.peak = match self.peak {
+            Some((held, at)) if held > peak && now < at + ttl => Some((held, at)),
+            _ => Some((peak, now)),
+        };
+        let peak = self.peak.map_or(peak, |(held, _)| held);
+        let mut report = policy::limit_report(&c, seen, share.steps, share.cut, active, peak)?;
         if closes {
             report.set = Some((policy::start_limit(&c), policy::threshold_ceiling(&c)));
             report.steps = 0;
@@ -277,7 +289,8 @@ impl Member {
                 _ => share,
             };
             self.was_active = answer.rank.is_some();
-            breaker.follow_limit(group, threshold, answer.limit.epoch, share);
+            let full = policy::group_full(group, answer.busy);
+            breaker.follow_limit(group, threshold, answer.limit.epoch, share, full);
         }
         transitions
     }

@@ -63,7 +63,14 @@ pub(crate) fn group_limit(limit: GroupLimit, min: u32, max: u32) -> Option<(u32,
 /// What a process asks of the group's limit: the first limit, if the group
 /// has none (the start: `half_open_max_attempts` within bounds); a halving
 /// (never below `min`), if a failure here asks for a cut; else its steps.
-pub(crate) fn limit_report(c: &Config, limit: GroupLimit, steps: u32, cut: bool, active: bool) -> Option<LimitReport> {
+pub(crate) fn limit_report(
+    c: &Config,
+    limit: GroupLimit,
+    steps: u32,
+    cut: bool,
+    active: bool,
+    busy: u32,
+) -> Option<LimitReport> {
     let Some(crate::config::ConcurrencyLimit::Adaptive { min, max }) = c.concurrency_limit else { return None };
     let set = match group_limit(limit, min, max) {
         None => Some((start_limit(c), max)),
@@ -73,7 +80,16 @@ pub(crate) fn limit_report(c: &Config, limit: GroupLimit, steps: u32, cut: bool,
         }
         Some(_) => None,
     };
-    Some(LimitReport { epoch: limit.epoch, steps, set, active })
+    Some(LimitReport { epoch: limit.epoch, steps, set, active, busy })
+}
+
+/// Whether the group's calls in flight (`busy`: its members' peaks within
+/// a member TTL) fill its limit `limit`: nine tenths of it at least. Only
+/// then does a refusal in one process grow the group's limit (Reno's rule:
+/// the limit grows only while it is what holds calls back); otherwise other
+/// processes' shares have room, and the shares move to demand instead.
+pub(crate) fn group_full(limit: u32, busy: u32) -> bool {
+    busy >= limit - limit / 10
 }
 
 /// The threshold a group's limit restarts with: its ceiling (slow start
@@ -205,6 +221,7 @@ mod tests {
             limit: GroupLimit::default(),
             active: 0,
             rank: None,
+            busy: 0,
         }
     }
 

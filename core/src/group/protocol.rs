@@ -117,6 +117,9 @@ pub struct LimitReport {
     pub set: Option<(u32, u32)>,
     /// Whether the process has calls to make (it then takes a share).
     pub active: bool,
+    /// Its most calls in flight within a member TTL (the group grows its
+    /// limit only when its members' fill it).
+    pub busy: u32,
 }
 
 /// What a process sends at an exchange.
@@ -171,4 +174,6 @@ pub struct Answer {
     pub active: u32,
     /// This member's place among them, by member id (`None`: it has none).
     pub rank: Option<u32>,
+    /// The live members' most calls in flight, as each last reported.
+    pub busy: u32,
 }

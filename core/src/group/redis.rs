@@ -23,11 +23,11 @@ pub const SCRIPT: &str = include_str!("store.lua");
 /// is the hash tag: every key of a group is in one Redis Cluster slot. A
 /// name with a brace would end the tag early (the keys would fall in
 /// different slots): it is refused.
-pub fn keys(name: &str) -> Result<[String; 7], BadName> {
+pub fn keys(name: &str) -> Result<[String; 8], BadName> {
     if name.is_empty() || name.contains(['{', '}']) {
         return Err(BadName);
     }
-    Ok(["register", "buckets", "totals", "members", "failed", "run", "active"]
+    Ok(["register", "buckets", "totals", "members", "failed", "run", "active", "busy"]
         .map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
 }
 
@@ -81,13 +81,14 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
     out.push(reason.to_string());
     // The limit's report: 0 (none) or 1, its epoch, steps, the limit and
     // threshold set (0: none), whether the member is active.
-    let (has, epoch, steps, (set, threshold), active) = match r.limit {
-        None => (0, 0, 0, (0, 0), false),
-        Some(l) => (1, l.epoch, l.steps, l.set.unwrap_or((0, 0)), l.active),
+    let (has, epoch, steps, (set, threshold), active, busy) = match r.limit {
+        None => (0, 0, 0, (0, 0), false, 0),
+        Some(l) => (1, l.epoch, l.steps, l.set.unwrap_or((0, 0)), l.active, l.busy),
     };
     let limit = [has, epoch, u64::from(steps), u64::from(set), u64::from(threshold), u64::from(active)];
     out.extend(limit.iter().map(u64::to_string));
     out.push(r.deadline_us.to_string());
+    out.push(busy.to_string());
     out
 }
 
@@ -96,7 +97,7 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadReply;
 
-/// The answer in the script's reply (19 values, as text).
+/// The answer in the script's reply (20 values, as text).
 pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
     let [
         now,
@@ -118,6 +119,7 @@ pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
         threshold,
         active,
         rank,
+        busy,
     ] = reply
     else {
         return Err(BadReply);
@@ -149,6 +151,7 @@ pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
             "" => None,
             _ => Some(small(rank)?),
         },
+        busy: small(busy)?,
     })
 }
 
@@ -161,7 +164,7 @@ mod tests {
     fn every_key_of_a_group_shares_its_hash_tag() {
         let keys = keys("wa-instance-7").unwrap();
         assert!(keys.iter().all(|k| k.starts_with("halfopen:v1:{wa-instance-7}:")));
-        assert_eq!(keys.len(), 7);
+        assert_eq!(keys.len(), 8);
         for bad in ["", "}x", "a{b", "a}"] {
             assert_eq!(super::keys(bad), Err(BadName), "{bad}");
         }
@@ -180,7 +183,7 @@ mod tests {
                 epoch: 7,
                 to: Proposed::HalfOpen { lease_us: 61_000_000, open_for_us: 30_000_000, reason: Reason::FailureRate },
             }),
-            limit: Some(LimitReport { epoch: 4, steps: 2, set: Some((9, 1000)), active: true }),
+            limit: Some(LimitReport { epoch: 4, steps: 2, set: Some((9, 1000)), active: true, busy: 6 }),
             deadline_us: 1_700_000_000_040_000,
         };
         let args = args(&request, Duration::from_secs(400));
@@ -201,7 +204,8 @@ mod tests {
                 "9",
                 "1000",
                 "1",
-                "1700000000040000"
+                "1700000000040000",
+                "6"
             ]
         );
         let reply = [
@@ -224,6 +228,7 @@ mod tests {
             "1000",
             "3",
             "",
+            "7",
         ];
         let a = answer(&reply).unwrap();
         assert_eq!(a.register.epoch, 8);
@@ -238,7 +243,8 @@ mod tests {
         );
         assert_eq!((a.totals.failures, a.run, a.live, a.failing), (4, 2, 3, 1));
         assert_eq!((a.limit, a.active, a.rank), (GroupLimit { epoch: 5, limit: 12, threshold: 1000 }, 3, None));
-        assert_eq!(answer(&reply[..18]), Err(BadReply));
+        assert_eq!(a.busy, 7);
+        assert_eq!(answer(&reply[..19]), Err(BadReply));
         let mut wrong = reply;
         wrong[2] = "ajar";
         assert_eq!(answer(&wrong), Err(BadReply));

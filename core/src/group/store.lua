@@ -7,7 +7,7 @@
 -- (hash "<id>:c|f|s"), 3 running totals by member (hash
 -- "calls,failures,slow"), 4 members by last exchange (zset), 5 members by
 -- last failure (zset), 6 the group's run (string), 7 members with calls to
--- make (zset).
+-- make (zset), 8 each member's calls in flight (hash).
 -- ARGV: 1 member, 2 calls, 3 failures, 4 slow, 5 consecutive, 6 bucket_us,
 -- 7 window_us, 8 member_ttl_us, 9 key_ttl_ms, 10 buckets kept, 11 proposal
 -- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch, 13 for_us or
@@ -15,7 +15,8 @@
 -- (0/1), 17 its epoch, 18 steps, 19 limit set (0 none), 20 its threshold,
 -- 21 active (0/1); 22 the deadline (0 none): a request that arrives after
 -- it (queued by a client while Redis was down, retried by a driver) was
--- given up by its process and changes nothing.
+-- given up by its process and changes nothing; 23 the member's calls in
+-- flight.
 
 local function int(n)
   return string.format('%d', n)
@@ -49,6 +50,7 @@ if not late then
     redis.call('ZREM', KEYS[5], m)
     redis.call('ZREM', KEYS[7], m)
     redis.call('HDEL', KEYS[3], m)
+    redis.call('HDEL', KEYS[8], m)
   end
   redis.call('ZADD', KEYS[4], int(now), member)
 
@@ -117,6 +119,11 @@ if not late then
   else
     redis.call('ZREM', KEYS[7], member)
   end
+  if ARGV[16] == '1' then
+    redis.call('HSET', KEYS[8], member, ARGV[23])
+  else
+    redis.call('HDEL', KEYS[8], member)
+  end
 end
 
 -- This member's place among the active ones, by id (as numbers: compared
@@ -149,13 +156,18 @@ if bucket then
   end
 end
 
+local busy = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[8])) do
+  busy = busy + tonumber(n)
+end
+
 local live = redis.call('ZCARD', KEYS[4])
 local failing = redis.call('ZCOUNT', KEYS[5], int(now - window_us), '+inf')
 if not late then
-  for i = 1, 7 do
+  for i = 1, 8 do
     redis.call('PEXPIRE', KEYS[i], key_ttl)
   end
 end
 return {int(now), int(epoch), reg[2] or 'closed', reg[3] or '0', reg[4] or '0', reg[5] or '',
   reg[6] or '0', reg[7] or '0', int(c), int(f), int(s), int(run), int(live), int(failing),
-  int(lepoch), int(limit), int(threshold), int(#actives), rank}
+  int(lepoch), int(limit), int(threshold), int(#actives), rank, int(busy)}

@@ -25,6 +25,8 @@ pub struct MemoryStore {
     limit: GroupLimit,
     /// Members whose latest exchange said they have calls to make.
     active: BTreeSet<u64>,
+    /// Each member's calls in flight, as last reported.
+    busy: BTreeMap<u64, u32>,
 }
 
 impl MemoryStore {
@@ -58,6 +60,7 @@ impl MemoryStore {
             self.failed.remove(&m);
             self.totals.remove(&m);
             self.active.remove(&m);
+            self.busy.remove(&m);
         }
         self.seen.insert(r.member, now_us);
         // Growth of the running totals since last received; a member not
@@ -119,8 +122,10 @@ impl MemoryStore {
                 true => self.active.insert(r.member),
                 false => self.active.remove(&r.member),
             };
+            self.busy.insert(r.member, l.busy);
         } else {
             self.active.remove(&r.member);
+            self.busy.remove(&r.member);
         }
         if let Some(b) = bucket {
             let oldest = b.saturating_sub(u64::from(TIME_BUCKETS) - 1);
@@ -156,6 +161,7 @@ impl MemoryStore {
             limit: self.limit,
             active: narrow(self.active.len() as u64),
             rank: self.active.contains(&r.member).then(|| narrow(self.active.range(..r.member).count() as u64)),
+            busy: narrow(self.busy.values().map(|&b| u64::from(b)).sum()),
         }
     }
 }
