@@ -13,7 +13,7 @@
 
 const opossum = require('opossum')
 const cockatiel = require('cockatiel')
-const { spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
@@ -196,8 +196,27 @@ function memory(make) {
   return { heap: per('heapUsed'), rss: per('rss') }
 }
 
+/** A redis-server on a free port for the group contender (stopped at exit). */
+async function startRedis() {
+  const port = 20000 + Math.floor(Math.random() * 20000)
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+  process.on('exit', () => server.kill())
+  const Redis = require(require.resolve('ioredis', { paths: [pkg] }))
+  return new Redis({ host: '127.0.0.1', port })
+}
+
 async function main() {
   if (typeof global.gc !== 'function') throw new Error('run with node --expose-gc')
+  // The call path of a breaker in a group (its exchanges with Redis, one a
+  // second, run beside it).
+  const redis = await startRedis()
+  contenders['halfopen in a group (Redis)'] = {
+    closed: () => {
+      const b = new CircuitBreaker({ ...seedOptions, group: { redis, name: 'bench' } })
+      return { run: () => b.execute(fn) }
+    },
+  }
   console.log(`node ${process.version}; ${CALLS} calls per round, ${ROUNDS} rounds, medians\n`)
   const closed = await measure('closed')
   const raw = closed['raw await fn()']

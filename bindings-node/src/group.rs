@@ -36,7 +36,12 @@ pub fn group_script() -> String {
 #[cfg_attr(feature = "node", napi)]
 pub fn group_keys(name: String) -> Result<Vec<String>> {
     let keys = redis::keys(&name).map_err(|_| {
-        structured("config", Some("name"), Some("out_of_range"), "name must be non-empty and hold no { or }")
+        structured(
+            "config",
+            Some("name"),
+            Some("out_of_range"),
+            "must be non-empty, hold no { or }, and be at most 1024 bytes of UTF-8",
+        )
     })?;
     Ok(keys.into())
 }
@@ -58,7 +63,7 @@ impl NativeBreaker {
             member_ttl: options.member_ttl_ms.map(duration),
         };
         let member = Member::new(id, group, self.breaker.config())
-            .map_err(|e| config(e.field.name(), e.problem, &e.to_string()))?;
+            .map_err(|e| config(e.field.name(), e.problem, e.problem.describe()))?;
         self.group = Some(Box::new(member));
         Ok(())
     }

@@ -78,6 +78,12 @@ test('the group option is checked: type, range and backend errors name the optio
   assert.throws(() => new CircuitBreaker({ name: 'x', group: 1 }), (e) => e instanceof TypeError && e.option === 'group')
   assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis: {}, name: 'g' } }), (e) => e.option === 'group.redis')
   assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name: '' } }), (e) => e.option === 'group.name')
+  // Each exchange sends every key: a name is at most 1024 bytes.
+  assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name: 'n'.repeat(1025) } }), (e) => e.option === 'group.name')
+  assert.throws(
+    () => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flushIntervalMs: 0 } }),
+    (e) => e.option === 'group.flushIntervalMs' && e.problem === 'zero' && e.message === 'option group.flushIntervalMs must not be zero',
+  )
   assert.throws(() => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flush: 1 } }), (e) => e.option === 'group.flush')
   assert.throws(
     () => new CircuitBreaker({ name: 'x', group: { redis, name: 'g', flushIntervalMs: Number.NaN } }),

@@ -9,8 +9,11 @@ contenders; the tables give medians of ROUNDS.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
+import socket
 import statistics
+import subprocess
 import time
 import tracemalloc
 from datetime import timedelta
@@ -22,6 +25,7 @@ import purgatory
 import pybreaker
 
 import halfopen
+import redis
 
 CALLS = 100_000
 ROUNDS = 7
@@ -46,8 +50,27 @@ def timed(run: Callable[[], None]) -> float:
     return (time.perf_counter_ns() - start) / CALLS
 
 
+def redis_server() -> int:
+    """A redis-server on a free port for the group contender (stopped at exit)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert server.stdout is not None
+    for line in server.stdout:
+        if b"Ready to accept" in line:
+            break
+    atexit.register(server.kill)
+    return port
+
+
 def sync_closed() -> Dict[str, Callable[[], None]]:
     ho = halfopen.CircuitBreaker("bench", failure_threshold=5, window=60.0, open_timeout=30.0)
+    # In a group: the call path is the same; its exchanges (a thread, one a
+    # second) run beside it.
+    group = halfopen.RedisGroup(redis.Redis(port=redis_server()), "bench")
+    hog = halfopen.CircuitBreaker("bench", failure_threshold=5, window=60.0, open_timeout=30.0, group=group)
     pb = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=30)
     # circuitbreaker's decorator: its `call()` does not look at the state
     # (2.1 runs the function even while open), so it is not the protected path.
@@ -69,6 +92,7 @@ def sync_closed() -> Dict[str, Callable[[], None]]:
     return {
         "raw fn()": loop(fn),
         "halfopen call(fn)": loop(lambda: ho.call(fn)),
+        "halfopen call(fn), in a group (Redis)": loop(lambda: hog.call(fn)),
         "halfopen `with breaker:`": loop(lambda: _with(ho)),
         "pybreaker 1.4 call(fn)": loop(lambda: pb.call(fn)),
         "circuitbreaker 2.1 `@circuit` fn()": loop(lambda: cb()),

@@ -33,7 +33,7 @@ pub(crate) fn _group_keys(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<V
             py,
             "group.name",
             halfopen::Problem::OutOfRange,
-            "must be non-empty and hold no { or }",
+            "must be non-empty, hold no { or }, and be at most 1024 bytes of UTF-8",
         )
     })?;
     Ok(keys.into())

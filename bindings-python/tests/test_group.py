@@ -86,9 +86,9 @@ def until(check: Callable[[], bool], what: str = "the condition", limit: float =
         time.sleep(0.01)
 
 
-def member(server: Server, name: str, **group: Any) -> CircuitBreaker:
+def member(server: Server, name: str, *, options: Any = None, **group: Any) -> CircuitBreaker:
     g = RedisGroup(server.client(), name, flush_interval=0.05, store_timeout=0.04, quorum=2, **group)
-    return CircuitBreaker("wa", group=g, **OPTIONS)
+    return CircuitBreaker("wa", group=g, **OPTIONS, **(options or {}))
 
 
 def fail(b: CircuitBreaker) -> None:
@@ -381,6 +381,76 @@ def _lines(process: "subprocess.Popen[str]") -> Iterator[str]:
     for line in process.stdout:
         yield line.strip()
     raise AssertionError(f"the Node member exited ({process.poll()})")
+
+
+def test_review_regressions_options(server: Server) -> None:
+    client = server.client()
+
+    async def callback(_: BaseException) -> None:
+        pass
+
+    with pytest.raises(TypeError) as e:
+        RedisGroup(client, "g", on_degraded=callback)
+    assert e.value.option == "group.on_degraded"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError) as e:
+        RedisGroup(client, "n" * 1025)
+    assert e.value.option == "group.name"  # type: ignore[attr-defined]
+    RedisGroup(client, "n" * 1024)
+
+
+def test_an_asyncio_breaker_whose_loop_ended_decides_alone(server: Server) -> None:
+    async def make() -> CircuitBreaker:
+        g = RedisGroup(redis.asyncio.Redis(host="127.0.0.1", port=server.port), "ended", flush_interval=0.05)
+        b = CircuitBreaker("wa", group=g, adaptive_limit=(1, 2), **OPTIONS)
+        while b.group_status() is None or b.group_status().phase != "closed":  # type: ignore[union-attr]
+            await asyncio.sleep(0.01)
+        return b
+
+    # Others in the group hold the limit: this one's share may be none.
+    others = [member(server, "ended", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
+    b = asyncio.run(make())
+    assert b.group_status() is None, "it left the group with its loop"
+    assert b.call(lambda: "ok") == "ok", "its own limit admits"
+    for x in others:
+        x.leave_group()
+
+
+def test_a_garbage_collected_breaker_leaves_no_thread(server: Server) -> None:
+    import gc
+
+    def threads() -> int:
+        return sum(t.name.startswith("halfopen-group") and "gc-" in t.name for t in threading.enumerate())
+
+    group = RedisGroup(server.client(), "gc-leak", flush_interval=0.05)
+    for _ in range(20):
+        CircuitBreaker("wa", group=group)
+    gc.collect()
+    until(lambda: threads() == 0, "every link's threads ended")
+
+
+def test_a_store_that_lost_the_limit_starts_it_again(server: Server) -> None:
+    breakers = [member(server, "lost-limit", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
+    joined(*breakers)
+    r = server.client()
+    until(lambda: r.hget("halfopen:v1:{lost-limit}:register", "limit") is not None, "a limit")
+    for key in r.keys("halfopen:v1:{lost-limit}:*"):
+        r.delete(key)
+    # Every breaker keeps trying: the group's limit comes back, and calls go
+    # through (no process holds on to a share of a limit that is gone).
+    admitted = [0, 0, 0]
+
+    def calls() -> bool:
+        for i, b in enumerate(breakers):
+            try:
+                with b:
+                    admitted[i] += 1
+            except CircuitBreakerError:
+                pass
+        return min(admitted) >= 3 and r.hget("halfopen:v1:{lost-limit}:register", "limit") is not None
+
+    until(calls, "calls admitted again in every breaker")
+    for b in breakers:
+        b.leave_group()
 
 
 def test_the_package_exports_the_group_api() -> None:

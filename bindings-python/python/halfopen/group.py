@@ -34,7 +34,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 from . import _native
-from ._support import escapes, log_error, logger, option_error
+from ._support import check_sync, escapes, log_error, logger, option_error
 
 if TYPE_CHECKING:
     from . import CircuitBreaker
@@ -96,12 +96,15 @@ class RedisGroup:
     ) -> None:
         if not callable(getattr(client, "register_script", None)):
             raise option_error(
-                TypeError, "group.client", f"must be a redis-py client (sync or asyncio), got {type(client).__name__}"
+                TypeError,
+                "group.client",
+                f"group.client must be a redis-py client (sync or asyncio), got {type(client).__name__}",
             )
         self._keys: List[str] = _native._group_keys(name)
         for option, callback in (("group.on_degraded", on_degraded), ("group.on_recovered", on_recovered)):
             if callback is not None and not callable(callback):
-                raise option_error(TypeError, option, f"must be a callable, got {type(callback).__name__}")
+                raise option_error(TypeError, option, f"{option} must be a callable, got {type(callback).__name__}")
+            check_sync(option, callback, "it is called from the group's thread or task and never awaited")
         self.client = client
         self.name = name
         self._options = (flush_interval, quorum, store_timeout, lease, member_ttl)
@@ -210,15 +213,32 @@ class _Link:
             except RuntimeError:
                 self.close()
                 raise option_error(
-                    TypeError, "group.client", "is an asyncio client: make the breaker inside the running event loop"
+                    TypeError,
+                    "group.client",
+                    "group.client is an asyncio client: make the breaker inside the running event loop",
                 ) from None
             self._wake_async = asyncio.Event()
             self._task = self._loop.create_task(self._run_async(), name=f"halfopen-group-{self.group.name}")
+            self._task.add_done_callback(self._task_done)
         else:
             self._wake = threading.Event()
             self._calls = _Caller(f"halfopen-group-call-{self.group.name}")
             self._thread = threading.Thread(target=self._run, name=f"halfopen-group-{self.group.name}", daemon=True)
             self._thread.start()
+
+    def _task_done(self, task: "asyncio.Task[None]") -> None:
+        """The exchange task ended: its loop was closed (or stopped) with the
+        breaker still in the group. The breaker decides alone from then on
+        (a warning says so): a share of the group's limit, or a phase, that
+        no exchange updates any more must not hold it."""
+        if self._closed:
+            return
+        logger.warning(
+            "halfopen: RedisGroup[%s]: the event loop of the group's exchanges ended; the breaker decides alone "
+            "from now on (make it in the loop that uses it)",
+            self.group.name,
+        )
+        self.close()
 
     def status(self) -> Optional[GroupStatus]:
         breaker = self._breaker()
@@ -322,6 +342,12 @@ class _Link:
     # A sync client: a thread.
 
     def _run(self) -> None:
+        try:
+            self._loop_sync()
+        finally:
+            self._calls.stop()
+
+    def _loop_sync(self) -> None:
         while not self._closed:
             breaker = self._breaker()
             if breaker is None:

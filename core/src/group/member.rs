@@ -77,6 +77,11 @@ pub struct Member {
     demand_at: Option<Instant>,
     /// Its most calls in flight within a member TTL, and when.
     peak: Option<(u32, Instant)>,
+    /// The latest time it was given.
+    latest: Instant,
+    /// The highest epoch of the group's limit answered (kept through
+    /// outages): one lower means the store lost the limit.
+    limit_epoch: u64,
     /// The store's clock less this process's as last answered (kept
     /// through outages: a request's deadline is on the store's clock).
     offset: Option<i64>,
@@ -106,6 +111,8 @@ impl Member {
             offset: None,
             demand_at: None,
             peak: None,
+            latest: Instant::ZERO,
+            limit_epoch: 0,
         })
     }
 
@@ -134,6 +141,15 @@ impl Member {
     /// `now`: ask again after each of its transitions. With a request out,
     /// when its answer is overdue (then report it [`failed`](Self::failed)).
     pub fn next_exchange<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
+        // A clock stepped back: the times kept move back with it (as
+        // `reading` will move them).
+        let step = self.latest.saturating_since(now);
+        let due = self.due(breaker, now + step);
+        Instant::from_micros(due.as_micros().saturating_sub(step.as_micros()))
+    }
+
+    /// When the next exchange is due, `now` not before the latest reading.
+    fn due<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
         if let Some(sent) = self.pending {
             return sent + self.config.store_timeout();
         }
@@ -166,6 +182,7 @@ impl Member {
         breaker: &mut Breaker<C, M>,
         now: Instant,
     ) -> Option<Request> {
+        let now = self.reading(now);
         if let Some(sent) = self.pending {
             if now < sent + self.config.store_timeout() {
                 return None;
@@ -249,6 +266,7 @@ impl Member {
         answer: &Answer,
         now: Instant,
     ) -> Transitions {
+        let now = self.reading(now);
         self.pending = None;
         self.link = Link::Live;
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
@@ -275,6 +293,14 @@ impl Member {
         };
         self.seen = Some(Seen { register: answer.register, offset, trip });
         let transitions = self.follow(breaker, answer.register.phase, offset, changed, now);
+        // The store lost the group's limit (restarted empty, flushed,
+        // evicted, with no call failing): the share held is no one's now.
+        // The process's own limit until the group has one again (its next
+        // request proposes the first).
+        if answer.limit.epoch < self.limit_epoch {
+            breaker.leave_limit();
+        }
+        self.limit_epoch = answer.limit.epoch;
         // The group's limit, once it has one: this process's share of it.
         if let Some(ConcurrencyLimit::Adaptive { min, max }) = breaker.config().concurrency_limit
             && let Some((group, threshold)) = policy::group_limit(answer.limit, min, max)
@@ -299,6 +325,7 @@ impl Member {
     /// process (`breaker`) decides alone until the store answers again, its
     /// concurrency limit included.
     pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
+        let now = self.reading(now);
         self.pending = None;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
@@ -316,6 +343,34 @@ impl Member {
         // Probes from elsewhere stay awaited until their wait runs out by
         // itself: one late answer does not make this process probe.
         self.seen = None;
+    }
+
+    /// Takes `now` as the time. A clock stepped back (a wall clock under
+    /// NTP) moves every time the member keeps back with it, so that the
+    /// exchanges keep their pace instead of stalling for the length of the
+    /// step (the store's clock, not this one, orders what the group does:
+    /// the offset to it moves by the step too).
+    fn reading(&mut self, now: Instant) -> Instant {
+        if now < self.latest {
+            let step = self.latest.saturating_since(now);
+            let back = |t: Instant| Instant::from_micros(t.as_micros().saturating_sub(step.as_micros()));
+            self.pending = self.pending.map(back);
+            self.last_sent = self.last_sent.map(back);
+            self.demand_at = self.demand_at.map(back);
+            self.peak = self.peak.map(|(n, at)| (n, back(at)));
+            if let Link::Degraded { failures, retry_at } = self.link {
+                self.link = Link::Degraded { failures, retry_at: back(retry_at) };
+            }
+            let step = i64::try_from(step.as_micros()).unwrap_or(i64::MAX);
+            if let Some(offset) = self.offset.as_mut() {
+                *offset = offset.saturating_add(step);
+            }
+            if let Some(seen) = self.seen.as_mut() {
+                seen.offset = seen.offset.saturating_add(step);
+            }
+        }
+        self.latest = now;
+        now
     }
 
     /// Leaves the group: `breaker` decides alone from now on (its limit

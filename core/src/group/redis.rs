@@ -22,9 +22,10 @@ pub const SCRIPT: &str = include_str!("store.lua");
 /// (`halfopen:v1:`), so that a later layout never reads this one's; `{name}`
 /// is the hash tag: every key of a group is in one Redis Cluster slot. A
 /// name with a brace would end the tag early (the keys would fall in
-/// different slots): it is refused.
+/// different slots): it is refused, as is an empty one and one longer than
+/// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) (each exchange sends every key).
 pub fn keys(name: &str) -> Result<[String; 8], BadName> {
-    if name.is_empty() || name.contains(['{', '}']) {
+    if name.is_empty() || name.len() > crate::MAX_NAME_BYTES || name.contains(['{', '}']) {
         return Err(BadName);
     }
     Ok(["register", "buckets", "totals", "members", "failed", "run", "active", "busy"]
@@ -168,6 +169,8 @@ mod tests {
         for bad in ["", "}x", "a{b", "a}"] {
             assert_eq!(super::keys(bad), Err(BadName), "{bad}");
         }
+        assert!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES)).is_ok());
+        assert_eq!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES + 1)), Err(BadName));
     }
 
     #[test]

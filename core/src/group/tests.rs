@@ -18,6 +18,8 @@ struct Process {
     skew: i64,
     /// Whether its store calls fail.
     cut_off: bool,
+    /// Its exchanges answered.
+    exchanges: usize,
 }
 
 struct Group {
@@ -37,6 +39,7 @@ impl Group {
                 member: Member::new(100 + i as u64, group, &config).unwrap(),
                 skew: skews.get(i).copied().unwrap_or(0),
                 cut_off: false,
+                exchanges: 0,
             })
             .collect();
         // Clocks start 10 minutes in, so that skews back stay positive.
@@ -60,6 +63,7 @@ impl Group {
             }
             let answer = self.store.exchange(&request, now_us);
             let _ = p.member.apply(&mut p.breaker, &answer, now);
+            p.exchanges += 1;
         }
     }
 
@@ -654,4 +658,38 @@ fn a_request_given_up_that_arrives_late_changes_nothing() {
     assert_eq!(MemoryStore::new().exchange(&late, late.deadline_us).live, 1, "up to its deadline it counts");
     g.run(5 * SECOND);
     assert_eq!(g.phase(), GroupPhase::Closed, "no false open from failures made alone");
+}
+
+#[test]
+fn a_store_that_lost_the_groups_limit_starts_it_again_and_no_process_keeps_a_stale_share() {
+    let mut g = Group::new(3, adaptive(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    for _ in 0..4 {
+        g.burst(Outcome::Success);
+        g.run(SECOND);
+    }
+    assert!(g.store.limit().epoch >= 1);
+    // Flushed (or restarted empty) with no exchange failing.
+    g.store = MemoryStore::new();
+    g.run(3 * SECOND);
+    let limit = g.store.limit();
+    assert!(limit.epoch >= 1 && limit.limit >= 1, "the group has a limit again: {limit:?}");
+    g.burst(Outcome::Success);
+    g.run(2 * SECOND);
+    let sum: u32 = g.limits().iter().sum();
+    assert!(sum <= g.store.limit().limit, "{:?} within {:?}", g.limits(), g.store.limit());
+    assert!(g.burst(Outcome::Success) >= 1, "calls go through");
+}
+
+#[test]
+fn a_clock_stepped_back_never_stalls_the_exchanges() {
+    let mut g = Group::new(2, Config::default(), GroupConfig::default(), &[0, 0]);
+    g.run(SECOND);
+    // Process 0's clock steps back 30 s (NTP on a wall clock).
+    g.processes[0].skew -= 30 * SECOND as i64;
+    let before = g.processes[0].exchanges;
+    g.run(5 * SECOND);
+    let made = g.processes[0].exchanges - before;
+    assert!(made >= 4, "one exchange per flush interval: {made} in 5 s");
+    assert!(!g.processes[0].member.degraded());
 }
