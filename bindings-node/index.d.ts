@@ -278,6 +278,11 @@ export declare class CircuitBreaker extends EventEmitter {
   groupStatus(): GroupStatus | null
   /** Stops exchanging with the group (the breaker goes on alone). */
   leaveGroup(): void
+  /**
+   * With the `group` option: opens every process's breaker for `ms` (a throttle webhook that reached
+   * this one): this one at once, the others at their next exchange; sent again until Redis answers.
+   */
+  groupForceOpen(ms: number): void
 
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
   /** Redis failed or was late: this process decides alone (it still trips, probes and closes by itself). */

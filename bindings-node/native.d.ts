@@ -102,6 +102,12 @@ export declare class NativeBreaker {
    * not, -1 if the reply is not the script's (counted as a failed exchange).
    */
   groupApply(reply: Array<string>, nowMs: number): number
+  /**
+   * Opens the whole group for `forMs` (checked by the caller: finite,
+   * > 0) at `nowMs`: this breaker at once, the others at their next
+   * exchange. True if a transition waits.
+   */
+  groupForceOpen(nowMs: number, forMs: number): boolean
   /** The exchange out failed or took too long, at `nowMs`. */
   groupFailed(nowMs: number): void
   /**

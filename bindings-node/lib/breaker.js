@@ -237,6 +237,20 @@ class CircuitBreaker {
     return linkOf(this)?.status() ?? null
   }
 
+  /**
+   * With the `group` option: opens every process's breaker for `ms` (a
+   * throttle webhook that reached this one): this breaker at once, the
+   * others at their next exchange (within a flush interval); sent again
+   * until Redis answers. Then the group probes, as after any open period.
+   */
+  groupForceOpen(ms) {
+    checkAtLeastMs(ms, 'groupForceOpen')
+    const link = linkOf(this)
+    if (link === undefined) throw new TypeError('groupForceOpen needs the group option (and a breaker still in its group)')
+    this._manual((now) => this._native.groupForceOpen(now, ms))
+    link.poke()
+  }
+
   /** Stops exchanging with the group (the breaker goes on alone). */
   leaveGroup() {
     linkOf(this)?.close()

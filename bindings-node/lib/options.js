@@ -181,10 +181,10 @@ function checkForceOpenMs(ms) {
   if (ms !== undefined) checkMsRange('forceOpen', ms)
 }
 
-/** `forceOpenAtLeast`'s duration: a number of ms from 0 to 2^53 - 1. */
-function checkAtLeastMs(ms) {
+/** `forceOpenAtLeast`'s (or `groupForceOpen`'s) duration: a number of ms from 0 to 2^53 - 1. */
+function checkAtLeastMs(ms, method = 'forceOpenAtLeast') {
   if (typeof ms !== 'number') throw typeError('ms', 'a number of ms', ms)
-  checkMsRange('forceOpenAtLeast', ms)
+  checkMsRange(method, ms)
 }
 
 function checkMsRange(method, ms) {

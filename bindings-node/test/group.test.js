@@ -304,6 +304,21 @@ test('the group has one adaptive limit: the calls admitted across members stay w
   for (const x of members) x.leaveGroup()
 })
 
+test('a force-open received by one member opens the whole group', { timeout: 30_000 }, async () => {
+  const members = [member('forced'), member('forced'), member('forced')]
+  await until(() => members.every((x) => x.groupStatus().phase === 'closed'))
+  assert.throws(() => members[0].groupForceOpen(Number.NaN), (e) => e.option === 'ms' && e.problem === 'not_finite')
+  assert.throws(() => new CircuitBreaker({ name: 'alone' }).groupForceOpen(1000), TypeError)
+  const opened = once(members[2], 'open')
+  members[0].groupForceOpen(60_000)
+  assert.equal(members[0].getState(), 'OPEN', 'this one at once')
+  const [{ reason }] = await opened
+  assert.equal(reason, 'forced_open')
+  await until(() => members.every((x) => x.getState() === 'OPEN'))
+  await assert.rejects(members[1].execute(ok), (e) => e.code === 'HALFOPEN_OPEN' || e.name === 'CircuitBreakerOpenError')
+  for (const x of members) x.leaveGroup()
+})
+
 test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))

@@ -131,6 +131,24 @@ pub(crate) fn _group_apply(py: Python<'_>, breaker: &NativeBreaker, reply: Vec<S
     breaker.host.deliver(py).map(|()| true)
 }
 
+/// Opens the whole group for `seconds` (this breaker at once, the others at
+/// their next exchange); `False` outside a group. A bad duration is a
+/// `TypeError`/`ValueError` naming `seconds`; a clock that fails raises.
+#[pyfunction]
+pub(crate) fn _group_force_open(py: Python<'_>, breaker: &NativeBreaker, seconds: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let period = crate::options::seconds(py, "seconds", seconds)?;
+    let now = breaker.clock(py)?;
+    let mut group = breaker.host.group();
+    let Some(member) = group.as_mut() else { return Ok(false) };
+    {
+        let mut core = breaker.lock();
+        let transitions = member.force_open(&mut core, now, period);
+        breaker.host.note(|| breaker.text(py), transitions);
+    }
+    drop(group);
+    breaker.host.deliver(py).map(|()| true)
+}
+
 /// The exchange out failed or took too long (at the clock's reading, or
 /// its latest good one).
 #[pyfunction]

@@ -39,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(group::_group_request, m)?,
         wrap_pyfunction!(group::_group_apply, m)?,
         wrap_pyfunction!(group::_group_failed, m)?,
+        wrap_pyfunction!(group::_group_force_open, m)?,
         wrap_pyfunction!(group::_group_event, m)?,
         wrap_pyfunction!(group::_group_status, m)?,
         wrap_pyfunction!(group::_group_store_timeout, m)?,

@@ -453,6 +453,26 @@ def test_a_store_that_lost_the_limit_starts_it_again(server: Server) -> None:
         b.leave_group()
 
 
+def test_a_force_open_received_by_one_process_opens_the_whole_group(server: Server) -> None:
+    breakers = [member(server, "forced") for _ in range(3)]
+    joined(*breakers)
+    reasons: List[str] = []
+    breakers[2].on_state_change(lambda change: reasons.append(change.reason))
+    with pytest.raises(ValueError) as e:
+        breakers[0].group_force_open(float("nan"))
+    assert e.value.option == "seconds"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        CircuitBreaker("alone").group_force_open(10.0)
+    breakers[0].group_force_open(60.0)
+    assert breakers[0].state is State.OPEN, "this one at once"
+    until(lambda: all(b.state is State.OPEN for b in breakers), "every member open")
+    assert reasons == ["forced_open"], reasons
+    with pytest.raises(CircuitBreakerError):
+        breakers[1].call(lambda: "ok")
+    for b in breakers:
+        b.leave_group()
+
+
 def test_the_package_exports_the_group_api() -> None:
     assert halfopen.RedisGroup is RedisGroup
     assert "RedisGroup" in halfopen.__all__ and "GroupStatus" in halfopen.__all__

@@ -9,7 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration as StdDuration;
 
-use halfopen::group::{LimitReport, MemoryStore, Proposal, Proposed, Request, Tally, redis};
+use halfopen::group::{ANY_EPOCH, LimitReport, MemoryStore, Proposal, Proposed, Request, Tally, redis};
 use halfopen::{Config, Duration, Reason};
 
 struct Server(Child);
@@ -144,8 +144,13 @@ fn the_lua_script_answers_as_the_reference_store() {
             5 => Some(Proposed::Closed),
             _ => None,
         };
-        // Mostly at the current epoch, sometimes a stale one.
-        let at = if draw.next(4) == 0 { epoch.saturating_sub(1) } else { epoch };
+        // Mostly at the current epoch, sometimes a stale one, now and then
+        // any (an operator's force-open).
+        let at = match draw.next(12) {
+            0..=2 => epoch.saturating_sub(1),
+            3 => ANY_EPOCH,
+            _ => epoch,
+        };
         // The limit's report: none (no adaptive limit), steps, a set (a
         // cut, a restart), at its epoch or a stale one; active or not.
         let limit = match draw.next(6) {

@@ -238,6 +238,13 @@ class CircuitBreaker(_Protects, NativeBreaker):
         outside a group (and after ``leave_group()``)."""
         return _group.status(self)
 
+    def group_force_open(self, seconds: float) -> None:
+        """With ``group=``: opens every process's breaker for ``seconds`` (a
+        throttle webhook that reached this one): this breaker at once, the
+        others at their next exchange (within a flush interval); sent again
+        until Redis answers. Then the group probes, as after any open period."""
+        _group.force_open(self, seconds)
+
     def leave_group(self) -> None:
         """Stops exchanging with the group: the breaker decides alone."""
         _group.leave(self)

@@ -464,6 +464,15 @@ def status(breaker: Any) -> Optional[GroupStatus]:
     return None if link is None else link.status()
 
 
+def force_open(breaker: Any, seconds: float) -> None:
+    """Opens the breaker's whole group for ``seconds`` (see ``CircuitBreaker.group_force_open``)."""
+    link = _BY_BREAKER.get(breaker)
+    if link is None:
+        raise TypeError("group_force_open needs the group= option (and a breaker still in its group)")
+    _native._group_force_open(breaker, seconds)
+    link.poke()
+
+
 def leave(breaker: Any) -> None:
     """Stops the breaker's exchanges with its group (it decides alone)."""
     link = _BY_BREAKER.get(breaker)

@@ -4,7 +4,7 @@
 use core::borrow::Borrow;
 
 use super::policy;
-use super::protocol::{Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
+use super::protocol::{ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
 use super::{GroupConfig, GroupConfigError};
 use crate::breaker::{Breaker, Local};
 use crate::config::{ConcurrencyLimit, Config};
@@ -79,6 +79,10 @@ pub struct Member {
     peak: Option<(u32, Instant)>,
     /// The latest time it was given.
     latest: Instant,
+    /// A force-open of the group to send (its period, µs), and whether the
+    /// request out carries it.
+    forcing: Option<u64>,
+    forcing_sent: bool,
     /// The highest epoch of the group's limit answered (kept through
     /// outages): one lower means the store lost the limit.
     limit_epoch: u64,
@@ -112,6 +116,8 @@ impl Member {
             demand_at: None,
             peak: None,
             latest: Instant::ZERO,
+            forcing: None,
+            forcing_sent: false,
             limit_epoch: 0,
         })
     }
@@ -158,9 +164,10 @@ impl Member {
             (_, Some(seen), Some(last)) => (seen, last),
             _ => return now,
         };
-        // A transition to propose, or a cut of the group's limit to ask
-        // for: soon (the other processes go on at their shares until then).
-        if self.wanted(breaker, seen, now).is_some() || breaker.limit_cut_pending() {
+        // A transition to propose, a force-open to send, or a cut of the
+        // group's limit to ask for: soon (the other processes go on at their
+        // shares until then).
+        if self.wanted(breaker, seen, now).is_some() || self.forcing.is_some() || breaker.limit_cut_pending() {
             return now.max(last + policy::urgent_gap(&self.config));
         }
         let regular = last + self.config.flush_interval;
@@ -192,12 +199,21 @@ impl Member {
         if now < self.next_exchange(breaker, now) {
             return None;
         }
-        let proposal = match (self.link, self.seen) {
-            (Link::Live, Some(seen)) => {
+        let proposal = match (self.forcing, self.link, self.seen) {
+            // An operator's force-open wins over any epoch (and is sent until
+            // the store has answered a request carrying it).
+            (Some(for_us), ..) => {
+                let c = breaker.config();
+                let open_for_us = crate::policy::first_open_period(c).as_micros();
+                let to = Proposed::Open { for_us, open_for_us, reason: Reason::ForcedOpen };
+                Some(Proposal { epoch: ANY_EPOCH, to })
+            }
+            (None, Link::Live, Some(seen)) => {
                 self.wanted(breaker, seen, now).map(|to| Proposal { epoch: seen.register.epoch, to })
             }
             _ => None,
         };
+        self.forcing_sent = self.forcing.is_some();
         self.pending = Some(now);
         self.last_sent = Some(now);
         let limit = self.limit_report(breaker, now, proposal.is_some_and(|p| p.to == Proposed::Closed));
@@ -269,6 +285,9 @@ impl Member {
         let now = self.reading(now);
         self.pending = None;
         self.link = Link::Live;
+        if core::mem::take(&mut self.forcing_sent) {
+            self.forcing = None;
+        }
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
         let offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.offset = Some(offset);
@@ -327,6 +346,7 @@ impl Member {
     pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
         let now = self.reading(now);
         self.pending = None;
+        self.forcing_sent = false;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
             _ => 1,
@@ -371,6 +391,31 @@ impl Member {
         }
         self.latest = now;
         now
+    }
+
+    /// Opens the whole group for `period` (an operator's or a throttle
+    /// webhook's force-open received by this process): `breaker` opens at
+    /// once, and the next exchange (due at once) opens the group's register
+    /// whatever its epoch, every process following within its next
+    /// exchange; sent again until the store answers it (a store that is
+    /// down gets it when it is back). When the period ends the group
+    /// probes, as after any open period. Returns `breaker`'s transitions.
+    pub fn force_open<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        now: Instant,
+        period: Duration,
+    ) -> Transitions {
+        let now = self.reading(now);
+        let period = period.min(Duration::from_micros(super::protocol::MAX_PERIOD_US));
+        self.forcing = Some(period.as_micros());
+        if !self.following {
+            self.rejected_at_open = breaker.tally().rejected;
+        }
+        self.following = true;
+        let open_for = crate::policy::first_open_period(breaker.config());
+        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&self.config, now + period) };
+        breaker.follow_open(now, now + period, open_for, Reason::ForcedOpen, probes)
     }
 
     /// Leaves the group: `breaker` decides alone from now on (its limit

@@ -66,6 +66,6 @@ mod tests;
 pub use crate::breaker::Tally;
 pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL, MAX_GROUP_PERIOD, MIN_FLUSH_INTERVAL};
 pub use member::{GroupEvent, Member};
-pub use protocol::{Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
+pub use protocol::{ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
 #[cfg(feature = "alloc")]
 pub use store::MemoryStore;

@@ -53,8 +53,17 @@ impl Default for Register {
     }
 }
 
+/// The longest period a request carries (2^45 µs, about a year): the
+/// store's time plus it stays below 2^53, which a Lua script's numbers hold
+/// exactly.
+pub const MAX_PERIOD_US: u64 = 1 << 45;
+
+/// The epoch of a proposal that applies whatever the register's (an
+/// operator's force-open: it wins over every process's own proposals).
+pub const ANY_EPOCH: u64 = u64::MAX;
+
 /// A change of the group's phase a process asks for, applied only if the
-/// register is still at `epoch`.
+/// register is still at `epoch` (or `epoch` is [`ANY_EPOCH`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Proposal {
     /// The epoch the process saw.

@@ -36,9 +36,7 @@ pub fn keys(name: &str) -> Result<[String; 8], BadName> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadName;
 
-/// The longest period the script is given (2^45 µs, about a year): the
-/// store's time plus it stays below 2^53, which Lua's numbers hold exactly.
-pub const MAX_PERIOD_US: u64 = 1 << 45;
+pub use super::protocol::MAX_PERIOD_US;
 
 /// How long a group's keys outlive its last exchange: its longest period
 /// (the window, the longest open period, the lease) plus the member TTL.

@@ -10,7 +10,8 @@
 -- make (zset), 8 each member's calls in flight (hash).
 -- ARGV: 1 member, 2 calls, 3 failures, 4 slow, 5 consecutive, 6 bucket_us,
 -- 7 window_us, 8 member_ttl_us, 9 key_ttl_ms, 10 buckets kept, 11 proposal
--- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch, 13 for_us or
+-- (0 none, 1 open, 2 half_open, 3 closed), 12 its epoch (2^64 - 1: any,
+-- an operator's force-open), 13 for_us or
 -- lease_us, 14 open_for_us, 15 reason; the limit's report: 16 present
 -- (0/1), 17 its epoch, 18 steps, 19 limit set (0 none), 20 its threshold,
 -- 21 active (0/1); 22 the deadline (0 none): a request that arrives after
@@ -83,7 +84,7 @@ if not late then
 
   -- The fenced register: a proposal made at another epoch changes nothing.
   local kind = tonumber(ARGV[11])
-  if kind > 0 and tonumber(ARGV[12]) == epoch then
+  if kind > 0 and (tonumber(ARGV[12]) == epoch or ARGV[12] == '18446744073709551615') then
     epoch = epoch + 1
     local period = tonumber(ARGV[13])
     if kind == 1 then

@@ -5,7 +5,7 @@
 
 use alloc::collections::{BTreeMap, BTreeSet};
 
-use super::protocol::{Answer, GroupLimit, GroupPhase, Proposed, Register, Request};
+use super::protocol::{ANY_EPOCH, Answer, GroupLimit, GroupPhase, Proposed, Register, Request};
 use crate::breaker::Tally;
 use crate::window::{TIME_BUCKETS, WindowCounts};
 
@@ -88,7 +88,7 @@ impl MemoryStore {
             true => u64::from(r.consecutive),
             false => self.run.saturating_add(grown.failures),
         };
-        if let Some(p) = r.proposal.filter(|p| p.epoch == self.register.epoch) {
+        if let Some(p) = r.proposal.filter(|p| p.epoch == self.register.epoch || p.epoch == ANY_EPOCH) {
             let phase = match p.to {
                 Proposed::Open { for_us, open_for_us, reason } => {
                     GroupPhase::Open { until_us: now_us.saturating_add(for_us), open_for_us, reason }

@@ -693,3 +693,29 @@ fn a_clock_stepped_back_never_stalls_the_exchanges() {
     assert!(made >= 4, "one exchange per flush interval: {made} in 5 s");
     assert!(!g.processes[0].member.degraded());
 }
+
+#[test]
+fn a_force_open_from_one_process_opens_the_whole_group_whatever_its_epoch() {
+    let mut g = Group::new(4, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    let now = g.local(2);
+    let p = &mut g.processes[2];
+    let t = p.member.force_open(&mut p.breaker, now, Duration::from_secs(120));
+    assert!(t.into_iter().any(|t| t.to == State::Open && t.reason == Reason::ForcedOpen));
+    // Its store is away at first: the force-open waits for it.
+    g.processes[2].cut_off = true;
+    g.run(2 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    assert_eq!(g.states()[2], State::Open);
+    g.processes[2].cut_off = false;
+    g.run(3 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { reason: Reason::ForcedOpen, .. }), "{:?}", g.phase());
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
+    // It ends by itself: with calls waiting, the group probes, as after
+    // any open period.
+    for i in 0..4 {
+        assert!(!acquire(&mut g, i), "rejected while forced open");
+    }
+    g.run(121 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::HalfOpen { .. }), "{:?}", g.phase());
+}
