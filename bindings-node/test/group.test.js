@@ -15,6 +15,7 @@ const path = require('node:path')
 const Redis = require('ioredis')
 const { CircuitBreaker } = require('..')
 const { groupKeys } = require('../native.js')
+const MEMBER = require('./support/group-options.js')
 
 let port
 let server
@@ -61,16 +62,7 @@ const fail = () => Promise.reject(new Error('upstream down'))
 const ok = () => Promise.resolve('ok')
 
 function member(group, options = {}) {
-  return new CircuitBreaker({
-    name: 'wa',
-    failureThreshold: 5,
-    windowMs: 60_000,
-    openTimeoutMs: 400,
-    halfOpenMaxAttempts: 2,
-    probeTimeoutMs: 1_000,
-    ...options,
-    group: { redis: client(), name: group, flushIntervalMs: 50, storeTimeoutMs: 40, quorum: 2 },
-  })
+  return new CircuitBreaker({ ...MEMBER.breaker, ...options, group: { ...MEMBER.group, redis: client(), name: group } })
 }
 
 test('the group option is checked: type, range and backend errors name the option', { timeout: 30_000 }, () => {

@@ -28,7 +28,7 @@ import halfopen
 from halfopen import CircuitBreaker, CircuitBreakerError, RedisGroup, State
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE_MEMBER = ROOT / "bindings-node" / "test" / "support" / "stdio-member.js"
+NODE_MEMBER = ROOT / "bindings-node" / "test" / "support" / "group-member.js"
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server (make setup-redis)")
 

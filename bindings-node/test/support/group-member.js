@@ -1,30 +1,31 @@
 'use strict'
-// One sender process of group.test.js: a breaker in the group 'fleet' on the
-// Redis at the port given, driven by its parent over IPC ('fail', 'probe',
-// 'report'), telling it what happens ('joined', 'open', 'half_open_seen',
-// 'probed', 'close').
+// One sender process of a group, driven by a test: over IPC by its Node
+// parent (group.test.js: messages `{ do: 'fail' | 'probe' | 'report', times }`,
+// answers `{ what, ... }`), or over stdin/stdout by a test in another
+// language (bindings-python/tests/test_group.py mixes Node and Python
+// processes in one group: lines `fail N`, `probe N`, `report`, answers
+// `joined`, `open`, `probed K`, `close`). Arguments: the Redis port, the
+// group's name (default 'fleet').
 
 // Run as a test file (the test runner runs every file under test/), it has
-// no parent to talk to: nothing to do.
-if (typeof process.send !== 'function') process.exit(0)
+// neither a parent to talk to nor arguments: nothing to do.
+const ipc = typeof process.send === 'function'
+if (!ipc && process.argv.length < 3) process.exit(0)
 
+const readline = require('node:readline')
 const Redis = require('ioredis')
 const { CircuitBreaker } = require('../..')
+const MEMBER = require('./group-options.js')
 
 const redis = new Redis({ host: '127.0.0.1', port: Number(process.argv[2]), enableOfflineQueue: false, maxRetriesPerRequest: 0 })
 redis.on('error', () => {})
-const breaker = new CircuitBreaker({
-  name: 'wa',
-  failureThreshold: 5,
-  windowMs: 60_000,
-  openTimeoutMs: 400,
-  halfOpenMaxAttempts: 2,
-  probeTimeoutMs: 1_000,
-  group: { redis, name: 'fleet', flushIntervalMs: 50, storeTimeoutMs: 40 },
-})
-const say = (what, more = {}) => process.send({ what, ...more })
+const breaker = new CircuitBreaker({ ...MEMBER.breaker, group: { ...MEMBER.group, redis, name: process.argv[3] ?? 'fleet' } })
+const say = (what, more = {}) => {
+  if (ipc) process.send({ what, ...more })
+  else process.stdout.write(`${[what, ...Object.values(more)].join(' ')}\n`)
+}
 breaker.on('open', (e) => {
-  say('open', { reason: e.reason })
+  say('open', ipc ? { reason: e.reason } : {})
   // Calls keep coming and are refused: a probe would serve them.
   breaker.execute(() => Promise.resolve(1)).catch(() => {})
 })
@@ -38,9 +39,10 @@ const joined = setInterval(() => {
   }
 }, 10)
 
-process.on('message', async (m) => {
-  if (m.do === 'fail') {
-    for (let i = 0; i < m.times; i++) await breaker.execute(() => Promise.reject(new Error('down'))).catch(() => {})
+async function command(what, times) {
+  if (what === 'fail') {
+    for (let i = 0; i < times; i++) await breaker.execute(() => Promise.reject(new Error('down'))).catch(() => {})
+    if (!ipc) return
     // The group's half-open, when this process sees it.
     const seen = setInterval(() => {
       if (breaker.groupStatus().phase === 'half_open') {
@@ -48,13 +50,26 @@ process.on('message', async (m) => {
         say('half_open_seen')
       }
     }, 10)
-  } else if (m.do === 'probe') {
-    for (let i = 0; i < m.times; i++) {
+  } else if (what === 'probe') {
+    let admitted = 0
+    for (let i = 0; i < times; i++) {
       const p = breaker.tryAcquire()
-      if (p.admitted) permits.push(p)
+      if (p.admitted) {
+        permits.push(p)
+        admitted++
+      }
     }
-    say('probed', { admitted: permits.length })
-  } else if (m.do === 'report') {
-    for (const p of permits) breaker.record(p, 'success')
+    say('probed', { admitted: ipc ? permits.length : admitted })
+  } else if (what === 'report') {
+    for (const p of permits.splice(0)) breaker.record(p, 'success')
   }
-})
+}
+
+if (ipc) process.on('message', (m) => command(m.do, m.times))
+else {
+  readline.createInterface({ input: process.stdin }).on('line', (line) => {
+    const [what, n] = line.trim().split(' ')
+    command(what, Number(n))
+  })
+  process.stdin.on('end', () => process.exit(0))
+}
