@@ -109,9 +109,9 @@ impl NativeBreaker {
         }
     }
 
-    /// Opens the whole group for `forMs` (checked by the caller: finite,
-    /// > 0) at `nowMs`: this breaker at once, the others at their next
-    /// exchange. True if a transition waits.
+    /// Opens the whole group for `forMs` (checked by the caller: a finite
+    /// number of ms from 0) at `nowMs`: this breaker at once, the others at
+    /// their next exchange. True if a transition waits.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn group_force_open(&mut self, now_ms: f64, for_ms: f64) -> bool {
         let Some(member) = self.group.as_mut() else { return false };

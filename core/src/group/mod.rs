@@ -66,6 +66,8 @@ mod tests;
 pub use crate::breaker::Tally;
 pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL, MAX_GROUP_PERIOD, MIN_FLUSH_INTERVAL};
 pub use member::{GroupEvent, Member};
-pub use protocol::{ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
+pub use protocol::{
+    ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, MAX_PERIOD_US, Proposal, Proposed, Register, Request,
+};
 #[cfg(feature = "alloc")]
 pub use store::MemoryStore;
