@@ -103,9 +103,9 @@ export declare class NativeBreaker {
    */
   groupApply(reply: Array<string>, nowMs: number): number
   /**
-   * Opens the whole group for `forMs` (checked by the caller: finite,
-   * > 0) at `nowMs`: this breaker at once, the others at their next
-   * exchange. True if a transition waits.
+   * Opens the whole group for `forMs` (checked by the caller: a finite
+   * number of ms from 0) at `nowMs`: this breaker at once, the others at
+   * their next exchange. True if a transition waits.
    */
   groupForceOpen(nowMs: number, forMs: number): boolean
   /** The exchange out failed or took too long, at `nowMs`. */

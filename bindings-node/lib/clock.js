@@ -36,6 +36,24 @@ function read(host) {
   return host._last
 }
 
+/**
+ * The current reading as the clock gives it, checked as `read` checks it but
+ * not held to the latest (a group's member needs a step back to see it: its
+ * exchanges keep their pace through one); the latest is still noted.
+ */
+function readRaw(host) {
+  let t
+  try {
+    t = host._clock()
+  } catch (err) {
+    throw clockError(undefined, err)
+  }
+  if (typeof t !== 'number' || !Number.isFinite(t) || t > Number.MAX_SAFE_INTEGER) throw clockError(t)
+  const now = quantize(t)
+  if (now > host._last) host._last = now
+  return now
+}
+
 /** `ms` as the core holds it: whole microseconds (rounded to the nearest), ≥ 0. */
 function quantize(ms) {
   if (!(ms > 0)) return 0
@@ -58,4 +76,4 @@ function readToReport(host) {
   }
 }
 
-module.exports = { between, read, readToReport }
+module.exports = { between, read, readRaw, readToReport }

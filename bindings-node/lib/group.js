@@ -9,7 +9,7 @@
 // answers again ('groupRecovered').
 
 const { groupKeys, groupScript } = require('../native.js')
-const { read } = require('./clock.js')
+const { readRaw } = require('./clock.js')
 const { fromNative, typeError, warnCallback } = require('./errors.js')
 const { publish } = require('./events.js')
 const { checkName } = require('./options.js')
@@ -123,9 +123,11 @@ class GroupLink {
     try {
       // A clock that fails is the exchange's failure (reported there); the
       // member's own backoff then sets the retry, from the latest good reading.
+      // Readings as the clock gives them (a step back included: the
+      // member keeps its pace through one).
       let now
       try {
-        now = read(b)
+        now = readRaw(b)
       } catch {
         now = b._last
       }
@@ -148,7 +150,7 @@ class GroupLink {
     let args
     let now
     try {
-      now = read(b)
+      now = readRaw(b)
     } catch (err) {
       // No exchange without a time to send it at: the process decides
       // alone ('groupDegraded' carries the clock's TypeError) and retries
@@ -161,7 +163,8 @@ class GroupLink {
     try {
       // Successes batched under the licence count in the running totals
       // (handing them over may cause a transition: published first).
-      if (b._flush(now)) b._transitions(now)
+      // (The breaker's time never goes back: its latest reading.)
+      if (b._flush(b._last)) b._transitions(b._last)
       args = b._native.groupRequest(now)
     } catch (err) {
       warnCallback(err, `the group of '${b.name}'`)
@@ -187,15 +190,23 @@ class GroupLink {
       failure = new Error('the group store answered something its script cannot have')
     }
     try {
+      let at = b._last
+      if (failure === null) {
+        try {
+          at = readRaw(b)
+        } catch (err) {
+          failure = err
+        }
+      }
       if (failure === null) {
         let code = 0
-        b._manual((now) => {
-          code = b._native.groupApply(reply, now)
+        b._manual(() => {
+          code = b._native.groupApply(reply, at)
           return code > 0
         })
         if (code < 0) failure = new Error('the group store answered something its script cannot have')
       } else {
-        b._native.groupFailed(read(b))
+        b._native.groupFailed(at)
       }
     } catch (err) {
       warnCallback(err, `the group of '${b.name}'`)

@@ -311,6 +311,27 @@ test('a force-open received by one member opens the whole group', { timeout: 30_
   for (const x of members) x.leaveGroup()
 })
 
+test('a clock stepped back keeps the exchanges going', { timeout: 30_000 }, async () => {
+  let skew = 0
+  const a = member('stepped', { clock: () => Date.now() - skew })
+  await until(() => a.groupStatus().phase === 'closed')
+  const admin = client()
+  await until(() => admin.status === 'ready')
+  const key = groupKeys('stepped')[3]
+  const score = async () => Number((await admin.zrange(key, 0, -1, 'WITHSCORES'))[1])
+  skew += 30_000
+  // The store's own record of its exchanges moves on, several times.
+  const first = await score()
+  let seen = first
+  for (let i = 0; i < 3; i++) {
+    while ((await score()) === seen) await new Promise((resolve) => setTimeout(resolve, 10))
+    seen = await score()
+  }
+  assert.ok(seen > first)
+  assert.equal(a.groupStatus().degraded, false)
+  a.leaveGroup()
+})
+
 test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))

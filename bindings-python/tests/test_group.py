@@ -428,6 +428,62 @@ def test_a_garbage_collected_breaker_leaves_no_thread(server: Server) -> None:
     until(lambda: threads() == 0, "every link's threads ended")
 
 
+def test_a_breaker_collected_after_a_failed_exchange_leaves(server: Server) -> None:
+    import gc
+    import weakref
+
+    events: List[str] = []
+    group = RedisGroup(
+        server.client(),
+        "gc-failed",
+        flush_interval=0.05,
+        store_timeout=0.04,
+        on_degraded=lambda _e: events.append("down"),
+        on_recovered=lambda: events.append("up"),
+    )
+    b = CircuitBreaker("wa", group=group)
+    joined(b)
+    server.client().execute_command("CLIENT", "PAUSE", "300", "ALL")
+    until(lambda: "up" in events, "a failed exchange, then an answer")
+    ref = weakref.ref(b)
+    del b
+    gc.collect()
+    until(lambda: ref() is None, "the breaker collected")
+    until(
+        lambda: not any(t.name.endswith("gc-failed") for t in threading.enumerate()),
+        "its threads ended",
+    )
+
+
+def test_an_asyncio_breaker_whose_loop_was_closed_decides_alone(server: Server) -> None:
+    async def make() -> CircuitBreaker:
+        g = RedisGroup(redis.asyncio.Redis(host="127.0.0.1", port=server.port), "closed-loop", flush_interval=0.05)
+        b = CircuitBreaker("wa", group=g, adaptive_limit=(1, 2), **OPTIONS)
+        while b.group_status() is None or b.group_status().phase != "closed":  # type: ignore[union-attr]
+            await asyncio.sleep(0.01)
+        return b
+
+    others = [member(server, "closed-loop", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
+    loop = asyncio.new_event_loop()
+    b = loop.run_until_complete(make())
+    loop.close()  # its task is never cancelled
+    admitted = [0]
+
+    def admits() -> bool:
+        try:
+            with b:
+                admitted[0] += 1
+        except CircuitBreakerError:
+            pass
+        return admitted[0] > 0
+
+    # Its share lapses (no exchange renews it), and its own limit admits.
+    until(admits, "a call admitted")
+    assert b.group_status() is None, "it left the group with its loop"
+    for x in others:
+        x.leave_group()
+
+
 def test_a_store_that_lost_the_limit_starts_it_again(server: Server) -> None:
     breakers = [member(server, "lost-limit", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
     joined(*breakers)

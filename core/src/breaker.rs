@@ -180,7 +180,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Ok(_) => self.meter.admitted(now),
             Err(rejection) => {
                 if let Wait::LimitFull { .. } = rejection.wait {
-                    self.limiter.refused(now);
+                    self.limiter.refused(self.config.borrow(), now);
                 }
                 self.tally.rejected += 1;
                 self.meter.rejected(now)

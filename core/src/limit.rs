@@ -96,6 +96,10 @@ pub(crate) struct Share {
     pub(crate) full: bool,
     /// The most calls in flight since the latest exchange.
     pub(crate) peak: u32,
+    /// When the share lapses if no exchange renews it (the process's
+    /// exchanges stopped without failing: a loop that ended, a thread that
+    /// died): from then on, the first refusal makes the limit its own.
+    pub(crate) expires: Instant,
 }
 
 /// `now` in µs as a signed number (times beyond 2^63 µs, 292,000 years,
@@ -165,12 +169,16 @@ impl Limiter {
         self.refused_since = Instant::MAX;
     }
 
-    /// A call was refused for the limit at `now`.
-    pub(crate) fn refused(&mut self, now: Instant) {
+    /// A call was refused for the limit at `now` (a share of a group's
+    /// limit that lapsed gives way to the process's own limit here).
+    pub(crate) fn refused(&mut self, c: &Config, now: Instant) {
         self.refused_since = self.refused_since.min(now);
         self.pressed = true;
         if let Some(share) = self.share.as_mut() {
             share.wanted = true;
+            if now >= share.expires {
+                self.leave_group(c);
+            }
         }
     }
 
@@ -223,13 +231,15 @@ impl Limiter {
         share: u32,
         full: bool,
         in_flight: u32,
+        expires: Instant,
     ) {
-        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false, full, peak: 0 };
+        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false, full, peak: 0, expires };
         match self.share.as_mut() {
             Some(s) if s.epoch == epoch => {
                 s.group = group;
                 s.threshold = threshold;
                 s.full = full;
+                s.expires = expires;
             }
             Some(s) => {
                 if group < s.group {
@@ -502,7 +512,7 @@ mod tests {
         l.succeeded(&c);
         assert_eq!(l.limit, 3, "no growth before the limit has refused a call");
         for _ in 0..3 {
-            l.refused(Instant::ZERO);
+            l.refused(&c, Instant::ZERO);
             l.succeeded(&c);
         }
         assert_eq!(l.limit, 6);
@@ -514,7 +524,7 @@ mod tests {
         l.failed(&c, 1);
         l.ended();
         assert_eq!(l.limit, 3);
-        l.refused(Instant::ZERO);
+        l.refused(&c, Instant::ZERO);
         for _ in 0..3 {
             l.succeeded(&c);
         }

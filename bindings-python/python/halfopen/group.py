@@ -144,6 +144,17 @@ def _text(reply: Any) -> Optional[List[str]]:
 _BAD_REPLY = "the group store answered something its script cannot have"
 
 
+def _bare(error: BaseException) -> BaseException:
+    """``error`` with the tracebacks of its chain dropped."""
+    seen = set()
+    e: Optional[BaseException] = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return error
+
+
 class _Caller:
     """A daemon thread that runs store calls one at a time, each waited for
     at most a timeout (no ``concurrent.futures``: its global lock may be held
@@ -241,6 +252,8 @@ class _Link:
         self.close()
 
     def status(self) -> Optional[GroupStatus]:
+        if self.group._async and self._loop.is_closed() and not self._closed:
+            self._task_done(self._task)
         breaker = self._breaker()
         status = None if breaker is None or self._closed else _native._group_status(breaker)
         if status is None:
@@ -320,7 +333,9 @@ class _Link:
         self._events(breaker)
 
     def _failed(self, breaker: Any, error: BaseException) -> None:
-        self._last_error = error
+        # Kept without tracebacks: a traceback's frames hold the breaker
+        # (a breaker no one else holds must still be collected, and leave).
+        self._last_error = _bare(error)
         _native._group_failed(breaker)
         self._events(breaker)
 

@@ -123,8 +123,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// Admits within `share` of its group's limit `group` (threshold,
     /// epoch), from now on; `full`: the group's calls in flight fill its
     /// limit (only then do its successes grow it).
-    pub(crate) fn follow_limit(&mut self, group: u32, threshold: u32, epoch: u64, share: u32, full: bool) {
-        self.limiter.follow_group(group, threshold, epoch, share, full, self.in_flight);
+    /// The share lapses at `expires` unless an exchange renews it.
+    pub(crate) fn follow_limit(
+        &mut self,
+        group: u32,
+        threshold: u32,
+        epoch: u64,
+        share: u32,
+        full: bool,
+        expires: Instant,
+    ) {
+        self.limiter.follow_group(group, threshold, epoch, share, full, self.in_flight, expires);
     }
 
     /// Its limit adapts by itself again (from its share).

@@ -77,12 +77,14 @@ pub struct Member {
     demand_at: Option<Instant>,
     /// Its most calls in flight within a member TTL, and when.
     peak: Option<(u32, Instant)>,
-    /// The latest time it was given.
+    /// The latest time it was given, on its own time (see `reading`).
     latest: Instant,
-    /// A force-open of the group to send (its period, µs), and whether the
-    /// request out carries it.
-    forcing: Option<u64>,
-    forcing_sent: bool,
+    /// How far its clock has stepped back in all, µs.
+    skew: u64,
+    /// A force-open of the group to send (when it ends, on the member's
+    /// time), and the one the request out carries.
+    forcing: Option<Instant>,
+    forcing_sent: Option<Instant>,
     /// The highest epoch of the group's limit answered (kept through
     /// outages): one lower means the store lost the limit.
     limit_epoch: u64,
@@ -116,8 +118,9 @@ impl Member {
             demand_at: None,
             peak: None,
             latest: Instant::ZERO,
+            skew: 0,
             forcing: None,
-            forcing_sent: false,
+            forcing_sent: None,
             limit_epoch: 0,
         })
     }
@@ -147,11 +150,10 @@ impl Member {
     /// `now`: ask again after each of its transitions. With a request out,
     /// when its answer is overdue (then report it [`failed`](Self::failed)).
     pub fn next_exchange<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
-        // A clock stepped back: the times kept move back with it (as
-        // `reading` will move them).
-        let step = self.latest.saturating_since(now);
-        let due = self.due(breaker, now + step);
-        Instant::from_micros(due.as_micros().saturating_sub(step.as_micros()))
+        // On the member's time (see `reading`), answered on the caller's.
+        let skew = self.skew_at(now);
+        let due = self.due(breaker, now + Duration::from_micros(skew));
+        Instant::from_micros(due.as_micros().saturating_sub(skew))
     }
 
     /// When the next exchange is due, `now` not before the latest reading.
@@ -199,12 +201,25 @@ impl Member {
         if now < self.next_exchange(breaker, now) {
             return None;
         }
+        // A force-open that has ended, or that a longer one in the group
+        // covers, is not sent.
+        if let Some(until) = self.forcing {
+            let covered = match self.seen.map(|s| (s.register.phase, s.offset)) {
+                Some((GroupPhase::Open { until_us, .. }, offset)) => local(offset, until_us) >= until,
+                _ => false,
+            };
+            if until <= now || covered {
+                self.forcing = None;
+            }
+        }
         let proposal = match (self.forcing, self.link, self.seen) {
             // An operator's force-open wins over any epoch (and is sent until
-            // the store has answered a request carrying it).
-            (Some(for_us), ..) => {
+            // the store has answered a request carrying it), for what is left
+            // of it.
+            (Some(until), ..) => {
                 let c = breaker.config();
                 let open_for_us = crate::policy::first_open_period(c).as_micros();
+                let for_us = until.saturating_since(now).as_micros();
                 let to = Proposed::Open { for_us, open_for_us, reason: Reason::ForcedOpen };
                 Some(Proposal { epoch: ANY_EPOCH, to })
             }
@@ -213,7 +228,7 @@ impl Member {
             }
             _ => None,
         };
-        self.forcing_sent = self.forcing.is_some();
+        self.forcing_sent = self.forcing;
         self.pending = Some(now);
         self.last_sent = Some(now);
         let limit = self.limit_report(breaker, now, proposal.is_some_and(|p| p.to == Proposed::Closed));
@@ -285,7 +300,11 @@ impl Member {
         let now = self.reading(now);
         self.pending = None;
         self.link = Link::Live;
-        if core::mem::take(&mut self.forcing_sent) {
+        // Answered: the force-open sent is the group's (one asked for since
+        // is still to send).
+        if let Some(sent) = self.forcing_sent.take()
+            && self.forcing == Some(sent)
+        {
             self.forcing = None;
         }
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
@@ -335,7 +354,11 @@ impl Member {
             };
             self.was_active = answer.rank.is_some();
             let full = policy::group_full(group, answer.busy);
-            breaker.follow_limit(group, threshold, answer.limit.epoch, share, full);
+            // Lapses after three member TTLs without an answer (the store
+            // has dropped this member by then).
+            let ttl = self.config.member_ttl().as_micros();
+            let expires = now + Duration::from_micros(ttl.saturating_mul(3));
+            breaker.follow_limit(group, threshold, answer.limit.epoch, share, full, expires);
         }
         transitions
     }
@@ -346,7 +369,7 @@ impl Member {
     pub fn failed<C: Borrow<Config>, M: Meter>(&mut self, breaker: &mut Breaker<C, M>, now: Instant) {
         let now = self.reading(now);
         self.pending = None;
-        self.forcing_sent = false;
+        self.forcing_sent = None;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
             _ => 1,
@@ -365,32 +388,24 @@ impl Member {
         self.seen = None;
     }
 
-    /// Takes `now` as the time. A clock stepped back (a wall clock under
-    /// NTP) moves every time the member keeps back with it, so that the
-    /// exchanges keep their pace instead of stalling for the length of the
-    /// step (the store's clock, not this one, orders what the group does:
-    /// the offset to it moves by the step too).
+    /// The member's time for the caller's reading `now`: the reading plus
+    /// every step back the clock made (a wall clock under NTP), so that it
+    /// never goes back and goes on at the clock's pace after a step (the
+    /// exchanges keep their pace, and the times given to the breaker are
+    /// never before its latest reading: the group's open period holds).
     fn reading(&mut self, now: Instant) -> Instant {
-        if now < self.latest {
-            let step = self.latest.saturating_since(now);
-            let back = |t: Instant| Instant::from_micros(t.as_micros().saturating_sub(step.as_micros()));
-            self.pending = self.pending.map(back);
-            self.last_sent = self.last_sent.map(back);
-            self.demand_at = self.demand_at.map(back);
-            self.peak = self.peak.map(|(n, at)| (n, back(at)));
-            if let Link::Degraded { failures, retry_at } = self.link {
-                self.link = Link::Degraded { failures, retry_at: back(retry_at) };
-            }
-            let step = i64::try_from(step.as_micros()).unwrap_or(i64::MAX);
-            if let Some(offset) = self.offset.as_mut() {
-                *offset = offset.saturating_add(step);
-            }
-            if let Some(seen) = self.seen.as_mut() {
-                seen.offset = seen.offset.saturating_add(step);
-            }
+        let stepped = now + Duration::from_micros(self.skew);
+        if stepped < self.latest {
+            self.skew = self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros());
         }
-        self.latest = now;
-        now
+        self.latest = self.latest.max(stepped);
+        self.latest
+    }
+
+    /// The skew `reading(now)` would use (changes nothing).
+    fn skew_at(&self, now: Instant) -> u64 {
+        let stepped = now + Duration::from_micros(self.skew);
+        self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros())
     }
 
     /// Opens the whole group for `period` (an operator's or a throttle
@@ -408,14 +423,22 @@ impl Member {
     ) -> Transitions {
         let now = self.reading(now);
         let period = period.min(Duration::from_micros(super::protocol::MAX_PERIOD_US));
-        self.forcing = Some(period.as_micros());
+        // Of two force-opens asked here, the longer holds.
+        self.forcing = self.forcing.max(Some(now + period));
         if !self.following {
             self.rejected_at_open = breaker.tally().rejected;
         }
         self.following = true;
         let open_for = crate::policy::first_open_period(breaker.config());
-        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&self.config, now + period) };
-        breaker.follow_open(now, now + period, open_for, Reason::ForcedOpen, probes)
+        // Open here until the end asked, or the group's open period if it
+        // ends later (a shorter force-open never shortens it).
+        let group_until = match self.seen.map(|s| (s.register.phase, s.offset)) {
+            Some((GroupPhase::Open { until_us, .. }, offset)) => local(offset, until_us),
+            _ => Instant::ZERO,
+        };
+        let until = (now + period).max(group_until);
+        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&self.config, until) };
+        breaker.follow_open(now, until, open_for, Reason::ForcedOpen, probes)
     }
 
     /// Leaves the group: `breaker` decides alone from now on (its limit
@@ -486,13 +509,23 @@ impl Member {
             m.following = true;
         };
         match phase {
+            // A force-open asked here and not answered yet: an answer to an
+            // earlier request does not close it.
+            GroupPhase::Closed if self.forcing.is_some() => Transitions::default(),
             GroupPhase::Closed => {
                 let was = core::mem::replace(&mut self.following, false);
                 if was { breaker.follow_close(now, Reason::ProbesSucceeded) } else { Transitions::default() }
             }
             GroupPhase::Open { until_us, open_for_us, reason } => {
                 begin(self, breaker);
-                let until = local(offset, until_us).min(now + c.open_timeout_cap());
+                // Held to this process's own cap, except an operator's
+                // force-open (a period asked for, not a backoff).
+                let longest = match reason {
+                    Reason::ForcedOpen => Duration::from_micros(super::protocol::MAX_PERIOD_US),
+                    _ => c.open_timeout_cap(),
+                };
+                // A longer force-open asked here and not answered yet holds.
+                let until = local(offset, until_us).min(now + longest).max(self.forcing.unwrap_or(Instant::ZERO));
                 let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until.max(now)) };
                 let closed_here = matches!(breaker.local(now), Local::Closed { .. });
                 if changed || closed_here {

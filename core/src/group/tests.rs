@@ -692,6 +692,62 @@ fn a_clock_stepped_back_never_stalls_the_exchanges() {
     let made = g.processes[0].exchanges - before;
     assert!(made >= 4, "one exchange per flush interval: {made} in 5 s");
     assert!(!g.processes[0].member.degraded());
+    // The group opens (failures elsewhere): the stepped-back process
+    // follows the whole open period, and rejects meanwhile.
+    let mut g2 = Group::new(3, Config::default(), GroupConfig::default(), &[0, 0, 0]);
+    g2.run(SECOND);
+    g2.processes[0].skew -= 30 * SECOND as i64;
+    for _ in 0..3 {
+        g2.call(1, Outcome::Failure);
+        g2.call(2, Outcome::Failure);
+    }
+    g2.run(3 * SECOND);
+    assert!(matches!(g2.phase(), GroupPhase::Open { .. }), "{:?}", g2.phase());
+    for _ in 0..20 {
+        g2.run(SECOND);
+        assert!(!acquire(&mut g2, 0), "open for the group's period at {:?}", g2.phase());
+        if !matches!(g2.phase(), GroupPhase::Open { .. }) {
+            break;
+        }
+    }
+}
+
+#[test]
+fn force_opens_keep_the_longer_and_an_ended_one_is_not_replayed() {
+    let mut g = Group::new(2, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    // Asked while its store is away, for 2 s: ended before the store is
+    // back, it is not sent.
+    g.processes[0].cut_off = true;
+    let now = g.local(0);
+    let p = &mut g.processes[0];
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(2));
+    g.run(5 * SECOND);
+    g.processes[0].cut_off = false;
+    g.run(5 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed, "an ended force-open is not replayed");
+    // An hour, then a second asked here: the hour holds.
+    let now = g.local(0);
+    let p = &mut g.processes[0];
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(3_600));
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(1));
+    g.run(5 * SECOND);
+    match g.phase() {
+        GroupPhase::Open { until_us, reason: Reason::ForcedOpen, .. } => {
+            assert!(until_us > g.now_us + 3_000 * SECOND, "the hour holds")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A second from the other process: covered by the hour, not sent.
+    let now = g.local(1);
+    let p = &mut g.processes[1];
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(1));
+    g.run(5 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { until_us, .. } if until_us > g.now_us + 3_000 * SECOND));
+    // Beyond the breaker's own cap (5 minutes): a forced period is not a
+    // backoff, it holds in every process.
+    g.run(600 * SECOND);
+    assert!(all(&g.states(), State::Open), "{:?}", g.states());
 }
 
 #[test]
@@ -718,4 +774,30 @@ fn a_force_open_from_one_process_opens_the_whole_group_whatever_its_epoch() {
     }
     g.run(121 * SECOND);
     assert!(matches!(g.phase(), GroupPhase::HalfOpen { .. }), "{:?}", g.phase());
+}
+
+#[test]
+fn a_share_whose_exchanges_stopped_lapses_and_the_limit_is_the_processs_own() {
+    let mut g = Group::new(4, adaptive(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    g.burst(Outcome::Success);
+    g.run(2 * SECOND);
+    // Process 3's exchanges stop without failing (its event loop ended):
+    // the others go on and take the group's limit between them.
+    let i = g.limits().iter().position(|&l| l == 0).expect("a process with no share of 3 calls among 4");
+    let mut stopped = g.processes.remove(i);
+    g.run(20 * SECOND);
+    let later = g.local(0);
+    let mut admitted = 0;
+    for _ in 0..3 {
+        match stopped.breaker.try_acquire(later).decision {
+            Ok(p) => {
+                admitted += 1;
+                core::mem::forget(p);
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(admitted >= 1, "its share lapsed: at least its own minimum admits");
+    let _ = &mut stopped.member;
 }
