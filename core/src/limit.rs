@@ -219,30 +219,22 @@ impl Limiter {
         }
     }
 
-    /// In a group, at an exchange: the group's limit `group` (threshold,
-    /// epoch) and this process's `share` of it, `in_flight` calls out. A
-    /// group limit that went down (a cut anywhere) opens a loss window here:
-    /// the calls out were sent under the larger share.
-    pub(crate) fn follow_group(
-        &mut self,
-        group: u32,
-        threshold: u32,
-        epoch: u64,
-        share: u32,
-        full: bool,
-        in_flight: u32,
-        expires: Instant,
-    ) {
-        let fresh = Share { group, threshold, epoch, steps: 0, cut: false, wanted: false, full, peak: 0, expires };
+    /// In a group, at an exchange: the group's limit as `seen` (its limit,
+    /// threshold, epoch, whether full, when it lapses; nothing counted yet)
+    /// and this process's `share` of it, `in_flight` calls out. A group
+    /// limit that went down (a cut anywhere) opens a loss window here: the
+    /// calls out were sent under the larger share.
+    pub(crate) fn follow_group(&mut self, seen: Share, share: u32, in_flight: u32) {
+        let fresh = Share { steps: 0, cut: false, wanted: false, peak: 0, ..seen };
         match self.share.as_mut() {
-            Some(s) if s.epoch == epoch => {
-                s.group = group;
-                s.threshold = threshold;
-                s.full = full;
-                s.expires = expires;
+            Some(s) if s.epoch == seen.epoch => {
+                s.group = seen.group;
+                s.threshold = seen.threshold;
+                s.full = seen.full;
+                s.expires = seen.expires;
             }
             Some(s) => {
-                if group < s.group {
+                if seen.group < s.group {
                     self.recovering = in_flight;
                     self.credit = 0;
                 }
@@ -251,7 +243,7 @@ impl Limiter {
             None => self.share = Some(fresh),
         }
         self.limit = share;
-        self.threshold = threshold;
+        self.threshold = seen.threshold;
     }
 
     /// What this process asks of the group's limit at an exchange: its

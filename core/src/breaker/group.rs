@@ -120,20 +120,10 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         self.limiter.cut_pending()
     }
 
-    /// Admits within `share` of its group's limit `group` (threshold,
-    /// epoch), from now on; `full`: the group's calls in flight fill its
-    /// limit (only then do its successes grow it).
-    /// The share lapses at `expires` unless an exchange renews it.
-    pub(crate) fn follow_limit(
-        &mut self,
-        group: u32,
-        threshold: u32,
-        epoch: u64,
-        share: u32,
-        full: bool,
-        expires: Instant,
-    ) {
-        self.limiter.follow_group(group, threshold, epoch, share, full, self.in_flight, expires);
+    /// Admits within `share` of its group's limit as `seen` (see
+    /// `Limiter::follow_group`), from now on.
+    pub(crate) fn follow_limit(&mut self, seen: Share, share: u32) {
+        self.limiter.follow_group(seen, share, self.in_flight);
     }
 
     /// Its limit adapts by itself again (from its share).

@@ -358,7 +358,9 @@ impl Member {
             // has dropped this member by then).
             let ttl = self.config.member_ttl().as_micros();
             let expires = now + Duration::from_micros(ttl.saturating_mul(3));
-            breaker.follow_limit(group, threshold, answer.limit.epoch, share, full, expires);
+            let epoch = answer.limit.epoch;
+            let seen = crate::limit::Share { group, threshold, epoch, full, expires, ..Default::default() };
+            breaker.follow_limit(seen, share);
         }
         transitions
     }

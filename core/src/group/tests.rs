@@ -790,14 +790,9 @@ fn a_share_whose_exchanges_stopped_lapses_and_the_limit_is_the_processs_own() {
     let later = g.local(0);
     let mut admitted = 0;
     for _ in 0..3 {
-        match stopped.breaker.try_acquire(later).decision {
-            Ok(p) => {
-                admitted += 1;
-                core::mem::forget(p);
-            }
-            Err(_) => {}
+        if stopped.breaker.try_acquire(later).decision.is_ok() {
+            admitted += 1;
         }
     }
     assert!(admitted >= 1, "its share lapsed: at least its own minimum admits");
-    let _ = &mut stopped.member;
 }
