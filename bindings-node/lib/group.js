@@ -94,24 +94,24 @@ class GroupLink {
   }
 
   /**
-   * The first exchange: once the client is connected, or after one store
-   * timeout if it is not by then (a process starting does not report its
-   * client's connection as an outage; a Redis that is down still is).
+   * The first exchange: once the client is connected, or as soon as it
+   * says it cannot connect ('error', 'end': a Redis that is down is an
+   * outage at once; ioredis reports a connection that hangs at its
+   * `connectTimeout`). A process starting does not report its client's
+   * connection as an outage, however slow the start (no timer decides).
    */
   _start() {
     const r = this._redis
-    if (r.status === undefined || r.status === 'ready' || typeof r.once !== 'function') return this._schedule()
-    let started = false
+    // (A lazy client, 'wait', connects at its first command.)
+    if (r.status === undefined || r.status === 'ready' || r.status === 'wait' || typeof r.once !== 'function') {
+      return this._schedule()
+    }
+    const events = ['ready', 'error', 'end']
     const start = () => {
-      if (started) return
-      started = true
-      clearTimeout(wait)
-      r.removeListener?.('ready', start)
+      for (const e of events) r.removeListener?.(e, start)
       this._schedule()
     }
-    const wait = setTimeout(start, this._timeoutMs)
-    wait.unref?.()
-    r.once('ready', start)
+    for (const e of events) r.once(e, start)
   }
 
   /** Sets the timer for the next exchange the member asks for. */

@@ -354,10 +354,11 @@ impl Member {
             };
             self.was_active = answer.rank.is_some();
             let full = policy::group_full(group, answer.busy);
-            // Lapses after three member TTLs without an answer (the store
-            // has dropped this member by then).
+            // Lapses after ten member TTLs without an answer (the store has
+            // long dropped this member by then: its exchanges have stopped,
+            // not merely run late).
             let ttl = self.config.member_ttl().as_micros();
-            let expires = now + Duration::from_micros(ttl.saturating_mul(3));
+            let expires = now + Duration::from_micros(ttl.saturating_mul(10));
             let epoch = answer.limit.epoch;
             let seen = crate::limit::Share { group, threshold, epoch, full, expires, ..Default::default() };
             breaker.follow_limit(seen, share);

@@ -786,7 +786,7 @@ fn a_share_whose_exchanges_stopped_lapses_and_the_limit_is_the_processs_own() {
     // the others go on and take the group's limit between them.
     let i = g.limits().iter().position(|&l| l == 0).expect("a process with no share of 3 calls among 4");
     let mut stopped = g.processes.remove(i);
-    g.run(20 * SECOND);
+    g.run(40 * SECOND);
     let later = g.local(0);
     let mut admitted = 0;
     for _ in 0..3 {
