@@ -155,10 +155,7 @@ class GroupLink {
       // No exchange without a time to send it at: the process decides
       // alone ('groupDegraded' carries the clock's TypeError) and retries
       // with the member's backoff, as after a store failure.
-      this._lastError = err
-      b._native.groupFailed(b._last)
-      this._events()
-      return this._schedule()
+      return this._failedWith(err)
     }
     try {
       // Successes batched under the licence count in the running totals
@@ -167,7 +164,8 @@ class GroupLink {
       if (b._flush(b._last)) b._transitions(b._last)
       args = b._native.groupRequest(now)
     } catch (err) {
-      warnCallback(err, `the group of '${b.name}'`)
+      // Anything that stops an exchange is its failure, said with the error.
+      return this._failedWith(err)
     }
     if (args === null || args === undefined) return this._schedule()
     this._inFlight = true
@@ -209,9 +207,24 @@ class GroupLink {
         b._native.groupFailed(at)
       }
     } catch (err) {
-      warnCallback(err, `the group of '${b.name}'`)
+      // The clock failed between the readings (or the breaker threw):
+      // the exchange failed, and says why.
+      return this._failedWith(err)
     }
     if (failure !== null) this._lastError = failure
+    this._events()
+    this._schedule()
+  }
+
+  /** The exchange failed because of `err`: the process decides alone ('groupDegraded' carries it). */
+  _failedWith(err) {
+    const b = this._breaker
+    this._lastError = err
+    try {
+      b._native.groupFailed(b._last)
+    } catch (e) {
+      warnCallback(e, `the group of '${b.name}'`)
+    }
     this._events()
     this._schedule()
   }

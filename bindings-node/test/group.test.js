@@ -332,6 +332,23 @@ test('a clock stepped back keeps the exchanges going', { timeout: 30_000 }, asyn
   a.leaveGroup()
 })
 
+test('anything that stops an exchange fails it: groupDegraded carries the error', { timeout: 30_000 }, async () => {
+  const a = member('stopped-exchange')
+  await until(() => a.groupStatus().phase === 'closed')
+  // Applying the answer throws (a clock that failed between two readings
+  // of one exchange does the same).
+  const boom = new TypeError('boom')
+  const manual = a._manual
+  a._manual = () => {
+    throw boom
+  }
+  const [{ error }] = await once(a, 'groupDegraded')
+  assert.equal(error, boom)
+  a._manual = manual
+  await once(a, 'groupRecovered')
+  a.leaveGroup()
+})
+
 test('members in four processes open together and probe once', { timeout: 30_000 }, async (t) => {
   const child = path.join(__dirname, 'support', 'group-member.js')
   const children = [0, 1, 2, 3].map(() => fork(child, [String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))

@@ -398,17 +398,19 @@ def test_review_regressions_options(server: Server) -> None:
     RedisGroup(client, "n" * 1024)
 
 
-def test_an_asyncio_breaker_whose_loop_ended_decides_alone(server: Server) -> None:
-    async def make() -> CircuitBreaker:
-        g = RedisGroup(redis.asyncio.Redis(host="127.0.0.1", port=server.port), "ended", flush_interval=0.05)
-        b = CircuitBreaker("wa", group=g, adaptive_limit=(1, 2), **OPTIONS)
-        while b.group_status() is None or b.group_status().phase != "closed":  # type: ignore[union-attr]
-            await asyncio.sleep(0.01)
-        return b
+async def asyncio_member(server: Server, name: str) -> CircuitBreaker:
+    """A member with an asyncio client and an adaptive limit, once it has joined."""
+    g = RedisGroup(redis.asyncio.Redis(host="127.0.0.1", port=server.port), name, flush_interval=0.05)
+    b = CircuitBreaker("wa", group=g, adaptive_limit=(1, 2), **OPTIONS)
+    while b.group_status() is None or b.group_status().phase != "closed":  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)
+    return b
 
+
+def test_an_asyncio_breaker_whose_loop_ended_decides_alone(server: Server) -> None:
     # Others in the group hold the limit: this one's share may be none.
     others = [member(server, "ended", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
-    b = asyncio.run(make())
+    b = asyncio.run(asyncio_member(server, "ended"))
     assert b.group_status() is None, "it left the group with its loop"
     assert b.call(lambda: "ok") == "ok", "its own limit admits"
     for x in others:
@@ -456,16 +458,9 @@ def test_a_breaker_collected_after_a_failed_exchange_leaves(server: Server) -> N
 
 
 def test_an_asyncio_breaker_whose_loop_was_closed_decides_alone(server: Server) -> None:
-    async def make() -> CircuitBreaker:
-        g = RedisGroup(redis.asyncio.Redis(host="127.0.0.1", port=server.port), "closed-loop", flush_interval=0.05)
-        b = CircuitBreaker("wa", group=g, adaptive_limit=(1, 2), **OPTIONS)
-        while b.group_status() is None or b.group_status().phase != "closed":  # type: ignore[union-attr]
-            await asyncio.sleep(0.01)
-        return b
-
     others = [member(server, "closed-loop", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
     loop = asyncio.new_event_loop()
-    b = loop.run_until_complete(make())
+    b = loop.run_until_complete(asyncio_member(server, "closed-loop"))
     loop.close()  # its task is never cancelled
     admitted = [0]
 
@@ -527,6 +522,24 @@ def test_a_force_open_received_by_one_process_opens_the_whole_group(server: Serv
         breakers[1].call(lambda: "ok")
     for b in breakers:
         b.leave_group()
+
+
+def test_anything_that_stops_an_exchange_fails_it_and_on_degraded_gets_the_error(server: Server) -> None:
+    errors: List[BaseException] = []
+    g = RedisGroup(server.client(), "stopped", flush_interval=0.05, store_timeout=0.04, on_degraded=errors.append)
+    b = CircuitBreaker("wa", group=g, **OPTIONS)
+    joined(b)
+    script = g._script
+
+    def interrupted(**_: Any) -> Any:
+        raise SystemExit("the script was interrupted")
+
+    g._script = interrupted
+    until(lambda: len(errors) >= 1, "degraded")
+    assert isinstance(errors[0], SystemExit), errors
+    g._script = script
+    until(lambda: not b.group_status().degraded, "recovered")  # type: ignore[union-attr]
+    b.leave_group()
 
 
 def test_the_package_exports_the_group_api() -> None:

@@ -339,6 +339,15 @@ class _Link:
         _native._group_failed(breaker)
         self._events(breaker)
 
+    def _stopped(self, breaker: Any, error: BaseException) -> None:
+        """Something the exchange did not expect stopped it (an interrupt
+        raised by the script, say): the exchange failed, and ``on_degraded``
+        gets the error."""
+        try:
+            self._failed(breaker, error)
+        except BaseException as again:
+            log_error(f"RedisGroup[{self.group.name}]: an exchange failed and could not say so", again)
+
     def _events(self, breaker: Any) -> None:
         while True:
             event = _native._group_event(breaker)
@@ -381,7 +390,7 @@ class _Link:
             try:
                 self._exchange(breaker)
             except BaseException as error:  # never let the thread die
-                log_error(f"RedisGroup[{self.group.name}]: an exchange failed unexpectedly", error)
+                self._stopped(breaker, error)
             del breaker
 
     def _exchange(self, breaker: Any) -> None:
@@ -423,7 +432,7 @@ class _Link:
             except asyncio.CancelledError:
                 raise
             except BaseException as error:  # never let the task die
-                log_error(f"RedisGroup[{self.group.name}]: an exchange failed unexpectedly", error)
+                self._stopped(breaker, error)
             del breaker
 
     async def _exchange_async(self, breaker: Any) -> None:
