@@ -369,6 +369,22 @@ impl<M: Meter + Default> Registry<M> {
         self.find(name).map(|i| &self.entries[i as usize].breaker)
     }
 
+    /// The breaker for `name` if there is one, to change; does not change
+    /// recency (a group's exchange is not a use).
+    pub fn peek_mut(&mut self, name: &str) -> Option<&mut Keyed<M>> {
+        self.find(name).map(|i| &mut self.entries[i as usize].breaker)
+    }
+
+    /// The configuration of a name without its own.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// `name`'s configuration (its own, or the registry's).
+    pub fn config_of(&self, name: &str) -> &Config {
+        self.overrides.get(name).map_or(&self.config, |c| c)
+    }
+
     /// Breakers held.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -130,6 +130,11 @@ impl Member {
         self.id
     }
 
+    /// When its latest request was sent.
+    pub fn last_sent(&self) -> Option<Instant> {
+        self.last_sent
+    }
+
     /// Its configuration.
     pub fn config(&self) -> &GroupConfig {
         &self.config
@@ -191,6 +196,17 @@ impl Member {
         breaker: &mut Breaker<C, M>,
         now: Instant,
     ) -> Option<Request> {
+        self.request_ahead(breaker, now, Duration::ZERO)
+    }
+
+    /// The request to send at `now` if one is due within `ahead` (a
+    /// registry sends its names' exchanges together: one store call).
+    pub fn request_ahead<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        now: Instant,
+        ahead: Duration,
+    ) -> Option<Request> {
         let now = self.reading(now);
         if let Some(sent) = self.pending {
             if now < sent + self.config.store_timeout() {
@@ -198,7 +214,7 @@ impl Member {
             }
             self.failed(breaker, now);
         }
-        if now < self.next_exchange(breaker, now) {
+        if now + ahead < self.next_exchange(breaker, now) {
             return None;
         }
         // A force-open that has ended, or that a longer one in the group

@@ -53,6 +53,8 @@
 //!   what the group did meanwhile.
 
 mod config;
+#[cfg(feature = "alloc")]
+mod keyed;
 mod member;
 mod policy;
 mod protocol;
@@ -61,10 +63,14 @@ pub mod redis;
 #[cfg(feature = "alloc")]
 mod store;
 #[cfg(all(test, feature = "alloc"))]
+mod keyed_tests;
+#[cfg(all(test, feature = "alloc"))]
 mod tests;
 
 pub use crate::breaker::Tally;
 pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL, MAX_GROUP_PERIOD, MIN_FLUSH_INTERVAL};
+#[cfg(feature = "alloc")]
+pub use keyed::KeyedMembers;
 pub use member::{GroupEvent, Member};
 pub use protocol::{
     ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, MAX_PERIOD_US, Proposal, Proposed, Register, Request,

@@ -28,9 +28,20 @@ pub fn keys(name: &str) -> Result<[String; 8], BadName> {
     if name.is_empty() || name.len() > crate::MAX_NAME_BYTES || name.contains(['{', '}']) {
         return Err(BadName);
     }
-    Ok(["register", "buckets", "totals", "members", "failed", "run", "active", "busy"]
-        .map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
+    Ok(PARTS.map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
 }
+
+/// The keys of `name`'s group in registry group `group`, in the script's
+/// order: the registry's hash tag (`{group}`, checked as [`keys`]), then
+/// `k:` and the name (any registry name: after the tag, a brace in it
+/// changes nothing). Every name of a registry is in one Redis Cluster slot,
+/// so that one script call carries them all.
+pub fn keyed_keys(group: &str, name: &str) -> Result<[String; 8], BadName> {
+    keys(group)?;
+    Ok(PARTS.map(|part| format!("halfopen:v1:{{{group}}}:k:{name}:{part}")))
+}
+
+const PARTS: [&str; 8] = ["register", "buckets", "totals", "members", "failed", "run", "active", "busy"];
 
 /// A group name that cannot be a Redis hash tag: empty, or with a brace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +106,18 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
 /// keys, a proxy that mangled it): the exchange counts as failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadReply;
+
+/// Values per answer in the script's reply.
+pub const REPLY_VALUES: usize = 20;
+
+/// The answers in the reply of a call that carried several requests (20
+/// values each, in the requests' order).
+pub fn answers<S: AsRef<str>>(reply: &[S]) -> Result<Vec<Answer>, BadReply> {
+    if reply.len() % REPLY_VALUES != 0 {
+        return Err(BadReply);
+    }
+    reply.chunks(REPLY_VALUES).map(answer).collect()
+}
 
 /// The answer in the script's reply (20 values, as text).
 pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
@@ -168,6 +191,10 @@ mod tests {
             assert_eq!(super::keys(bad), Err(BadName), "{bad}");
         }
         assert!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES)).is_ok());
+        let keyed = keyed_keys("wa", "inst{7}:x").unwrap();
+        assert_eq!(keyed[0], "halfopen:v1:{wa}:k:inst{7}:x:register");
+        assert!(keyed.iter().all(|k| k.starts_with("halfopen:v1:{wa}:k:inst{7}:x:")));
+        assert_eq!(keyed_keys("w{a", "x"), Err(BadName));
         assert_eq!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES + 1)), Err(BadName));
     }
 
@@ -246,6 +273,10 @@ mod tests {
         assert_eq!((a.limit, a.active, a.rank), (GroupLimit { epoch: 5, limit: 12, threshold: 1000 }, 3, None));
         assert_eq!(a.busy, 7);
         assert_eq!(answer(&reply[..19]), Err(BadReply));
+        let two: Vec<&str> = reply.iter().chain(reply.iter()).copied().collect();
+        assert_eq!(answers(&two).unwrap().len(), 2);
+        assert_eq!(answers(&two[..39]), Err(BadReply));
+        assert_eq!(answers::<&str>(&[]).unwrap().len(), 0);
         let mut wrong = reply;
         wrong[2] = "ajar";
         assert_eq!(answer(&wrong), Err(BadReply));

@@ -1,0 +1,213 @@
+//! Registries in a group, each a simulated process with its own registry
+//! and members, around one [`MemoryStore`] per name.
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::*;
+use crate::permit::Outcome;
+use crate::registry::Registry;
+use crate::state::State;
+use crate::time::{Duration, Instant};
+use crate::Config;
+
+struct Process {
+    registry: Registry,
+    members: KeyedMembers,
+    /// Store calls made (each carries every name due).
+    calls: usize,
+    cut_off: bool,
+}
+
+struct Fleet {
+    stores: BTreeMap<String, MemoryStore>,
+    processes: Vec<Process>,
+    now_us: u64,
+}
+
+const SECOND: u64 = 1_000_000;
+
+impl Fleet {
+    fn new(n: usize) -> Fleet {
+        let processes = (0..n)
+            .map(|i| Process {
+                registry: Registry::new(Config::default(), 100).unwrap(),
+                members: KeyedMembers::new(100 + i as u64, GroupConfig::default(), &Config::default()).unwrap(),
+                calls: 0,
+                cut_off: false,
+            })
+            .collect();
+        Fleet { stores: BTreeMap::new(), processes, now_us: 600 * SECOND }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.now_us)
+    }
+
+    fn exchange_due(&mut self) {
+        let now = self.now();
+        for p in &mut self.processes {
+            let Some(requests) = p.members.requests(&mut p.registry, now) else { continue };
+            p.calls += 1;
+            if p.cut_off {
+                p.members.failed(&mut p.registry, now);
+                continue;
+            }
+            let answers: Vec<Answer> = p
+                .members
+                .names_out()
+                .iter()
+                .zip(&requests)
+                .map(|(name, r)| self.stores.entry(String::from(&**name)).or_default().exchange(r, self.now_us))
+                .collect();
+            assert!(p.members.apply(&mut p.registry, &answers, now, |_, _| ()));
+        }
+    }
+
+    fn run(&mut self, us: u64) {
+        let end = self.now_us + us;
+        while self.now_us < end {
+            self.now_us = (self.now_us + 10_000).min(end);
+            self.exchange_due();
+        }
+    }
+
+    fn call(&mut self, i: usize, name: &str, outcome: Outcome) -> bool {
+        let now = self.now();
+        let r = &mut self.processes[i].registry;
+        match r.try_acquire(name, now).unwrap().decision {
+            Ok(permit) => {
+                r.record(name, permit, outcome, now);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn state(&self, i: usize, name: &str) -> State {
+        self.processes[i].registry.state(name, self.now())
+    }
+}
+
+#[test]
+fn each_name_is_a_group_of_its_own_and_one_call_carries_every_name() {
+    let mut f = Fleet::new(5);
+    for i in 0..5 {
+        for name in ["a", "b", "c"] {
+            assert!(f.call(i, name, Outcome::Success));
+        }
+    }
+    f.run(2 * SECOND);
+    let before: Vec<usize> = f.processes.iter().map(|p| p.calls).collect();
+    // Failures of "a" spread over the processes: none trips alone.
+    for i in 0..5 {
+        assert!(f.call(i, "a", Outcome::Failure));
+    }
+    assert!((0..5).all(|i| f.state(i, "a") == State::Closed));
+    f.run(3 * SECOND);
+    assert!((0..5).all(|i| f.state(i, "a") == State::Open), "every process follows a's open");
+    assert!((0..5).all(|i| f.state(i, "b") == State::Closed && f.state(i, "c") == State::Closed));
+    assert!((0..5).all(|i| f.processes[i].members.len() == 3));
+    // Three seconds: three regular calls each, plus those the open asked for sooner.
+    for (p, before) in f.processes.iter().zip(before) {
+        let calls = p.calls - before;
+        assert!((3..=5).contains(&calls), "{calls} calls in 3 s for 3 names");
+    }
+}
+
+#[test]
+fn a_registry_settles_at_one_store_call_per_flush_interval() {
+    let mut f = Fleet::new(2);
+    // Names made at different times (each joins at the next exchange).
+    for (k, name) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
+        f.call(0, name, Outcome::Success);
+        f.call(1, name, Outcome::Success);
+        f.run(SECOND / 8 + k as u64 * 7_000);
+    }
+    f.run(2 * SECOND);
+    let before = f.processes[0].calls;
+    for _ in 0..20 {
+        for name in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+            f.call(0, name, Outcome::Success);
+        }
+        f.run(SECOND / 2);
+    }
+    assert_eq!(f.processes[0].calls - before, 10, "10 s of traffic on 8 names: one call per second");
+    assert_eq!(f.processes[0].members.len(), 8);
+}
+
+#[test]
+fn a_failed_call_leaves_every_name_alone_once_and_recovery_is_said_once() {
+    let mut f = Fleet::new(1);
+    f.call(0, "a", Outcome::Success);
+    f.call(0, "b", Outcome::Success);
+    f.run(2 * SECOND);
+    let p = &mut f.processes[0];
+    assert_eq!(p.members.poll_event(), None);
+    p.cut_off = true;
+    f.run(2 * SECOND);
+    let p = &mut f.processes[0];
+    assert!(p.members.degraded());
+    assert_eq!(p.members.poll_event(), Some(GroupEvent::Degraded));
+    assert_eq!(p.members.poll_event(), None);
+    assert!(p.members.member("a").unwrap().degraded() && p.members.member("b").unwrap().degraded());
+    p.cut_off = false;
+    f.run(40 * SECOND);
+    let p = &mut f.processes[0];
+    assert_eq!(p.members.poll_event(), Some(GroupEvent::Recovered));
+    assert!(!p.members.member("a").unwrap().degraded());
+}
+
+#[test]
+fn answers_that_do_not_match_the_requests_fail_the_exchange() {
+    let mut f = Fleet::new(1);
+    f.call(0, "a", Outcome::Success);
+    f.call(0, "b", Outcome::Success);
+    let now = f.now();
+    let p = &mut f.processes[0];
+    let requests = p.members.requests(&mut p.registry, now).unwrap();
+    assert_eq!(requests.len(), 2);
+    let one = MemoryStore::new().exchange(&requests[0], 1);
+    assert!(!p.members.apply(&mut p.registry, &[one], now, |_, _| ()));
+    assert!(p.members.degraded());
+    // A late answer to nothing out changes nothing either.
+    assert!(!p.members.apply(&mut p.registry, &[], now, |_, _| ()));
+}
+
+#[test]
+fn an_evicted_name_leaves_and_a_forgotten_one_joins_afresh() {
+    let mut f = Fleet::new(1);
+    f.processes[0].registry = Registry::new(Config::default(), 2).unwrap();
+    f.call(0, "a", Outcome::Success);
+    f.call(0, "b", Outcome::Success);
+    f.run(2 * SECOND);
+    assert_eq!(f.processes[0].members.len(), 2);
+    f.call(0, "c", Outcome::Success); // evicts a or b (idle)
+    f.run(2 * SECOND);
+    let p = &f.processes[0];
+    assert_eq!(p.members.len(), 2);
+    assert!(p.members.member("c").is_some());
+    let p = &mut f.processes[0];
+    p.members.forget("c");
+    assert!(p.members.member("c").is_none());
+    f.run(SECOND);
+    assert!(f.processes[0].members.member("c").is_some());
+}
+
+#[test]
+fn a_force_open_of_one_name_opens_that_name_everywhere() {
+    let mut f = Fleet::new(3);
+    for i in 0..3 {
+        f.call(i, "a", Outcome::Success);
+        f.call(i, "b", Outcome::Success);
+    }
+    f.run(2 * SECOND);
+    let now = f.now();
+    let p = &mut f.processes[0];
+    assert!(p.members.force_open(&mut p.registry, "nobody", now, Duration::from_secs(60)).is_none());
+    assert!(p.members.force_open(&mut p.registry, "a", now, Duration::from_secs(60)).is_some());
+    assert_eq!(f.state(0, "a"), State::Open);
+    f.run(2 * SECOND);
+    assert!((0..3).all(|i| f.state(i, "a") == State::Open && f.state(i, "b") == State::Closed));
+}
