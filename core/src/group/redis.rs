@@ -113,7 +113,7 @@ pub const REPLY_VALUES: usize = 20;
 /// The answers in the reply of a call that carried several requests (20
 /// values each, in the requests' order).
 pub fn answers<S: AsRef<str>>(reply: &[S]) -> Result<Vec<Answer>, BadReply> {
-    if reply.len() % REPLY_VALUES != 0 {
+    if !reply.len().is_multiple_of(REPLY_VALUES) {
         return Err(BadReply);
     }
     reply.chunks(REPLY_VALUES).map(answer).collect()
