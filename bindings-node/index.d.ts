@@ -318,6 +318,27 @@ export interface RegistryOptions extends CoreOptions {
   sharedClock?: boolean
   /** As for `CircuitBreaker`, for every call through the registry. */
   timeoutMs?: number | null
+  /**
+   * Each name's breaker one breaker for several processes (README "Several
+   * processes"): every process's registry with this group `name` on the same
+   * Redis shares name `n`'s breaker (keys `halfopen:v1:{name}:k:n:...`, all in
+   * one hash slot). Every name due goes in one script call per exchange: one
+   * per `flushIntervalMs`, plus one per burst of transitions. A name joins at
+   * the first exchange after its breaker is made.
+   */
+  group?: GroupOptions
+}
+
+/** What a grouped registry knows of its group. */
+export interface RegistryGroupStatus {
+  /** This process's member id (16 hex digits, random). */
+  member: string
+  /** Whether every name decides alone because Redis failed or was late. */
+  degraded: boolean
+  /** Names in the group (joined at an exchange). */
+  names: number
+  /** Names whose group Redis answered (since it last failed for them). */
+  answered: number
 }
 
 /** One registry breaker, by name (from `Registry.get`; not constructed directly). */
@@ -339,6 +360,8 @@ export interface KeyedBreaker {
   disable(): void
   release(): void
   reset(): void
+  /** With the registry's `group` option: opens this name's breaker in every process for `ms` (see `CircuitBreaker.groupForceOpen`). */
+  groupForceOpen(ms: number): void
 }
 
 /** One breaker per name (seed 000's `breakerFor`), bounded; events carry the breaker's `name`. */
@@ -361,7 +384,15 @@ export declare class Registry extends EventEmitter {
   toJSON(): object
   /** Replaces every breaker (events with reason 'restored' for each state changed); calls in flight stay out of the new breakers. */
   restore(snapshot: object | string): void
+  /** With the `group` option, what it knows of its group; else (also after `leaveGroup()`) null. */
+  groupStatus(): RegistryGroupStatus | null
+  /** Stops exchanging with the group (every name goes on alone). */
+  leaveGroup(): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
+  /** Redis failed or was late: every name decides alone until it answers. */
+  on(event: 'groupDegraded', listener: (e: { error: Error | null }) => void): this
+  /** Redis answered again: every name follows its group again. */
+  on(event: 'groupRecovered', listener: (e: object) => void): this
   on(event: 'reject', listener: (err: CircuitBreakerOpenError | RegistryFullError) => void): this
   on(event: 'success', listener: (value: unknown) => void): this
   on(event: 'failure', listener: (err: unknown) => void): this

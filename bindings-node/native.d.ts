@@ -278,6 +278,49 @@ export declare class NativeRegistry {
    * shared). True if transitions wait (breakers whose state changed).
    */
   restoreJson(json: string, nowMs: number, counted: boolean): boolean
+  /**
+   * Puts every name of this registry in a group under `name` (checked by
+   * `groupKeys`); throws a structured error for an invalid option, or
+   * one a name's own configuration cannot take.
+   */
+  groupJoin(name: string, options: NativeGroupOptions): void
+  /** How long an exchange may take (ms), once joined. */
+  groupStoreTimeoutMs(): number
+  /**
+   * When the next exchange is due (ms on the registry's clock);
+   * `Infinity` outside a group.
+   */
+  groupNextMs(nowMs: number): number
+  /** The script call due at `nowMs` (every name due in it), or null. */
+  groupRequest(nowMs: number): NativeGroupCall | null
+  /**
+   * Applies the script's reply at `nowMs`: 1 if transitions wait, 0 if
+   * not, -1 if the reply is not the script's (a failed exchange).
+   */
+  groupApply(reply: Array<string>, nowMs: number): number
+  /** The exchange out failed or took too long, at `nowMs`. */
+  groupFailed(nowMs: number): void
+  /**
+   * Opens `name`'s group for `forMs` at `nowMs` (its breaker made if it
+   * has none): here at once, the other processes at their next
+   * exchange. True if a transition waits.
+   */
+  groupForceOpen(name: string, nowMs: number, forMs: number): boolean
+  /** Leaves the group: every name decides alone from now on. */
+  groupLeave(): void
+  /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */
+  groupEvent(): string | null
+  /** Whether the latest exchange failed (every name decides alone). */
+  groupDegraded(): boolean
+  /** Names in the group (with a member: joined at an exchange). */
+  groupSize(): number
+  /** Names whose group answered since the store last failed for them. */
+  groupAnswered(): number
+  /**
+   * `name`'s group phase as last answered (`"closed"`, `"open"`,
+   * `"half_open"`), or null (not joined yet, or the store failed since).
+   */
+  groupPhase(name: string): string | null
 }
 
 /**
@@ -300,6 +343,12 @@ export interface NativeDispatchEvent {
   /** How many times a dead message was sent. */
   attempts?: number
   transition?: NativeTransition
+}
+
+/** One script call: its keys (8 per name) and arguments (23 per name). */
+export interface NativeGroupCall {
+  keys: Array<string>
+  args: Array<string>
 }
 
 /** A group's options, as given (absent: the core's default). */

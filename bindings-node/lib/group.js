@@ -1,9 +1,11 @@
 'use strict'
 // One breaker for a group of processes (the `group` option; issue 23). The
 // core's member (src/group.rs, core/src/group/) decides everything: when to
-// exchange, what to send, what the group's answer does to the breaker. This
-// file does the I/O: one script call (`EVALSHA`, through the user's ioredis
-// client) per exchange, in the background, with a timeout. No call of the
+// exchange, what to send, what the group's answer does to the breaker; a
+// registry's members (src/registry_group.rs, core/src/group/keyed.rs) do
+// the same for each of its names. This file does the I/O: one script call
+// (`EVALSHA`, through the user's ioredis client) per exchange, a registry's
+// names all in it, in the background, with a timeout. No call of the
 // breaker ever waits for Redis or fails because of it: a store that fails
 // or is late leaves the process deciding alone ('groupDegraded') until it
 // answers again ('groupRecovered').
@@ -15,11 +17,11 @@ const { publish } = require('./events.js')
 const { checkName } = require('./options.js')
 const { randomHex64 } = require('./platform.js')
 
-/** The ioredis command each client gets, defined once per client. */
-const COMMAND = 'halfopenGroupExchange'
+/** The ioredis command each client gets, defined once per client: the number of keys first. */
+const COMMAND = 'halfopenGroupExchanges'
 const DEFINED = new WeakSet()
 
-/** The link of each breaker in a group. */
+/** The link of each breaker (or registry) in a group. */
 const LINKS = new WeakMap()
 
 const NUMBER_OPTIONS = { flushIntervalMs: 'ms', storeTimeoutMs: 'ms', leaseMs: 'ms', memberTtlMs: 'ms', quorum: 'count' }
@@ -57,17 +59,62 @@ function groupOptions(group) {
   return { redis, name, options }
 }
 
-/** A breaker's exchanges with its group's store. */
+/** What a link does with a breaker (`CircuitBreaker`). */
+const BREAKER = {
+  join(b, name, options) {
+    const keys = groupKeys(name)
+    b._native.groupJoin(options)
+    return keys
+  },
+  /** The call due (keys and arguments), or null. */
+  request(b, now, keys) {
+    // Successes batched under the licence count in the running totals
+    // (handing them over may cause a transition: published first).
+    // (The breaker's time never goes back: its latest reading.)
+    if (b._flush(b._last)) b._transitions(b._last)
+    const args = b._native.groupRequest(now)
+    return args === null || args === undefined ? null : { keys, args }
+  },
+  /** Applies the reply: -1 if it is not the script's. */
+  apply(b, reply, at) {
+    let code = 0
+    b._manual(() => {
+      code = b._native.groupApply(reply, at)
+      return code > 0
+    })
+    return code
+  },
+}
+
+/** What a link does with a `Registry`: every name due in one call. */
+const REGISTRY = {
+  join(r, name, options) {
+    groupKeys(name)
+    r._native.groupJoin(name, options)
+    return null
+  },
+  request(r, now) {
+    return r._native.groupRequest(now) ?? null
+  },
+  apply(r, reply, at) {
+    const code = r._native.groupApply(reply, at)
+    if (code > 0) r._transitions()
+    return code
+  },
+}
+
+/** The exchanges of a breaker (or of a registry's names) with their group's store. */
 class GroupLink {
-  constructor(breaker, group) {
-    if (typeof breaker._native.groupJoin !== 'function' || typeof groupScript !== 'function') {
+  /** `owner`: a `CircuitBreaker`, or a `Registry` with `registry` true. */
+  constructor(owner, group, registry = false) {
+    if (typeof owner._native.groupJoin !== 'function' || typeof groupScript !== 'function') {
       throw typeError('group', 'absent: the WebAssembly backend has no group mode (it needs the native addon)', group)
     }
     const { redis, name, options } = groupOptions(group)
+    this._host = registry ? REGISTRY : BREAKER
     let keys
     try {
-      keys = groupKeys(name)
-      breaker._native.groupJoin(options)
+      keys = this._host.join(owner, name, options)
     } catch (err) {
       const e = fromNative(err)
       if (typeof e.option === 'string' && !e.option.startsWith('group.')) {
@@ -77,19 +124,19 @@ class GroupLink {
       throw e
     }
     if (!DEFINED.has(redis)) {
-      redis.defineCommand(COMMAND, { numberOfKeys: keys.length, lua: groupScript() })
+      redis.defineCommand(COMMAND, { lua: groupScript() })
       DEFINED.add(redis)
     }
     this.member = options.member
-    this._breaker = breaker
+    this._owner = owner
     this._redis = redis
     this._keys = keys
-    this._timeoutMs = breaker._native.groupStoreTimeoutMs()
+    this._timeoutMs = owner._native.groupStoreTimeoutMs()
     this._timer = null
     this._inFlight = false
     this._closed = false
     this._lastError = null
-    LINKS.set(breaker, this)
+    LINKS.set(owner, this)
     this._start()
   }
 
@@ -118,7 +165,7 @@ class GroupLink {
   _schedule() {
     if (this._closed || this._inFlight) return
     if (this._timer !== null) clearTimeout(this._timer)
-    const b = this._breaker
+    const b = this._owner
     let delay
     try {
       // A clock that fails is the exchange's failure (reported there); the
@@ -145,9 +192,9 @@ class GroupLink {
 
   /** One exchange, if the member says one is due. */
   async _exchange() {
-    const b = this._breaker
+    const b = this._owner
     if (this._closed || this._inFlight) return
-    let args
+    let call
     let now
     try {
       now = readRaw(b)
@@ -158,16 +205,12 @@ class GroupLink {
       return this._failedWith(err)
     }
     try {
-      // Successes batched under the licence count in the running totals
-      // (handing them over may cause a transition: published first).
-      // (The breaker's time never goes back: its latest reading.)
-      if (b._flush(b._last)) b._transitions(b._last)
-      args = b._native.groupRequest(now)
+      call = this._host.request(b, now, this._keys)
     } catch (err) {
       // Anything that stops an exchange is its failure, said with the error.
       return this._failedWith(err)
     }
-    if (args === null || args === undefined) return this._schedule()
+    if (call === null) return this._schedule()
     this._inFlight = true
     let reply
     let failure = null
@@ -176,7 +219,9 @@ class GroupLink {
       const late = new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Error(`the group store did not answer within ${this._timeoutMs} ms`)), this._timeoutMs)
       })
-      reply = await Promise.race([this._redis[COMMAND](...this._keys, ...args), late])
+      // (One array: ioredis flattens it; a registry's call can hold more
+      // arguments than a spread may.)
+      reply = await Promise.race([this._redis[COMMAND](call.keys.length, call.keys.concat(call.args)), late])
     } catch (err) {
       failure = err
     } finally {
@@ -197,11 +242,7 @@ class GroupLink {
         }
       }
       if (failure === null) {
-        let code = 0
-        b._manual(() => {
-          code = b._native.groupApply(reply, at)
-          return code > 0
-        })
+        const code = this._host.apply(b, reply, at)
         if (code < 0) failure = new Error('the group store answered something its script cannot have')
       } else {
         b._native.groupFailed(at)
@@ -218,7 +259,7 @@ class GroupLink {
 
   /** The exchange failed because of `err`: the process decides alone ('groupDegraded' carries it). */
   _failedWith(err) {
-    const b = this._breaker
+    const b = this._owner
     this._lastError = err
     try {
       b._native.groupFailed(b._last)
@@ -229,39 +270,48 @@ class GroupLink {
     this._schedule()
   }
 
-  /** Emits the link's changes on the breaker. */
+  /** Emits the link's changes on its owner. */
   _events() {
-    const b = this._breaker
+    const b = this._owner
+    // (A breaker's events name it; a registry's are about every name.)
+    const who = this._host === BREAKER ? { name: b.name } : {}
     for (let event = b._native.groupEvent(); event !== null; event = b._native.groupEvent()) {
-      if (event === 'degraded') publish(b, 'groupDegraded', { name: b.name, error: this._lastError })
-      else publish(b, 'groupRecovered', { name: b.name })
+      if (event === 'degraded') publish(b, 'groupDegraded', { ...who, error: this._lastError })
+      else publish(b, 'groupRecovered', { ...who })
     }
   }
 
-  /** The breaker's state changed: the member may want an exchange sooner. */
+  /** A state changed: a member may want an exchange sooner. */
   poke() {
     if (!this._inFlight) this._schedule()
   }
 
-  /** Stops exchanging (the breaker goes on alone, in no group). */
+  /** Stops exchanging (the breaker, or each name, goes on alone, in no group). */
   close() {
-    this._breaker._native.groupLeave()
+    this._owner._native.groupLeave()
     this._closed = true
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null
-    LINKS.delete(this._breaker)
+    LINKS.delete(this._owner)
   }
 
-  /** What the link knows: the member id, whether it decides alone, the group's phase as last answered. */
+  /**
+   * What the link knows: the member id, whether it decides alone, and the
+   * group's phase as last answered (a breaker's), or the names in the
+   * group and those its store answered (a registry's).
+   */
   status() {
-    const n = this._breaker._native
+    const n = this._owner._native
+    if (this._host === REGISTRY) {
+      return { member: this.member, degraded: n.groupDegraded(), names: n.groupSize(), answered: n.groupAnswered() }
+    }
     return { member: this.member, degraded: n.groupDegraded(), phase: n.groupPhase() }
   }
 }
 
-/** The link of `breaker`, if it is in a group. */
-function linkOf(breaker) {
-  return LINKS.get(breaker)
+/** The link of `owner` (a breaker or a registry), if it is in a group. */
+function linkOf(owner) {
+  return LINKS.get(owner)
 }
 
 module.exports = { GroupLink, linkOf }

@@ -35,7 +35,7 @@ const DISPATCHER_OPTIONS = ['send', 'isFailure', 'timeoutMs', 'store']
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {
   breaker: ['name', 'isFailure', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram', 'group'],
-  registry: ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity'],
+  registry: ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity', 'group'],
   configure: [],
   // RetentionQueue and Dispatcher (lib/retention.js, lib/dispatcher.js).
   retention: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS],

@@ -7,6 +7,7 @@
 const { NativeRegistry } = require('../native.js')
 const { enqueueTransitions, issuePermit, metricsOf, STATES, takePermit } = require('./breaker.js')
 const { execute } = require('./call.js')
+const { GroupLink, linkOf } = require('./group.js')
 const { read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, RegistryFullError, snapshotText } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
@@ -38,6 +39,24 @@ class Registry extends EventEmitter {
       throw fromNative(err, { options })
     }
     this._maxNameBytes = this._native.maxNameBytes()
+    // Each name's breaker a group of its own, all exchanged in one script call.
+    if (t.given.group !== undefined) new GroupLink(this, t.given.group, true)
+  }
+
+  /**
+   * With the `group` option: `{ member, degraded, names, answered }` (the
+   * member id of this process, whether every name decides alone because
+   * the store failed, how many names are in the group: a name joins at the
+   * next regular exchange after its breaker is made, and how many of them
+   * Redis answered); else (also after `leaveGroup()`) null.
+   */
+  groupStatus() {
+    return linkOf(this)?.status() ?? null
+  }
+
+  /** Stops exchanging with the group (every name goes on alone). */
+  leaveGroup() {
+    linkOf(this)?.close()
   }
 
   /** The breaker for `name` (made on its first call). */
@@ -118,6 +137,8 @@ class Registry extends EventEmitter {
   _transitions() {
     enqueueTransitions(this, this._native.takeTransitions())
     drain(this)
+    // A transition may ask for an exchange with the group sooner.
+    linkOf(this)?.poke()
   }
 }
 
@@ -233,6 +254,25 @@ class KeyedBreaker {
     this._manual('handle_timeout')
   }
 
+  /**
+   * With the registry's `group` option: opens this name's breaker in every
+   * process for `ms` (see `CircuitBreaker.groupForceOpen`).
+   */
+  groupForceOpen(ms) {
+    checkAtLeastMs(ms, 'groupForceOpen')
+    const r = this._registry
+    const link = linkOf(r)
+    if (link === undefined) throw new TypeError('groupForceOpen needs the registry\'s group option (and a registry still in its group)')
+    let changed
+    try {
+      changed = r._native.groupForceOpen(this.name, read(this), ms)
+    } catch (err) {
+      throw fromNative(err, { name: this.name })
+    }
+    if (changed) r._transitions()
+    link.poke()
+  }
+
   // The call path's host methods (lib/call.js).
 
   _admit() {
@@ -271,8 +311,8 @@ class KeyedBreaker {
     const r = this._registry
     const pending = r._native.record(this.name, permit.generation, permit.issuedAtMs, outcome, readToReport(this))
     if (event !== undefined && r.listenerCount(event) > 0) enqueue(r, event, payload)
-    if (pending) enqueueTransitions(r, r._native.takeTransitions())
-    drain(r)
+    if (pending) r._transitions()
+    else drain(r)
   }
 
   _manual(op, ms) {

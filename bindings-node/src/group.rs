@@ -4,7 +4,7 @@
 //! `EVALSHA` per exchange through the user's ioredis client, is
 //! `lib/group.js`'s.
 
-use halfopen::group::{GroupConfig, GroupEvent, GroupPhase, Member, redis};
+use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, GroupPhase, Member, redis};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -23,6 +23,29 @@ pub struct NativeGroupOptions {
     pub store_timeout_ms: Option<f64>,
     pub lease_ms: Option<f64>,
     pub member_ttl_ms: Option<f64>,
+}
+
+impl NativeGroupOptions {
+    /// The member id and the group's configuration (the core's defaults
+    /// for those not given).
+    pub(crate) fn read(&self) -> Result<(u64, GroupConfig)> {
+        let id = u64::from_str_radix(&self.member, 16)
+            .map_err(|_| structured("config", Some("member"), Some("out_of_range"), "member: 16 hex digits"))?;
+        let defaults = GroupConfig::default();
+        let group = GroupConfig {
+            flush_interval: self.flush_interval_ms.map_or(defaults.flush_interval, duration),
+            quorum: self.quorum.unwrap_or(defaults.quorum),
+            store_timeout: self.store_timeout_ms.map(duration).or(defaults.store_timeout),
+            lease: self.lease_ms.map(duration),
+            member_ttl: self.member_ttl_ms.map(duration),
+        };
+        Ok((id, group))
+    }
+}
+
+/// A group option that does not fit the breaker's configuration.
+pub(crate) fn refused(e: GroupConfigError) -> crate::error::Error {
+    config(e.field.name(), e.problem, e.problem.describe())
 }
 
 /// The store script (Lua) every process of a group runs.
@@ -52,18 +75,8 @@ impl NativeBreaker {
     /// an invalid option.
     #[cfg_attr(feature = "node", napi)]
     pub fn group_join(&mut self, options: NativeGroupOptions) -> Result<()> {
-        let id = u64::from_str_radix(&options.member, 16)
-            .map_err(|_| structured("config", Some("member"), Some("out_of_range"), "member: 16 hex digits"))?;
-        let defaults = GroupConfig::default();
-        let group = GroupConfig {
-            flush_interval: options.flush_interval_ms.map_or(defaults.flush_interval, duration),
-            quorum: options.quorum.unwrap_or(defaults.quorum),
-            store_timeout: options.store_timeout_ms.map(duration).or(defaults.store_timeout),
-            lease: options.lease_ms.map(duration),
-            member_ttl: options.member_ttl_ms.map(duration),
-        };
-        let member = Member::new(id, group, self.breaker.config())
-            .map_err(|e| config(e.field.name(), e.problem, e.problem.describe()))?;
+        let (id, group) = options.read()?;
+        let member = Member::new(id, group, self.breaker.config()).map_err(refused)?;
         self.group = Some(Box::new(member));
         Ok(())
     }

@@ -15,6 +15,7 @@ mod error;
 mod group;
 mod options;
 mod registry;
+mod registry_group;
 mod time;
 mod wire;
 

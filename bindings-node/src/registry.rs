@@ -28,15 +28,17 @@ pub struct NativeRefusal {
 
 #[cfg_attr(feature = "node", napi)]
 pub struct NativeRegistry {
-    registry: Registry<Gauges>,
+    pub(crate) registry: Registry<Gauges>,
     /// Why the latest rejection was made (`Wait::reason`).
     refusal: &'static str,
     /// Transitions not yet taken, with the name of their breaker.
-    transitions: Vec<(String, Transition)>,
+    pub(crate) transitions: Vec<(String, Transition)>,
+    /// Its group, once it joins one (`src/registry_group.rs`).
+    pub(crate) group: Option<Box<crate::registry_group::RegistryGroup>>,
 }
 
 impl NativeRegistry {
-    fn keep(&mut self, name: &str, t: impl IntoIterator<Item = Transition>) -> bool {
+    pub(crate) fn keep(&mut self, name: &str, t: impl IntoIterator<Item = Transition>) -> bool {
         let before = self.transitions.len();
         self.transitions.extend(t.into_iter().map(|t| (name.to_owned(), t)));
         self.transitions.len() > before
@@ -55,7 +57,7 @@ impl NativeRegistry {
             return Err(Refusal::Registry(halfopen::RegistryError::Capacity).into());
         }
         let registry = Registry::new(config, capacity as usize).map_err(Refusal::from)?;
-        Ok(NativeRegistry { registry, transitions: Vec::new(), refusal: "" })
+        Ok(NativeRegistry { registry, transitions: Vec::new(), refusal: "", group: None })
     }
 
     /// Gives `name` the registry's configuration changed by `options` (the
@@ -64,7 +66,9 @@ impl NativeRegistry {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn configure(&mut self, name: String, options: NativeOptions, now_ms: f64) -> Result<bool> {
         let patch = options.patch()?;
+        self.group_check(&patch.apply(self.registry.config()))?;
         let t = self.registry.configure_from(&name, &patch, instant(now_ms)).map_err(Refusal::from)?;
+        self.group_forget(Some(&name));
         Ok(self.keep(&name, t))
     }
 
@@ -218,6 +222,7 @@ impl NativeRegistry {
             .map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
         self.transitions.extend(changed);
+        self.group_forget(None);
         Ok(!self.transitions.is_empty())
     }
 }

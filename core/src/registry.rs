@@ -380,9 +380,10 @@ impl<M: Meter + Default> Registry<M> {
         &self.config
     }
 
-    /// `name`'s configuration (its own, or the registry's).
-    pub fn config_of(&self, name: &str) -> &Config {
-        self.overrides.get(name).map_or(&self.config, |c| c)
+    /// Every configuration a name can have: the registry's, then each
+    /// name's own.
+    pub fn configs(&self) -> impl Iterator<Item = &Config> {
+        core::iter::once(&*self.config).chain(self.overrides.values().map(|c| &**c))
     }
 
     /// Breakers held.

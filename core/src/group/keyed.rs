@@ -5,22 +5,22 @@
 //!
 //! The members of a registry exchange together: at each regular exchange
 //! (one per flush interval) every name whose exchange would be due within
-//! the next flush interval goes in the same call; an exchange a transition
-//! asks for sooner carries only the names due then (they join the regular
-//! one after). A registry makes one store call per flush interval, plus
-//! one per burst of transitions (at most ten per flush interval, as a
-//! single breaker's). A name gets its member at the first exchange after
-//! its breaker is made (never on the call path: until then it decides
-//! alone); a name whose breaker was evicted leaves, and one whose breaker
-//! was replaced (configured, restored) joins again afresh
-//! ([`forget`](KeyedMembers::forget)).
+//! the next flush interval goes, in calls of at most [`NAMES_PER_CALL`]
+//! names one after the other; an exchange a transition asks for sooner
+//! carries only the names due then (they join the regular one after). A
+//! registry of up to [`NAMES_PER_CALL`] names makes one store call per
+//! flush interval, plus one per burst of transitions (at most ten per
+//! flush interval, as a single breaker's). A name gets its member at the next regular exchange
+//! after its breaker is made (never on the call path: until then, up to a
+//! flush interval, it decides alone); a name whose breaker was evicted
+//! leaves, and one whose breaker was replaced (configured, restored) joins
+//! again afresh ([`forget`](KeyedMembers::forget)).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
-use super::policy;
 use super::protocol::{Answer, Request};
 use super::{GroupConfig, GroupConfigError, GroupEvent, Member};
 use crate::config::Config;
@@ -28,6 +28,13 @@ use crate::meter::Meter;
 use crate::registry::Registry;
 use crate::state::Transitions;
 use crate::time::{Duration, Instant};
+
+/// The most names one store call carries. Redis runs a script alone (every
+/// other client waits), and the script costs about 0.1 ms of Redis time
+/// per name (BENCHMARKS.md, "Group mode"): a call holds Redis for about
+/// 10 ms at most, well within a store timeout, and a registry of more
+/// names makes a call per hundred names each flush interval.
+pub const NAMES_PER_CALL: usize = 100;
 
 /// The members of a registry's names (see the module).
 #[derive(Debug)]
@@ -40,17 +47,25 @@ pub struct KeyedMembers {
     sent: Option<Instant>,
     /// When the next regular exchange is due (none: at once).
     regular: Option<Instant>,
+    /// The regular exchange under way: names due before this go in its
+    /// next call.
+    round: Option<Instant>,
     /// Whether the latest exchange failed, and whether the caller was told.
     degraded: bool,
     told_degraded: bool,
 }
 
 impl KeyedMembers {
-    /// Process `id`'s members of a registry whose breakers are configured
-    /// by `breaker` (the registry's configuration; a name's own is checked
-    /// by [`check`](Self::check)).
-    pub fn new(id: u64, config: GroupConfig, breaker: &Config) -> Result<Self, GroupConfigError> {
-        config.validate(breaker)?;
+    /// Process `id`'s members of `registry`'s names (its configurations
+    /// are checked here; a name configured later, by [`check`](Self::check)).
+    pub fn new<M: Meter + Default>(
+        id: u64,
+        config: GroupConfig,
+        registry: &Registry<M>,
+    ) -> Result<Self, GroupConfigError> {
+        for breaker in registry.configs() {
+            config.validate(breaker)?;
+        }
         Ok(KeyedMembers {
             id,
             config,
@@ -58,6 +73,7 @@ impl KeyedMembers {
             out: Vec::new(),
             sent: None,
             regular: None,
+            round: None,
             degraded: false,
             told_degraded: false,
         })
@@ -84,6 +100,11 @@ impl KeyedMembers {
         self.members.is_empty()
     }
 
+    /// Names whose group answered since the store last failed for them.
+    pub fn answered(&self) -> usize {
+        self.members.values().filter(|m| m.register().is_some()).count()
+    }
+
     /// `name`'s member, if it has one.
     pub fn member(&self, name: &str) -> Option<&Member> {
         self.members.get(name)
@@ -95,21 +116,19 @@ impl KeyedMembers {
     }
 
     /// When the next exchange is due at `now`: with one out, when its
-    /// answer is overdue; a name without a member yet, a tenth of a flush
-    /// interval after the latest exchange at most.
+    /// answer is overdue; else the next regular one, or sooner a member's.
     pub fn next_exchange<M: Meter + Default>(&self, registry: &Registry<M>, now: Instant) -> Instant {
         if let Some(sent) = self.sent {
             return sent + self.config.store_timeout();
         }
-        let newcomer = self.members.values().filter_map(Member::last_sent).max();
-        let newcomer = newcomer.map_or(now, |t| now.max(t + policy::urgent_gap(&self.config)));
+        if self.round.is_some() {
+            return now;
+        }
         let mut due = self.regular.unwrap_or(now);
         for (name, breaker) in registry.iter() {
-            let at = match self.members.get(name) {
-                Some(member) => member.next_exchange(breaker, now),
-                None => newcomer,
-            };
-            due = due.min(at);
+            if let Some(member) = self.members.get(name) {
+                due = due.min(member.next_exchange(breaker, now));
+            }
         }
         due
     }
@@ -127,29 +146,42 @@ impl KeyedMembers {
         if now < self.next_exchange(registry, now) {
             return None;
         }
-        // Names evicted leave; new ones join.
+        // Names evicted leave; new ones join at a regular exchange.
         self.members.retain(|name, _| registry.peek(name).is_some());
-        for (name, breaker) in registry.iter() {
-            if !self.members.contains_key(name)
-                && let Ok(member) = Member::new(self.id, self.config, breaker.config())
-            {
-                self.members.insert(name.into(), member);
-            }
-        }
         let flush = self.config.flush_interval;
         let regular = self.regular.is_none_or(|at| now >= at);
-        let ahead = if regular { flush } else { Duration::ZERO };
+        if regular {
+            for (name, breaker) in registry.iter() {
+                if !self.members.contains_key(name)
+                    && let Ok(member) = Member::new(self.id, self.config, breaker.config())
+                {
+                    self.members.insert(name.into(), member);
+                }
+            }
+        }
+        if regular {
+            self.regular = Some(now + flush);
+            self.round = Some(now + flush);
+        }
+        // In a round, the names due before its end (those sent in it are
+        // due at its end or later).
+        let ahead = self.round.map_or(Duration::ZERO, |end| {
+            Duration::from_micros(end.saturating_since(now).as_micros().saturating_sub(1))
+        });
         let mut requests = Vec::new();
         self.out.clear();
         for (name, member) in &mut self.members {
+            if requests.len() == NAMES_PER_CALL {
+                break;
+            }
             let Some(breaker) = registry.peek_mut(name) else { continue };
             if let Some(request) = member.request_ahead(breaker, now, ahead) {
                 requests.push(request);
                 self.out.push(name.clone());
             }
         }
-        if regular {
-            self.regular = Some(now + flush);
+        if requests.len() < NAMES_PER_CALL {
+            self.round = None;
         }
         if requests.is_empty() {
             return None;
@@ -192,6 +224,8 @@ impl KeyedMembers {
     /// name in it decides alone until the store answers again.
     pub fn failed<M: Meter + Default>(&mut self, registry: &mut Registry<M>, now: Instant) {
         self.sent = None;
+        // (The round ends: its other names go when due, each.)
+        self.round = None;
         self.degraded = true;
         for name in self.out.drain(..) {
             if let (Some(member), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) {

@@ -31,11 +31,10 @@ const SECOND: u64 = 1_000_000;
 impl Fleet {
     fn new(n: usize) -> Fleet {
         let processes = (0..n)
-            .map(|i| Process {
-                registry: Registry::new(Config::default(), 100).unwrap(),
-                members: KeyedMembers::new(100 + i as u64, GroupConfig::default(), &Config::default()).unwrap(),
-                calls: 0,
-                cut_off: false,
+            .map(|i| {
+                let registry = Registry::new(Config::default(), 1_000).unwrap();
+                let members = KeyedMembers::new(100 + i as u64, GroupConfig::default(), &registry).unwrap();
+                Process { registry, members, calls: 0, cut_off: false }
             })
             .collect();
         Fleet { stores: BTreeMap::new(), processes, now_us: 600 * SECOND }
@@ -210,4 +209,40 @@ fn a_force_open_of_one_name_opens_that_name_everywhere() {
     assert_eq!(f.state(0, "a"), State::Open);
     f.run(2 * SECOND);
     assert!((0..3).all(|i| f.state(i, "a") == State::Open && f.state(i, "b") == State::Closed));
+}
+
+#[test]
+fn a_name_whose_configuration_cannot_be_in_the_group_is_refused() {
+    let group = GroupConfig { lease: Some(Duration::from_secs(60)), ..GroupConfig::default() };
+    let slow = Config { probe_timeout: Duration::from_secs(90), ..Config::default() };
+    let mut registry: Registry = Registry::new(Config::default(), 10).unwrap();
+    let members = KeyedMembers::new(1, group, &registry).unwrap();
+    assert_eq!(members.check(&slow).map_err(|e| e.field), Err(GroupField::Lease));
+    registry.configure("slow", slow, Instant::ZERO).unwrap();
+    assert_eq!(KeyedMembers::new(1, group, &registry).map(|_| ()).map_err(|e| e.field), Err(GroupField::Lease));
+}
+
+#[test]
+fn a_registry_of_many_names_sends_them_a_hundred_per_call_one_round_per_flush_interval() {
+    let mut f = Fleet::new(2);
+    let names: Vec<String> = (0..250).map(|i| alloc::format!("n{i}")).collect();
+    for name in &names {
+        f.call(0, name, Outcome::Success);
+        f.call(1, name, Outcome::Success);
+    }
+    f.run(3 * SECOND);
+    assert_eq!(f.processes[0].members.len(), 250);
+    let before = f.processes[0].calls;
+    for _ in 0..10 {
+        for name in &names {
+            f.call(0, name, Outcome::Success);
+        }
+        f.run(SECOND);
+    }
+    // Ten rounds of three calls (100 + 100 + 50 names), one after the other.
+    assert_eq!(f.processes[0].calls - before, 30);
+    // Every name heard from the group this round: its latest answer is recent.
+    let now = f.now();
+    let p = &mut f.processes[0];
+    assert!(p.members.next_exchange(&p.registry, now) > now);
 }

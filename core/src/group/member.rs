@@ -130,11 +130,6 @@ impl Member {
         self.id
     }
 
-    /// When its latest request was sent.
-    pub fn last_sent(&self) -> Option<Instant> {
-        self.last_sent
-    }
-
     /// Its configuration.
     pub fn config(&self) -> &GroupConfig {
         &self.config

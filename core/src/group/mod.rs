@@ -70,7 +70,7 @@ mod tests;
 pub use crate::breaker::Tally;
 pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL, MAX_GROUP_PERIOD, MIN_FLUSH_INTERVAL};
 #[cfg(feature = "alloc")]
-pub use keyed::KeyedMembers;
+pub use keyed::{KeyedMembers, NAMES_PER_CALL};
 pub use member::{GroupEvent, Member};
 pub use protocol::{
     ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, MAX_PERIOD_US, Proposal, Proposed, Register, Request,

@@ -1,0 +1,143 @@
+'use strict'
+// A Registry's `group` option against a real redis-server: each name's
+// breaker is a group of its own (failures of one name, spread over
+// processes, open that name everywhere and no other), and every name due
+// goes in one script call: Redis itself counts (INFO commandstats) at most
+// one script call per process per flush interval for ten processes of
+// 1,000 names. Every wait is for the system's own answer, never a margin.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn, fork } = require('node:child_process')
+const { once } = require('node:events')
+const net = require('node:net')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { Registry } = require('..')
+const { groupKeys } = require('../native.js')
+
+let port
+let server
+const clients = []
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+before(async () => {
+  port = await freePort()
+  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+})
+
+after(() => {
+  for (const r of clients) r.disconnect()
+  server.kill()
+})
+
+function client() {
+  const r = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+  r.on('error', () => {})
+  clients.push(r)
+  return r
+}
+
+async function until(check) {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
+// The registry processes' flush interval: a round of 10 × 1,000 names takes
+// Redis about a second (0.1 ms a name: BENCHMARKS.md).
+const FLUSH_MS = 2_000
+
+const BREAKER = { failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 60_000, halfOpenMaxAttempts: 1, probeTimeoutMs: 1_000 }
+
+function registry(group, options = {}) {
+  return new Registry({ ...BREAKER, ...options, group: { redis: client(), name: group, flushIntervalMs: 50, storeTimeoutMs: 40 } })
+}
+
+test('a registry group option is checked as a breaker\'s, and a name configured past the lease is refused', () => {
+  assert.throws(() => new Registry({ group: 1 }), (e) => e instanceof TypeError && e.option === 'group')
+  assert.throws(() => new Registry({ group: { redis: client(), name: 'a{b' } }), (e) => e.option === 'group.name')
+  assert.throws(() => new Registry({ group: { redis: client(), name: 'g', flushIntervalMs: 0 } }), (e) => e.option === 'group.flushIntervalMs')
+  const r = new Registry({ ...BREAKER, group: { redis: client(), name: 'checked', leaseMs: 2_000 } })
+  assert.throws(() => r.configure('slow', { probeTimeoutMs: 5_000 }), (e) => e instanceof RangeError && e.option === 'probeTimeoutMs' && e.problem === 'too_large')
+  r.configure('quick', { probeTimeoutMs: 1_000 })
+  assert.deepEqual(Object.keys(r.groupStatus()).sort(), ['answered', 'degraded', 'member', 'names'])
+  r.leaveGroup()
+  assert.equal(r.groupStatus(), null)
+  assert.throws(() => r.get('quick').groupForceOpen(1_000), TypeError)
+})
+
+test('each name is a group of its own: failures of one, spread over processes, open it everywhere and no other', { timeout: 30_000 }, async () => {
+  const fleet = [registry('names'), registry('names'), registry('names')]
+  for (const r of fleet) for (const name of ['a', 'b']) await r.get(name).execute(() => 1)
+  await until(() => fleet.every((r) => r.groupStatus().answered === 2))
+  // Six failures of 'a', two per process: none trips alone (five needed).
+  for (const r of fleet) for (let i = 0; i < 2; i++) await r.get('a').execute(() => Promise.reject(new Error('down'))).catch(() => {})
+  assert.ok(fleet.every((r) => r.get('a').getState() === 'CLOSED'))
+  await until(() => fleet.every((r) => r.get('a').getState() === 'OPEN'))
+  assert.ok(fleet.every((r) => r.get('b').getState() === 'CLOSED'), 'b is a group of its own')
+  // The group's register is under the registry's hash tag and the name.
+  const probe = client()
+  await until(() => probe.status === 'ready')
+  const register = await probe.hgetall('halfopen:v1:{names}:k:a:register')
+  assert.equal(register.phase, 'open')
+  assert.equal(await probe.hget('halfopen:v1:{names}:k:b:register', 'phase'), null)
+  assert.equal(groupKeys('names')[0], 'halfopen:v1:{names}:register')
+  for (const r of fleet) r.leaveGroup()
+})
+
+test('a force-open of one name opens that name in every process; a killed Redis leaves every name alone', { timeout: 30_000 }, async () => {
+  const fleet = [registry('forced'), registry('forced')]
+  for (const r of fleet) for (const name of ['a', 'b']) await r.get(name).execute(() => 1)
+  await until(() => fleet.every((r) => r.groupStatus().answered === 2))
+  fleet[0].get('a').groupForceOpen(60_000)
+  assert.equal(fleet[0].get('a').getState(), 'OPEN')
+  await until(() => fleet[1].get('a').getState() === 'OPEN')
+  assert.equal(fleet[1].get('b').getState(), 'CLOSED')
+  assert.throws(() => fleet[0].get('a').groupForceOpen(-1), RangeError)
+  const degraded = fleet.map((r) => once(r, 'groupDegraded'))
+  server.kill('SIGKILL')
+  const events = await Promise.all(degraded)
+  assert.ok(events.every(([e]) => e.error instanceof Error))
+  assert.ok(fleet.every((r) => r.groupStatus().degraded))
+  // Deciding alone: b still admits, without waiting for Redis.
+  assert.equal(await fleet[1].get('b').execute(() => 'sent'), 'sent')
+  const recovered = fleet.map((r) => once(r, 'groupRecovered'))
+  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  await Promise.all(recovered)
+  for (const r of fleet) r.leaveGroup()
+})
+
+test('ten processes of 1,000 names: Redis counts one script call per hundred names per process per flush interval', { timeout: 60_000 }, async () => {
+  const admin = client()
+  await until(() => admin.status === 'ready')
+  await admin.config('RESETSTAT')
+  const started = performance.now()
+  const processes = Array.from({ length: 10 }, () =>
+    fork(path.join(__dirname, 'support', 'registry-member.js'), [String(port), 'counted', '1000', '10000', String(FLUSH_MS)]),
+  )
+  const answers = await Promise.all(processes.map((p) => once(p, 'message').then(([m]) => m)))
+  const stats = await admin.info('commandstats')
+  const elapsed = performance.now() - started
+  for (const p of processes) p.disconnect()
+  await Promise.all(processes.map((p) => once(p, 'exit')))
+  assert.ok(answers.every((a) => a.what === 'done' && a.names === 1000 && !a.degraded), JSON.stringify(answers[0]))
+  let calls = 0
+  for (const name of ['evalsha', 'eval']) {
+    const m = stats.match(new RegExp(`cmdstat_${name}:calls=(\\d+)`))
+    if (m) calls += Number(m[1])
+  }
+  // No transition: every round is a flush interval's (the first at once,
+  // before any name), of ten calls (100 names each); ioredis loads the
+  // script once per client (a refused EVALSHA, then EVAL).
+  const rounds = Math.floor(elapsed / FLUSH_MS) + 1
+  const bound = processes.length * (rounds * 10 + 1)
+  assert.ok(calls >= processes.length * 10 && calls <= bound, `${calls} script calls in ${Math.round(elapsed)} ms for 10 × 1,000 names (bound ${bound})`)
+})
