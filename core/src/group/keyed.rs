@@ -47,9 +47,10 @@ pub struct KeyedMembers {
     sent: Option<Instant>,
     /// When the next regular exchange is due (none: at once).
     regular: Option<Instant>,
-    /// The regular exchange under way: names due before this go in its
-    /// next call.
-    round: Option<Instant>,
+    /// The regular exchange under way: when it ends, and the names it has
+    /// still to send (each once: a round longer than a flush interval
+    /// starves none).
+    round: Option<(Instant, Vec<Box<str>>)>,
     /// Whether the latest exchange failed, and whether the caller was told.
     degraded: bool,
     told_degraded: bool,
@@ -149,7 +150,8 @@ impl KeyedMembers {
         // Names evicted leave; new ones join at a regular exchange.
         self.members.retain(|name, _| registry.peek(name).is_some());
         let flush = self.config.flush_interval;
-        let regular = self.regular.is_none_or(|at| now >= at);
+        // (A round under way finishes first.)
+        let regular = self.round.is_none() && self.regular.is_none_or(|at| now >= at);
         if regular {
             for (name, breaker) in registry.iter() {
                 if !self.members.contains_key(name)
@@ -161,27 +163,42 @@ impl KeyedMembers {
         }
         if regular {
             self.regular = Some(now + flush);
-            self.round = Some(now + flush);
+            self.round = Some((now + flush, self.members.keys().cloned().collect()));
         }
-        // In a round, the names due before its end (those sent in it are
-        // due at its end or later).
-        let ahead = self.round.map_or(Duration::ZERO, |end| {
-            Duration::from_micros(end.saturating_since(now).as_micros().saturating_sub(1))
-        });
         let mut requests = Vec::new();
         self.out.clear();
-        for (name, member) in &mut self.members {
-            if requests.len() == NAMES_PER_CALL {
-                break;
+        match &mut self.round {
+            // In a round, its names due before it ends.
+            Some((end, names)) => {
+                let ahead = Duration::from_micros(end.saturating_since(now).as_micros().saturating_sub(1));
+                while requests.len() < NAMES_PER_CALL
+                    && let Some(name) = names.pop()
+                {
+                    let (Some(member), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) else {
+                        continue;
+                    };
+                    if let Some(request) = member.request_ahead(breaker, now, ahead) {
+                        requests.push(request);
+                        self.out.push(name);
+                    }
+                }
+                if names.is_empty() {
+                    self.round = None;
+                }
             }
-            let Some(breaker) = registry.peek_mut(name) else { continue };
-            if let Some(request) = member.request_ahead(breaker, now, ahead) {
-                requests.push(request);
-                self.out.push(name.clone());
+            // Else those due now (a transition's).
+            None => {
+                for (name, member) in &mut self.members {
+                    if requests.len() == NAMES_PER_CALL {
+                        break;
+                    }
+                    let Some(breaker) = registry.peek_mut(name) else { continue };
+                    if let Some(request) = member.request_ahead(breaker, now, Duration::ZERO) {
+                        requests.push(request);
+                        self.out.push(name.clone());
+                    }
+                }
             }
-        }
-        if requests.len() < NAMES_PER_CALL {
-            self.round = None;
         }
         if requests.is_empty() {
             return None;

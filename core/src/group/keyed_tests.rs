@@ -6,11 +6,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::*;
+use crate::Config;
 use crate::permit::Outcome;
 use crate::registry::Registry;
 use crate::state::State;
 use crate::time::{Duration, Instant};
-use crate::Config;
 
 struct Process {
     registry: Registry,
@@ -245,4 +245,36 @@ fn a_registry_of_many_names_sends_them_a_hundred_per_call_one_round_per_flush_in
     let now = f.now();
     let p = &mut f.processes[0];
     assert!(p.members.next_exchange(&p.registry, now) > now);
+}
+
+#[test]
+fn a_round_longer_than_a_flush_interval_starves_no_name() {
+    // 1,000 names, each store call taking 30 ms: a round of ten calls takes
+    // 300 ms, three flush intervals.
+    let group = GroupConfig { flush_interval: Duration::from_millis(100), ..GroupConfig::default() };
+    let mut registry: Registry = Registry::new(Config::default(), 1_000).unwrap();
+    let mut members = KeyedMembers::new(1, group, &registry).unwrap();
+    let mut store: BTreeMap<String, MemoryStore> = BTreeMap::new();
+    let mut answered: BTreeMap<String, u32> = BTreeMap::new();
+    let mut now_us = 600 * SECOND;
+    for i in 0..1_000 {
+        let name = alloc::format!("n{i}");
+        let admission = registry.try_acquire(&name, Instant::from_micros(now_us)).unwrap();
+        registry.record(&name, admission.decision.unwrap(), Outcome::Success, Instant::from_micros(now_us));
+    }
+    while now_us < 605 * SECOND {
+        now_us += 1_000;
+        let Some(requests) = members.requests(&mut registry, Instant::from_micros(now_us)) else { continue };
+        now_us += 30_000;
+        let names: Vec<String> = members.names_out().iter().map(|n| String::from(&**n)).collect();
+        let answers: Vec<Answer> =
+            names.iter().zip(&requests).map(|(n, r)| store.entry(n.clone()).or_default().exchange(r, now_us)).collect();
+        assert!(members.apply(&mut registry, &answers, Instant::from_micros(now_us), |_, _| ()));
+        for n in names {
+            *answered.entry(n).or_default() += 1;
+        }
+    }
+    assert_eq!(answered.len(), 1_000, "every name answered");
+    let fewest = answered.values().min().copied().unwrap();
+    assert!(fewest >= 14, "each name in every round: {fewest}");
 }

@@ -55,6 +55,8 @@
 mod config;
 #[cfg(feature = "alloc")]
 mod keyed;
+#[cfg(all(test, feature = "alloc"))]
+mod keyed_tests;
 mod member;
 mod policy;
 mod protocol;
@@ -62,8 +64,6 @@ mod protocol;
 pub mod redis;
 #[cfg(feature = "alloc")]
 mod store;
-#[cfg(all(test, feature = "alloc"))]
-mod keyed_tests;
 #[cfg(all(test, feature = "alloc"))]
 mod tests;
 
