@@ -211,7 +211,7 @@ export declare class SnapshotError extends Error {
 export interface GroupOptions {
   /** The ioredis client (a `Redis` or a `Cluster`: a group's keys share one hash slot). */
   redis: { defineCommand(name: string, definition: { numberOfKeys: number; lua: string }): void }
-  /** The group: every process's breaker with this name and Redis is one breaker (keys `halfopen:v1:{name}:...`; no `{` or `}`). */
+  /** The group: every process's breaker with this name and Redis is one breaker (its key: the hash `halfopen:v2:{name}`; no `{` or `}`). */
   name: string
   /** At most one exchange per interval (besides those a transition asks for), 10 ms to an hour. Default 1000. */
   flushIntervalMs?: number
@@ -321,10 +321,10 @@ export interface RegistryOptions extends CoreOptions {
   /**
    * Each name's breaker one breaker for several processes (README "Several
    * processes"): every process's registry with this group `name` on the same
-   * Redis shares name `n`'s breaker (keys `halfopen:v1:{name}:k:n:...`, all in
-   * one hash slot). Every name due goes in one script call per exchange: one
-   * per `flushIntervalMs`, plus one per burst of transitions. A name joins at
-   * the first exchange after its breaker is made.
+   * Redis shares name `n`'s breaker (the hash `halfopen:v2:{name}:k:n`, all in
+   * one hash slot). The names due go together, in script calls of at most
+   * 100 names: one round per `flushIntervalMs`, plus a call per burst of
+   * transitions. A name joins at the next round after its breaker is made.
    */
   group?: GroupOptions
 }

@@ -61,6 +61,18 @@ async function until(check) {
 const fail = () => Promise.reject(new Error('upstream down'))
 const ok = () => Promise.resolve('ok')
 
+/** Each member's record in group `key` (core/src/group/store.lua): id -> { seen, failed } (µs, store time). */
+async function records(redis, key) {
+  const all = await redis.hgetall(key)
+  const out = new Map()
+  for (const [field, value] of Object.entries(all)) {
+    if (!field.startsWith('m:')) continue
+    const [seen, failed] = value.split(',').map(Number)
+    out.set(field.slice(2), { seen, failed })
+  }
+  return out
+}
+
 function member(group, options = {}) {
   return new CircuitBreaker({ ...MEMBER.breaker, ...options, group: { ...MEMBER.group, redis: client(), name: group } })
 }
@@ -173,11 +185,14 @@ test('one member whose calls fail does not open the group', { timeout: 30_000 },
   // A client of the test's own, which waits for its connection.
   const redis = new Redis({ host: '127.0.0.1', port })
   clients.push(redis)
-  const [register, , , membersKey, failedKey] = groupKeys('poison')
+  const [register] = groupKeys('poison')
   const id = (x) => BigInt(`0x${x.groupStatus().member}`).toString()
   const pause = () => new Promise((resolve) => setTimeout(resolve, 10))
-  while ((await redis.zscore(failedKey, id(bad))) === null) await pause()
-  const lastSeen = async () => (await Promise.all([good1, good2].map((x) => redis.zscore(membersKey, id(x))))).map(Number)
+  while (!((await records(redis, register)).get(id(bad))?.failed > 0)) await pause()
+  const lastSeen = async () => {
+    const all = await records(redis, register)
+    return [good1, good2].map((x) => all.get(id(x))?.seen ?? 0)
+  }
   for (let round = 0; round < 2; round++) {
     const since = Math.max(...(await lastSeen()))
     while ((await lastSeen()).some((at) => at <= since)) await pause()
@@ -252,7 +267,7 @@ test('the group has one adaptive limit: the calls admitted across members stay w
     const [s, us] = await admin.time()
     const since = Number(s) * 1e6 + Number(us)
     for (;;) {
-      const scores = (await admin.zrange(keys[3], 0, -1, 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number)
+      const scores = [...(await records(admin, keys[0])).values()].map((r) => r.seen)
       if (scores.length === members.length && scores.every((t) => t > since)) return
       await new Promise((resolve) => setTimeout(resolve, 10))
     }
@@ -317,8 +332,8 @@ test('a clock stepped back keeps the exchanges going', { timeout: 30_000 }, asyn
   await until(() => a.groupStatus().phase === 'closed')
   const admin = client()
   await until(() => admin.status === 'ready')
-  const key = groupKeys('stepped')[3]
-  const score = async () => Number((await admin.zrange(key, 0, -1, 'WITHSCORES'))[1])
+  const [key] = groupKeys('stepped')
+  const score = async () => [...(await records(admin, key)).values()][0].seen
   skew += 30_000
   // The store's own record of its exchanges moves on, several times.
   const first = await score()

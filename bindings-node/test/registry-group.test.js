@@ -83,13 +83,12 @@ test('each name is a group of its own: failures of one, spread over processes, o
   assert.ok(fleet.every((r) => r.get('a').getState() === 'CLOSED'))
   await until(() => fleet.every((r) => r.get('a').getState() === 'OPEN'))
   assert.ok(fleet.every((r) => r.get('b').getState() === 'CLOSED'), 'b is a group of its own')
-  // The group's register is under the registry's hash tag and the name.
+  // Each name's group is a hash under the registry's hash tag and the name.
   const probe = client()
   await until(() => probe.status === 'ready')
-  const register = await probe.hgetall('halfopen:v1:{names}:k:a:register')
-  assert.equal(register.phase, 'open')
-  assert.equal(await probe.hget('halfopen:v1:{names}:k:b:register', 'phase'), null)
-  assert.equal(groupKeys('names')[0], 'halfopen:v1:{names}:register')
+  assert.equal(await probe.hget('halfopen:v2:{names}:k:a', 'phase'), 'open')
+  assert.equal(await probe.hget('halfopen:v2:{names}:k:b', 'phase'), null)
+  assert.deepEqual(groupKeys('names'), ['halfopen:v2:{names}'])
   for (const r of fleet) r.leaveGroup()
 })
 

@@ -307,7 +307,7 @@ def test_a_forks_child_rejoins_as_a_new_member(server: Server) -> None:
     assert child is not None and child[0] != parent and child[1] == "closed", (parent, child)
     # Two members live: the parent's answers say so.
     r = server.client()
-    members = r.zrange("halfopen:v1:{fork}:members", 0, -1)
+    members = [f[2:] for f in r.hkeys("halfopen:v2:{fork}") if f.startswith(b"m:")]
     assert {m.decode() for m in members} >= {str(int(parent, 16)), str(int(child[0], 16))}
     b.leave_group()
 
@@ -483,9 +483,8 @@ def test_a_store_that_lost_the_limit_starts_it_again(server: Server) -> None:
     breakers = [member(server, "lost-limit", options={"adaptive_limit": (1, 2)}) for _ in range(3)]
     joined(*breakers)
     r = server.client()
-    until(lambda: r.hget("halfopen:v1:{lost-limit}:register", "limit") is not None, "a limit")
-    for key in r.keys("halfopen:v1:{lost-limit}:*"):
-        r.delete(key)
+    until(lambda: r.hget("halfopen:v2:{lost-limit}", "limit") is not None, "a limit")
+    r.delete("halfopen:v2:{lost-limit}")
     # Every breaker keeps trying: the group's limit comes back, and calls go
     # through (no process holds on to a share of a limit that is gone).
     admitted = [0, 0, 0]
@@ -497,7 +496,7 @@ def test_a_store_that_lost_the_limit_starts_it_again(server: Server) -> None:
                     admitted[i] += 1
             except CircuitBreakerError:
                 pass
-        return min(admitted) >= 3 and r.hget("halfopen:v1:{lost-limit}:register", "limit") is not None
+        return min(admitted) >= 3 and r.hget("halfopen:v2:{lost-limit}", "limit") is not None
 
     until(calls, "calls admitted again in every breaker")
     for b in breakers:

@@ -112,6 +112,7 @@ fn the_lua_script_answers_as_the_reference_store() {
     let mut ranked = 0;
     let mut late = 0;
     let mut old_buckets = 0;
+    let mut fewest_live = u32::MAX;
     for step in 0..600 {
         let m = draw.next(5) as usize;
         // Members 3 and 4 go silent for a while (they leave, then rejoin).
@@ -168,7 +169,7 @@ fn the_lua_script_answers_as_the_reference_store() {
             consecutive: draw.next(6) as u32,
             bucket_us: if step % 97 == 0 { 0 } else { 20_000 },
             window_us: 150_000,
-            member_ttl_us: 100_000,
+            member_ttl_us: 50_000,
             proposal: to.map(|to| Proposal { epoch: at, to }),
             limit,
             deadline_us: 0,
@@ -186,7 +187,7 @@ fn the_lua_script_answers_as_the_reference_store() {
         };
         late += usize::from(request.deadline_us == now_us - 1);
         let args = redis::args(&request, ttl);
-        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "8"];
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "1"];
         command.extend(keys.iter().map(String::as_str));
         command.extend(args.iter().map(String::as_str));
         let reply = call(&mut s, &command).unwrap();
@@ -197,6 +198,9 @@ fn the_lua_script_answers_as_the_reference_store() {
         limit_epoch = lua.limit.epoch;
         ranked += usize::from(lua.rank.is_some_and(|r| r > 0));
         old_buckets += usize::from(lua.totals.calls > 0 && step > 100);
+        if (260..320).contains(&step) {
+            fewest_live = fewest_live.min(lua.live);
+        }
         // Time passes: buckets (20 ms) roll over, silent members leave.
         if step % 10 == 0 {
             std::thread::sleep(StdDuration::from_millis(6));
@@ -207,9 +211,49 @@ fn the_lua_script_answers_as_the_reference_store() {
     assert!(ranked > 100, "members ranked among others: {ranked}");
     assert!(late > 30, "late requests: {late}");
     assert!(old_buckets > 100, "the window held counts: {old_buckets}");
+    assert!(fewest_live <= 3, "silent members left: {fewest_live} live");
     // Every key carries the TTL.
     for key in &keys {
         let ttl_ms: i64 = call(&mut s, &["PTTL", key]).unwrap()[0].parse().unwrap();
         assert!(ttl_ms > 0 && ttl_ms <= Duration::from_secs(400).as_millis() as i64, "{key}: {ttl_ms}");
     }
+}
+
+#[test]
+fn one_call_carries_the_requests_of_several_groups_each_answered_as_its_own() {
+    let (_server, mut s) = start();
+    let ttl = redis::key_ttl(&Config::default(), &Default::default());
+    let names = ["a", "b{x}", "c:k:d"];
+    let keys: Vec<String> = names.iter().flat_map(|n| redis::keyed_keys("fleet", n).unwrap()).collect();
+    let mut references = [MemoryStore::new(), MemoryStore::new(), MemoryStore::new()];
+    for round in 0..20u64 {
+        let requests: Vec<Request> = (0..3u64)
+            .map(|i| Request {
+                member: 7 + round % 2,
+                tally: Tally { calls: round * (i + 1), failures: round * i, slow: 0, rejected: 0 },
+                consecutive: 0,
+                bucket_us: 1_000_000,
+                window_us: 8_000_000,
+                member_ttl_us: 3_000_000,
+                proposal: (round == 10 && i == 2).then_some(Proposal {
+                    epoch: 0,
+                    to: Proposed::Open { for_us: 5_000_000, open_for_us: 5_000_000, reason: Reason::FailureRate },
+                }),
+                limit: None,
+                deadline_us: 0,
+            })
+            .collect();
+        let args: Vec<String> = requests.iter().flat_map(|r| redis::args(r, ttl)).collect();
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "3"];
+        command.extend(keys.iter().map(String::as_str));
+        command.extend(args.iter().map(String::as_str));
+        let reply = call(&mut s, &command).unwrap();
+        let answers = redis::answers(&reply).unwrap();
+        assert_eq!(answers.len(), 3);
+        for (i, answer) in answers.iter().enumerate() {
+            assert_eq!(*answer, references[i].exchange(&requests[i], answer.now_us), "round {round}, group {i}");
+        }
+    }
+    assert_eq!(references[2].register().epoch, 1, "only the third group opened");
+    assert_eq!((references[0].register().epoch, references[1].register().epoch), (0, 0));
 }

@@ -69,8 +69,8 @@ def _is_async(client: Any) -> bool:
 class RedisGroup:
     """A group on Redis, for the ``group=`` option of ``CircuitBreaker``:
     ``client`` is a redis-py client (sync or asyncio, single node or
-    cluster), ``name`` the group's name (its keys are
-    ``halfopen:v1:{name}:…``, one hash slot). Every process whose breaker
+    cluster), ``name`` the group's name (its key is the hash
+    ``halfopen:v2:{name}``). Every process whose breaker
     names the same group on the same Redis is one breaker.
 
     ``flush_interval`` (seconds, default 1), ``quorum`` (default 2),

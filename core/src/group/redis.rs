@@ -18,30 +18,29 @@ use crate::window::{TIME_BUCKETS, Window, WindowCounts};
 /// server's `TIME`).
 pub const SCRIPT: &str = include_str!("store.lua");
 
-/// The keys of group `name`, in the order the script takes them. Versioned
-/// (`halfopen:v1:`), so that a later layout never reads this one's; `{name}`
-/// is the hash tag: every key of a group is in one Redis Cluster slot. A
-/// name with a brace would end the tag early (the keys would fall in
-/// different slots): it is refused, as is an empty one and one longer than
-/// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) (each exchange sends every key).
-pub fn keys(name: &str) -> Result<[String; 8], BadName> {
+/// The keys of group `name`, as the script takes them: one, a hash
+/// holding the whole group (see `store.lua`). Versioned (`halfopen:v2:`;
+/// v1 was a layout of eight keys), so that a later layout never reads this
+/// one's; `{name}` is the hash tag (Redis Cluster). A name with a brace
+/// would end the tag early: it is refused, as is an empty one and one
+/// longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) (each exchange
+/// sends the key).
+pub fn keys(name: &str) -> Result<[String; 1], BadName> {
     if name.is_empty() || name.len() > crate::MAX_NAME_BYTES || name.contains(['{', '}']) {
         return Err(BadName);
     }
-    Ok(PARTS.map(|part| format!("halfopen:v1:{{{name}}}:{part}")))
+    Ok([format!("halfopen:v2:{{{name}}}")])
 }
 
-/// The keys of `name`'s group in registry group `group`, in the script's
-/// order: the registry's hash tag (`{group}`, checked as [`keys`]), then
-/// `k:` and the name (any registry name: after the tag, a brace in it
-/// changes nothing). Every name of a registry is in one Redis Cluster slot,
-/// so that one script call carries them all.
-pub fn keyed_keys(group: &str, name: &str) -> Result<[String; 8], BadName> {
+/// The keys of `name`'s group in registry group `group`, as [`keys`]: the
+/// registry's hash tag (`{group}`, checked as there), then `:k:` and the
+/// name (any registry name: after the tag, a brace in it changes nothing).
+/// Every name of a registry is in one Redis Cluster slot, so that one
+/// script call carries many.
+pub fn keyed_keys(group: &str, name: &str) -> Result<[String; 1], BadName> {
     keys(group)?;
-    Ok(PARTS.map(|part| format!("halfopen:v1:{{{group}}}:k:{name}:{part}")))
+    Ok([format!("halfopen:v2:{{{group}}}:k:{name}")])
 }
-
-const PARTS: [&str; 8] = ["register", "buckets", "totals", "members", "failed", "run", "active", "busy"];
 
 /// A group name that cannot be a Redis hash tag: empty, or with a brace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,16 +183,12 @@ mod tests {
 
     #[test]
     fn every_key_of_a_group_shares_its_hash_tag() {
-        let keys = keys("wa-instance-7").unwrap();
-        assert!(keys.iter().all(|k| k.starts_with("halfopen:v1:{wa-instance-7}:")));
-        assert_eq!(keys.len(), 8);
+        assert_eq!(keys("wa-instance-7").unwrap(), ["halfopen:v2:{wa-instance-7}"]);
         for bad in ["", "}x", "a{b", "a}"] {
             assert_eq!(super::keys(bad), Err(BadName), "{bad}");
         }
         assert!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES)).is_ok());
-        let keyed = keyed_keys("wa", "inst{7}:x").unwrap();
-        assert_eq!(keyed[0], "halfopen:v1:{wa}:k:inst{7}:x:register");
-        assert!(keyed.iter().all(|k| k.starts_with("halfopen:v1:{wa}:k:inst{7}:x:")));
+        assert_eq!(keyed_keys("wa", "inst{7}:x").unwrap(), ["halfopen:v2:{wa}:k:inst{7}:x"]);
         assert_eq!(keyed_keys("w{a", "x"), Err(BadName));
         assert_eq!(super::keys(&"n".repeat(crate::MAX_NAME_BYTES + 1)), Err(BadName));
     }
