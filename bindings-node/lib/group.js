@@ -180,12 +180,12 @@ class GroupLink {
       }
       delay = Math.min(Math.max(0, b._native.groupNextMs(now) - now), 2 ** 31 - 1)
     } catch (err) {
-      warnCallback(err, `the group of '${b.name}'`)
+      warnCallback(err, this._label())
       delay = 1000
     }
     this._timer = setTimeout(() => {
       this._timer = null
-      this._exchange().catch((err) => warnCallback(err, `the group of '${b.name}'`))
+      this._exchange().catch((err) => warnCallback(err, this._label()))
     }, delay)
     this._timer.unref?.()
   }
@@ -264,10 +264,15 @@ class GroupLink {
     try {
       b._native.groupFailed(b._last)
     } catch (e) {
-      warnCallback(e, `the group of '${b.name}'`)
+      warnCallback(e, this._label())
     }
     this._events()
     this._schedule()
+  }
+
+  /** What warnings call the link. */
+  _label() {
+    return this._host === BREAKER ? `the group of '${this._owner.name}'` : 'the group of a Registry'
   }
 
   /** Emits the link's changes on its owner. */

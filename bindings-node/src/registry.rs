@@ -68,7 +68,6 @@ impl NativeRegistry {
         let patch = options.patch()?;
         self.group_check(&patch.apply(self.registry.config()))?;
         let t = self.registry.configure_from(&name, &patch, instant(now_ms)).map_err(Refusal::from)?;
-        self.group_forget(Some(&name));
         Ok(self.keep(&name, t))
     }
 
@@ -222,7 +221,6 @@ impl NativeRegistry {
             .map_err(|e| Error::from(Refusal::from(e)))?;
         self.transitions.clear();
         self.transitions.extend(changed);
-        self.group_forget(None);
         Ok(!self.transitions.is_empty())
     }
 }

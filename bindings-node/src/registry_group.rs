@@ -162,8 +162,7 @@ impl NativeRegistry {
 }
 
 impl NativeRegistry {
-    /// A name was configured: its new configuration must fit the group,
-    /// and its breaker, replaced, joins afresh.
+    /// A name is configured: its new configuration must fit the group.
     pub(crate) fn group_check(&self, config: &halfopen::Config) -> Result<()> {
         match &self.group {
             // (The one a name's configuration can break: probes that outlast
@@ -176,16 +175,6 @@ impl NativeRegistry {
                 )
             }),
             None => Ok(()),
-        }
-    }
-
-    /// `name`'s breaker was replaced (or every breaker, for `None`).
-    pub(crate) fn group_forget(&mut self, name: Option<&str>) {
-        if let Some(group) = self.group.as_mut() {
-            match name {
-                Some(name) => group.members.forget(name),
-                None => group.members.forget_all(),
-            }
         }
     }
 }

@@ -39,6 +39,23 @@ pub(crate) fn _group_keys(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<V
     Ok(keys.into())
 }
 
+/// The group's configuration from its options (flush interval, quorum,
+/// store timeout, lease, member TTL; absent or `None`: the core's default).
+pub(crate) fn group_config(py: Python<'_>, options: [Option<&Bound<'_, PyAny>>; 5]) -> PyResult<GroupConfig> {
+    let [flush_interval, quorum, store_timeout, lease, member_ttl] = options;
+    let defaults = GroupConfig::default();
+    Ok(GroupConfig {
+        flush_interval: period(py, "group.flush_interval", flush_interval)?.unwrap_or(defaults.flush_interval),
+        quorum: match quorum.filter(|q| !q.is_none()) {
+            Some(q) => count(py, "group.quorum", q)?,
+            None => defaults.quorum,
+        },
+        store_timeout: period(py, "group.store_timeout", store_timeout)?.or(defaults.store_timeout),
+        lease: period(py, "group.lease", lease)?,
+        member_ttl: period(py, "group.member_ttl", member_ttl)?,
+    })
+}
+
 /// An optional duration option of the group, in seconds.
 fn period(py: Python<'_>, option: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
     v.filter(|v| !v.is_none()).map(|v| seconds(py, option, v)).transpose()
@@ -60,17 +77,7 @@ pub(crate) fn _group_join(
     lease: Option<&Bound<'_, PyAny>>,
     member_ttl: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let defaults = GroupConfig::default();
-    let config = GroupConfig {
-        flush_interval: period(py, "group.flush_interval", flush_interval)?.unwrap_or(defaults.flush_interval),
-        quorum: match quorum.filter(|q| !q.is_none()) {
-            Some(q) => count(py, "group.quorum", q)?,
-            None => defaults.quorum,
-        },
-        store_timeout: period(py, "group.store_timeout", store_timeout)?.or(defaults.store_timeout),
-        lease: period(py, "group.lease", lease)?,
-        member_ttl: period(py, "group.member_ttl", member_ttl)?,
-    };
+    let config = group_config(py, [flush_interval, quorum, store_timeout, lease, member_ttl])?;
     let c = *breaker.lock().config();
     let joined = Member::new(member, config, &c)
         .map_err(|e| config_error(py, &format!("group.{}", e.field.name()), e.problem))?;

@@ -16,6 +16,7 @@ mod names;
 mod options;
 mod permit;
 mod registry;
+mod registry_group;
 mod retention;
 mod support;
 mod time;
@@ -44,6 +45,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(group::_group_status, m)?,
         wrap_pyfunction!(group::_group_store_timeout, m)?,
         wrap_pyfunction!(group::_group_leave, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_join, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_delay, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_request, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_apply, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_failed, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_force_open, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_event, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_status, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_store_timeout, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_leave, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -36,6 +36,9 @@ pub struct NativeRegistry {
     latency: bool,
     /// The most breakers it holds.
     capacity: usize,
+    /// Its group, once it joins one (`registry_group.rs`; locked before
+    /// `core`, never on the call path).
+    group: Mutex<Option<Box<crate::registry_group::RegistryGroup>>>,
 }
 
 /// Why a call got no permit: its breaker's refusal, or a registry full of
@@ -60,8 +63,17 @@ fn checked_name(name: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 impl NativeRegistry {
-    fn lock(&self) -> MutexGuard<'_, Registry<Gauges>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Registry<Gauges>> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Its group, if it joined one (locked before the core).
+    pub(crate) fn group(&self) -> MutexGuard<'_, Option<Box<crate::registry_group::RegistryGroup>>> {
+        self.group.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn host(&self) -> &Host {
+        &self.host
     }
 
     /// Every breaker's name and metrics now, the breakers held and the
@@ -77,7 +89,7 @@ impl NativeRegistry {
 
     /// The clock's reading, after the orphaned `with` blocks of a fork's
     /// child are reported (as `NativeBreaker` does).
-    fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
+    pub(crate) fn clock(&self, py: Python<'_>) -> PyResult<Instant> {
         let now = self.host.now(py)?;
         for (_frame, name, permit) in self.host.orphans() {
             let name = name.unwrap_or_default();
@@ -261,7 +273,13 @@ impl NativeRegistry {
         let config = options::config(py, options.unwrap_or(&empty))?;
         let host = Host::new(py, exclude, clock, shared_clock, fallback)?;
         let core = Registry::new(config, capacity as usize).map_err(|e| registry_error(py, "", e, false))?;
-        Ok(NativeRegistry { core: Mutex::new(core), host, latency, capacity: capacity as usize })
+        Ok(NativeRegistry {
+            core: Mutex::new(core),
+            host,
+            latency,
+            capacity: capacity as usize,
+            group: Mutex::new(None),
+        })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -372,6 +390,16 @@ impl NativeRegistry {
         let options = options.unwrap_or(&empty);
         let patch = options::patch(py, options)?;
         let now = self.clock(py)?;
+        // A name in a group: its probes must not outlast the group's lease.
+        let fits = self.group().as_ref().is_none_or(|g| g.check(&patch.apply(self.lock().config())));
+        if !fits {
+            return Err(value_error(
+                py,
+                "probe_timeout",
+                Problem::TooLarge,
+                "must be at most the group's lease (the RedisGroup's lease)",
+            ));
+        }
         let (done, delivered) = self.change(py, &name, |core| match core.configure_from(&name, &patch, now) {
             Ok(t) => (Ok(()), t),
             Err(e) => (Err(e), None),

@@ -151,6 +151,8 @@ struct Entry<M> {
     in_flight: u32,
     /// Calls of the breakers this name had before this one.
     earlier: Earlier,
+    /// When this breaker was made, in the registry's count of breakers made.
+    born: u64,
     breaker: Keyed<M>,
 }
 
@@ -188,6 +190,9 @@ pub struct Registry<M = crate::Metrics> {
     hasher: DefaultHashBuilder,
     /// Counts lookups; stamps `Entry::used`.
     uses: u64,
+    /// Counts breakers made (on first use, configured, restored); stamps
+    /// `Entry::born`.
+    births: u64,
     /// Names a restore dropped while they had calls in flight (until those
     /// report): a breaker made for the name later starts after them.
     dropped: HashMap<Box<str>, Earlier>,
@@ -215,6 +220,7 @@ impl<M: Meter + Default> Registry<M> {
             index: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             uses: 0,
+            births: 0,
             dropped: HashMap::new(),
             sampler: 0x9E37_79B9_7F4A_7C15,
             capacity,
@@ -257,6 +263,8 @@ impl<M: Meter + Default> Registry<M> {
         entry.earlier = entry.outstanding(now);
         entry.in_flight = 0;
         entry.breaker = fresh;
+        self.births += 1;
+        entry.born = self.births;
         let transition = (from != State::Closed).then_some(Transition {
             from,
             to: State::Closed,
@@ -375,6 +383,13 @@ impl<M: Meter + Default> Registry<M> {
         self.find(name).map(|i| &mut self.entries[i as usize].breaker)
     }
 
+    /// A stamp of `name`'s breaker that changes whenever the breaker is
+    /// replaced (made on first use, after an eviction too; configured;
+    /// restored): a new breaker's running totals start again.
+    pub fn born(&self, name: &str) -> Option<u64> {
+        self.find(name).map(|i| self.entries[i as usize].born)
+    }
+
     /// The configuration of a name without its own.
     pub fn config(&self) -> &Config {
         &self.config
@@ -439,7 +454,9 @@ impl<M: Meter + Default> Registry<M> {
     fn insert(&mut self, name: &str, now: Instant) -> Result<u32, RegistryError> {
         check_name(name)?;
         let breaker = Breaker::with_meter(self.config_for(name), M::default())?;
-        let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, earlier: Earlier::default(), breaker };
+        self.births += 1;
+        let born = self.births;
+        let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, earlier: Earlier::default(), born, breaker };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
@@ -641,6 +658,7 @@ mod saved {
                 index: HashTable::new(),
                 hasher: self.hasher,
                 uses: 0,
+                births: self.births,
                 dropped: HashMap::new(),
                 sampler: self.sampler,
                 capacity: self.capacity,
@@ -678,8 +696,10 @@ mod saved {
                     transitions.push((name.clone(), Transition { from, to, reason: crate::Reason::Restored, at: now }));
                 }
                 restored.uses += 1;
+                restored.births += 1;
                 let i = restored.entries.len() as u32;
-                let entry = Entry { name: Name::new(name), used: restored.uses, in_flight: 0, earlier, breaker };
+                let born = restored.births;
+                let entry = Entry { name: Name::new(name), used: restored.uses, in_flight: 0, earlier, born, breaker };
                 restored.entries.push(entry);
                 let (entries, hasher) = (&restored.entries, &restored.hasher);
                 let hash = hasher.hash_one(name.as_str());

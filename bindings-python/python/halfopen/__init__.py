@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, Literal, Optional, ParamSpec,
 from . import _native
 from . import group as _group
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
-from .group import GroupStatus, RedisGroup
+from .group import GroupStatus, RedisGroup, RegistryGroupStatus
 from .retention import (
     DeadLetterError,
     Dispatcher,
@@ -47,6 +47,7 @@ __all__ = [
     "Permit",
     "Registry",
     "RedisGroup",
+    "RegistryGroupStatus",
     "RegistryFullError",
     "RetentionEvent",
     "RetentionFullError",
@@ -236,7 +237,7 @@ class CircuitBreaker(_Protects, NativeBreaker):
         """With ``group=``: the member id, whether it decides alone because
         the store failed, the group's phase as last answered; ``None``
         outside a group (and after ``leave_group()``)."""
-        return _group.status(self)
+        return cast("Optional[GroupStatus]", _group.status(self))
 
     def group_force_open(self, seconds: float) -> None:
         """With ``group=``: opens every process's breaker for ``seconds`` (a
@@ -293,10 +294,31 @@ class Registry(NativeRegistry):
     recently used idle breaker, never one that is open, busy or counting
     failures (``RegistryFullError`` if none is idle).
 
-    ``Registry(*, capacity=10000, exclude=None, clock=None, shared_clock=False, fallback=None, **options)``:
+    ``Registry(*, capacity=10000, exclude=None, clock=None, shared_clock=False, fallback=None, group=None, **options)``:
     the options of every breaker (``configure(name, **options)`` changes
-    them for one name).
+    them for one name). ``group=RedisGroup(client, name)`` makes each name's
+    breaker one breaker for every process whose registry names the same
+    group on the same Redis (its key ``halfopen:v2:{name}:k:<name>``); the
+    names due go together, in script calls of at most 100 names, one round
+    per flush interval.
     """
+
+    def __new__(cls, *, group: Optional[RedisGroup] = None, **options: Any) -> "Registry":
+        return cast("Registry", NativeRegistry.__new__(cls, **options))
+
+    def __init__(self, *, group: Optional[RedisGroup] = None, **options: Any) -> None:
+        if group is not None:
+            _group.join(self, group, registry=True)
+
+    def group_status(self) -> Optional[RegistryGroupStatus]:
+        """With ``group=``: the member id, whether every name decides alone
+        because the store failed, the names in the group and those whose
+        group answered; ``None`` outside a group (and after ``leave_group()``)."""
+        return cast("Optional[RegistryGroupStatus]", _group.status(self))
+
+    def leave_group(self) -> None:
+        """Stops exchanging with the group: every name decides alone."""
+        _group.leave(self)
 
     def get(self, name: str) -> "KeyedBreaker":
         """``name``'s breaker, as a handle (made on its first call). A name
@@ -363,6 +385,11 @@ class KeyedBreaker(_Protects):
     def _check(self, permit: Permit) -> None:
         if getattr(permit, "name", None) != self.name:
             raise TypeError(f"permit was issued for another name than {self.name!r}")
+
+    def group_force_open(self, seconds: float) -> None:
+        """With the registry's ``group=``: opens this name's breaker in every
+        process for ``seconds`` (see ``CircuitBreaker.group_force_open``)."""
+        _group.force_open_name(self.registry, self.name, seconds)
 
     @property
     def fallback(self) -> Optional[Callable[..., Any]]:

@@ -1,9 +1,13 @@
-"""One breaker for a group of processes (``CircuitBreaker(..., group=RedisGroup(client, name))``).
+"""One breaker for a group of processes (``CircuitBreaker(..., group=RedisGroup(client, name))``;
+``Registry(group=RedisGroup(client, name))``: each name's breaker a group of its own).
 
 The core's member (``src/group.rs``, ``core/src/group/``) decides
 everything: when to exchange, what to send, what the group's answer does to
-the breaker. This module does the I/O: one script call (``EVALSHA``, through
-the user's redis-py client) per exchange, in the background, with a timeout.
+the breaker; a registry's members (``src/registry_group.rs``,
+``core/src/group/keyed.rs``) do the same for each of its names, every name
+due in one script call of at most 100 names. This module does the I/O: one
+script call (``EVALSHA``, through the user's redis-py client) per exchange,
+in the background, with a timeout.
 No call of the breaker ever waits for Redis or fails because of it: a store
 that fails or is late leaves the process deciding alone (``on_degraded``)
 until it answers again (``on_recovered``).
@@ -31,15 +35,15 @@ import queue
 import secrets
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, Union, cast
 
 from . import _native
 from ._support import check_sync, escapes, log_error, logger, option_error
 
 if TYPE_CHECKING:
-    from . import CircuitBreaker
+    from . import CircuitBreaker, Registry
 
-__all__ = ["GroupStatus", "RedisGroup"]
+__all__ = ["GroupStatus", "RedisGroup", "RegistryGroupStatus"]
 
 #: How long a link sleeps at most between looks at its member (seconds).
 _LONGEST_WAIT = 60.0
@@ -60,6 +64,27 @@ class GroupStatus:
 
     def __repr__(self) -> str:
         return f"GroupStatus(member={self.member!r}, degraded={self.degraded}, phase={self.phase!r})"
+
+
+class RegistryGroupStatus:
+    """What a grouped registry knows of its group: this process's member id
+    (16 hex digits), whether every name decides alone because the store
+    failed, the names in the group (a name joins at the next round after
+    its breaker is made) and those whose group answered."""
+
+    __slots__ = ("member", "degraded", "names", "answered")
+
+    def __init__(self, member: str, degraded: bool, names: int, answered: int) -> None:
+        self.member = member
+        self.degraded = degraded
+        self.names = names
+        self.answered = answered
+
+    def __repr__(self) -> str:
+        return (
+            f"RegistryGroupStatus(member={self.member!r}, degraded={self.degraded}, names={self.names}, "
+            f"answered={self.answered})"
+        )
 
 
 def _is_async(client: Any) -> bool:
@@ -196,16 +221,47 @@ class _Caller:
             done.set()
 
 
-class _Link:
-    """A breaker's exchanges with its group's store."""
+class _Native:
+    """The native functions a link calls, for its owner's kind."""
 
-    def __init__(self, breaker: "CircuitBreaker", group: RedisGroup) -> None:
+    __slots__ = ("delay", "request", "apply", "failed", "event", "store_timeout", "leave")
+
+    def __init__(self, *functions: Callable[..., Any]) -> None:
+        self.delay, self.request, self.apply, self.failed, self.event, self.store_timeout, self.leave = functions
+
+
+_BREAKER = _Native(
+    _native._group_delay,
+    _native._group_request,
+    _native._group_apply,
+    _native._group_failed,
+    _native._group_event,
+    _native._group_store_timeout,
+    _native._group_leave,
+)
+_REGISTRY = _Native(
+    _native._registry_group_delay,
+    _native._registry_group_request,
+    _native._registry_group_apply,
+    _native._registry_group_failed,
+    _native._registry_group_event,
+    _native._registry_group_store_timeout,
+    _native._registry_group_leave,
+)
+
+
+class _Link:
+    """The exchanges of a breaker (or of a registry's names) with their group's store."""
+
+    def __init__(self, breaker: "Union[CircuitBreaker, Registry]", group: RedisGroup, registry: bool = False) -> None:
         self.group = group
+        self._registry = registry
+        self._native = _REGISTRY if registry else _BREAKER
         self._breaker = weakref.ref(breaker)
         self._closed = False
         self._last_error: Optional[BaseException] = None
         self._join(breaker)
-        self._timeout: float = _native._group_store_timeout(breaker) or 0.0
+        self._timeout: float = self._native.store_timeout(breaker) or 0.0
         _LINKS.add(self)
         _BY_BREAKER[breaker] = self
         # A transition may ask for an exchange sooner.
@@ -214,8 +270,10 @@ class _Link:
 
     def _join(self, breaker: Any) -> None:
         self.member = secrets.randbits(64)
-        flush_interval, quorum, store_timeout, lease, member_ttl = self.group._options
-        _native._group_join(breaker, self.member, flush_interval, quorum, store_timeout, lease, member_ttl)
+        if self._registry:
+            _native._registry_group_join(breaker, self.group.name, self.member, *self.group._options)
+        else:
+            _native._group_join(breaker, self.member, *self.group._options)
 
     def _start(self) -> None:
         if self.group._async:
@@ -251,11 +309,16 @@ class _Link:
         )
         self.close()
 
-    def status(self) -> Optional[GroupStatus]:
+    def status(self) -> Union[GroupStatus, RegistryGroupStatus, None]:
         if self.group._async and self._loop.is_closed() and not self._closed:
             self._task_done(self._task)
-        breaker = self._breaker()
-        status = None if breaker is None or self._closed else _native._group_status(breaker)
+        owner: Any = self._breaker()
+        if owner is None or self._closed:
+            return None
+        if self._registry:
+            got = _native._registry_group_status(owner)
+            return None if got is None else RegistryGroupStatus(f"{self.member:016x}", *got)
+        status = _native._group_status(owner)
         if status is None:
             return None
         degraded, phase = status
@@ -280,7 +343,7 @@ class _Link:
         self._closed = True
         breaker = self._breaker()
         if breaker is not None:
-            _native._group_leave(breaker)
+            self._native.leave(breaker)
             _BY_BREAKER.pop(breaker, None)
         self._stop()
 
@@ -303,23 +366,26 @@ class _Link:
     # The steps of an exchange, shared by both kinds of client.
 
     def _delay(self, breaker: Any) -> float:
-        delay = _native._group_delay(breaker)
+        delay = self._native.delay(breaker)
         return _LONGEST_WAIT if delay is None else min(delay, _LONGEST_WAIT)
 
-    def _request(self, breaker: Any) -> Optional[List[str]]:
-        """The script's arguments, if an exchange is due; a clock that fails is a failed exchange."""
+    def _request(self, breaker: Any) -> Optional[Tuple[List[str], List[str]]]:
+        """The script's keys and arguments, if an exchange is due; a clock that fails is a failed exchange."""
         try:
-            return _native._group_request(breaker)
+            got = self._native.request(breaker)
         except BaseException as error:
             if escapes(error, error.__traceback__):
                 raise
             self._failed(breaker, error)
             return None
+        if got is None or self._registry:
+            return cast("Optional[Tuple[List[str], List[str]]]", got)
+        return self.group._keys, got
 
     def _answered(self, breaker: Any, reply: Any) -> None:
         text = _text(reply)
         try:
-            ok = text is not None and _native._group_apply(breaker, text)
+            ok = text is not None and self._native.apply(breaker, text)
         except BaseException as error:
             # The clock failed (or a listener raised what must propagate:
             # an interrupt): the exchange counts as failed.
@@ -336,7 +402,7 @@ class _Link:
         # Kept without tracebacks: a traceback's frames hold the breaker
         # (a breaker no one else holds must still be collected, and leave).
         self._last_error = _bare(error)
-        _native._group_failed(breaker)
+        self._native.failed(breaker)
         self._events(breaker)
 
     def _stopped(self, breaker: Any, error: BaseException) -> None:
@@ -350,7 +416,7 @@ class _Link:
 
     def _events(self, breaker: Any) -> None:
         while True:
-            event = _native._group_event(breaker)
+            event = self._native.event(breaker)
             if event is None:
                 return
             try:
@@ -394,10 +460,10 @@ class _Link:
             del breaker
 
     def _exchange(self, breaker: Any) -> None:
-        args = self._request(breaker)
-        if args is None:
+        call = self._request(breaker)
+        if call is None:
             return
-        script, keys = self.group._script, self.group._keys
+        script, (keys, args) = self.group._script, call
         try:
             reply = self._calls.call(lambda: script(keys=keys, args=args), self._timeout)
         except BaseException as error:
@@ -436,11 +502,12 @@ class _Link:
             del breaker
 
     async def _exchange_async(self, breaker: Any) -> None:
-        args = self._request(breaker)
-        if args is None:
+        call = self._request(breaker)
+        if call is None:
             return
+        keys, args = call
         try:
-            reply = await asyncio.wait_for(self.group._script(keys=self.group._keys, args=args), self._timeout)
+            reply = await asyncio.wait_for(self.group._script(keys=keys, args=args), self._timeout)
         except asyncio.CancelledError:
             raise
         except BaseException as error:
@@ -466,23 +533,23 @@ class _Link:
                 self.group.name,
             )
             self._closed = True
-            _native._group_leave(breaker)
+            self._native.leave(breaker)
             _BY_BREAKER.pop(breaker, None)
             return
         self._join(breaker)
         self._start()
 
 
-def join(breaker: "CircuitBreaker", group: Union[RedisGroup, Any]) -> None:
-    """Makes ``breaker`` a member of ``group`` (the ``group=`` option)."""
+def join(breaker: "Union[CircuitBreaker, Registry]", group: Union[RedisGroup, Any], registry: bool = False) -> None:
+    """Makes ``breaker`` (or every name of a registry) a member of ``group`` (the ``group=`` option)."""
     if not isinstance(group, RedisGroup):
         raise option_error(TypeError, "group", f"must be a halfopen.RedisGroup, got {type(group).__name__}")
     if breaker in _BY_BREAKER:
         return
-    _Link(breaker, group)
+    _Link(breaker, group, registry)
 
 
-def status(breaker: Any) -> Optional[GroupStatus]:
+def status(breaker: Any) -> Union[GroupStatus, RegistryGroupStatus, None]:
     """The breaker's link's status (``None`` outside a group)."""
     link = _BY_BREAKER.get(breaker)
     return None if link is None else link.status()
@@ -494,6 +561,15 @@ def force_open(breaker: Any, seconds: float) -> None:
     if link is None:
         raise TypeError("group_force_open needs the group= option (and a breaker still in its group)")
     _native._group_force_open(breaker, seconds)
+    link.poke()
+
+
+def force_open_name(registry: Any, name: str, seconds: float) -> None:
+    """Opens ``name``'s group of a grouped registry for ``seconds``."""
+    link = _BY_BREAKER.get(registry)
+    if link is None:
+        raise TypeError("group_force_open needs the registry's group= option (and a registry still in its group)")
+    _native._registry_group_force_open(registry, name, seconds)
     link.poke()
 
 

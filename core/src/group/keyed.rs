@@ -10,19 +10,28 @@
 //! carries only the names due then (they join the regular one after). A
 //! registry of up to [`NAMES_PER_CALL`] names makes one store call per
 //! flush interval, plus one per burst of transitions (at most ten per
-//! flush interval, as a single breaker's). A name gets its member at the next regular exchange
-//! after its breaker is made (never on the call path: until then, up to a
-//! flush interval, it decides alone); a name whose breaker was evicted
-//! leaves, and one whose breaker was replaced (configured, restored) joins
-//! again afresh ([`forget`](KeyedMembers::forget)).
+//! flush interval, as a single breaker's). A name gets its member at the
+//! next regular exchange after its breaker is made (never on the call path:
+//! until then, up to a flush interval, it decides alone); a name whose
+//! breaker was evicted leaves.
+//!
+//! A name's breaker replaced (configured, restored, evicted and made
+//! again: [`Registry::born`] changes) starts its running totals again; the
+//! member sends them on top of what it sent last, so the store, which
+//! counts their growth, never mistakes the new breaker's calls for fewer
+//! (or its failures for a run). The registry keeps its own time (the
+//! clock's readings plus every step back, as a member does), so a clock
+//! stepped back neither stalls nor hurries its rounds; a failed exchange is
+//! retried after the members' backoff.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
+use super::policy;
 use super::protocol::{Answer, Request};
-use super::{GroupConfig, GroupConfigError, GroupEvent, Member};
+use super::{GroupConfig, GroupConfigError, GroupEvent, Member, Tally};
 use crate::config::Config;
 use crate::meter::Meter;
 use crate::registry::Registry;
@@ -36,12 +45,28 @@ use crate::time::{Duration, Instant};
 /// names makes a call per hundred names each flush interval.
 pub const NAMES_PER_CALL: usize = 100;
 
+/// A name's member, with what it sends on top of its breaker's totals.
+#[derive(Debug)]
+struct Named {
+    member: Member,
+    /// [`Registry::born`] of the breaker its requests count.
+    born: u64,
+    /// Added to the breaker's running totals: what the name's earlier
+    /// breakers had sent.
+    base: Tally,
+    /// The running totals last sent.
+    sent: Tally,
+}
+
 /// The members of a registry's names (see the module).
 #[derive(Debug)]
 pub struct KeyedMembers {
     id: u64,
     config: GroupConfig,
-    members: HashMap<Box<str>, Member>,
+    members: HashMap<Box<str>, Named>,
+    /// Names evicted: the totals they last sent, and when (kept for a
+    /// member TTL, while the store may still know them).
+    left: HashMap<Box<str>, (Tally, Instant)>,
     /// The names of the requests out, in their order, and when they went.
     out: Vec<Box<str>>,
     sent: Option<Instant>,
@@ -51,9 +76,14 @@ pub struct KeyedMembers {
     /// still to send (each once: a round longer than a flush interval
     /// starves none).
     round: Option<(Instant, Vec<Box<str>>)>,
-    /// Whether the latest exchange failed, and whether the caller was told.
-    degraded: bool,
+    /// Exchanges failed in a row, and when to try again.
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// Whether the caller was last told the link is degraded.
     told_degraded: bool,
+    /// Its own time (see `reading`): the latest, and every step back.
+    latest: Instant,
+    skew: u64,
 }
 
 impl KeyedMembers {
@@ -71,12 +101,16 @@ impl KeyedMembers {
             id,
             config,
             members: HashMap::new(),
+            left: HashMap::new(),
             out: Vec::new(),
             sent: None,
             regular: None,
             round: None,
-            degraded: false,
+            failures: 0,
+            retry_at: None,
             told_degraded: false,
+            latest: Instant::ZERO,
+            skew: 0,
         })
     }
 
@@ -103,43 +137,49 @@ impl KeyedMembers {
 
     /// Names whose group answered since the store last failed for them.
     pub fn answered(&self) -> usize {
-        self.members.values().filter(|m| m.register().is_some()).count()
+        self.members.values().filter(|n| n.member.register().is_some()).count()
     }
 
     /// `name`'s member, if it has one.
     pub fn member(&self, name: &str) -> Option<&Member> {
-        self.members.get(name)
+        self.members.get(name).map(|n| &n.member)
     }
 
-    /// Whether the latest exchange failed: every name decides alone.
+    /// Whether the latest exchange failed: the names in it decide alone
+    /// (until the store answers them again).
     pub fn degraded(&self) -> bool {
-        self.degraded
+        self.failures > 0
     }
 
     /// When the next exchange is due at `now`: with one out, when its
-    /// answer is overdue; else the next regular one, or sooner a member's.
+    /// answer is overdue; after a failure, not before the retry; else the
+    /// next regular one, or sooner a member's.
     pub fn next_exchange<M: Meter + Default>(&self, registry: &Registry<M>, now: Instant) -> Instant {
-        if let Some(sent) = self.sent {
-            return sent + self.config.store_timeout();
-        }
-        if self.round.is_some() {
-            return now;
-        }
-        let mut due = self.regular.unwrap_or(now);
-        for (name, breaker) in registry.iter() {
-            if let Some(member) = self.members.get(name) {
-                due = due.min(member.next_exchange(breaker, now));
+        let skew = self.skew_at(now);
+        let own = now + Duration::from_micros(skew);
+        let due = if let Some(sent) = self.sent {
+            sent + self.config.store_timeout()
+        } else if self.round.is_some() {
+            own
+        } else {
+            let mut due = self.regular.unwrap_or(own);
+            for (name, breaker) in registry.iter() {
+                if let Some(n) = self.members.get(name) {
+                    due = due.min(n.member.next_exchange(breaker, now) + Duration::from_micros(skew));
+                }
             }
-        }
-        due
+            due.max(self.retry_at.unwrap_or(Instant::ZERO))
+        };
+        Instant::from_micros(due.as_micros().saturating_sub(skew))
     }
 
     /// The requests to send at `now`, if an exchange is due, one per name
     /// ([`names_out`](Self::names_out) in the same order); none while one is
     /// out (one out past the store timeout fails first).
     pub fn requests<M: Meter + Default>(&mut self, registry: &mut Registry<M>, now: Instant) -> Option<Vec<Request>> {
+        let own = self.reading(now);
         if let Some(sent) = self.sent {
-            if now < sent + self.config.store_timeout() {
+            if own < sent + self.config.store_timeout() {
                 return None;
             }
             self.failed(registry, now);
@@ -147,37 +187,44 @@ impl KeyedMembers {
         if now < self.next_exchange(registry, now) {
             return None;
         }
-        // Names evicted leave; new ones join at a regular exchange.
-        self.members.retain(|name, _| registry.peek(name).is_some());
+        // Names evicted leave (what they sent kept for a member TTL); new
+        // ones join at a regular exchange.
+        let ttl = self.config.member_ttl();
+        self.left.retain(|_, (_, at)| own < *at + ttl);
+        let left = &mut self.left;
+        self.members.retain(|name, n| {
+            let here = registry.peek(name).is_some();
+            if !here {
+                left.insert(name.clone(), (n.sent, own));
+            }
+            here
+        });
         let flush = self.config.flush_interval;
         // (A round under way finishes first.)
-        let regular = self.round.is_none() && self.regular.is_none_or(|at| now >= at);
+        let regular = self.round.is_none() && self.regular.is_none_or(|at| own >= at);
         if regular {
             for (name, breaker) in registry.iter() {
                 if !self.members.contains_key(name)
                     && let Ok(member) = Member::new(self.id, self.config, breaker.config())
                 {
-                    self.members.insert(name.into(), member);
+                    let base = self.left.remove(name).map_or(Tally::default(), |(sent, _)| sent);
+                    let born = registry.born(name).unwrap_or_default();
+                    self.members.insert(name.into(), Named { member, born, base, sent: base });
                 }
             }
-        }
-        if regular {
-            self.regular = Some(now + flush);
-            self.round = Some((now + flush, self.members.keys().cloned().collect()));
+            self.regular = Some(own + flush);
+            self.round = Some((own + flush, self.members.keys().cloned().collect()));
         }
         let mut requests = Vec::new();
         self.out.clear();
         match &mut self.round {
             // In a round, its names due before it ends.
             Some((end, names)) => {
-                let ahead = Duration::from_micros(end.saturating_since(now).as_micros().saturating_sub(1));
+                let ahead = Duration::from_micros(end.saturating_since(own).as_micros().saturating_sub(1));
                 while requests.len() < NAMES_PER_CALL
                     && let Some(name) = names.pop()
                 {
-                    let (Some(member), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) else {
-                        continue;
-                    };
-                    if let Some(request) = member.request_ahead(breaker, now, ahead) {
+                    if let Some(request) = Self::request(&mut self.members, registry, &name, now, ahead) {
                         requests.push(request);
                         self.out.push(name);
                     }
@@ -188,14 +235,14 @@ impl KeyedMembers {
             }
             // Else those due now (a transition's).
             None => {
-                for (name, member) in &mut self.members {
+                let names: Vec<Box<str>> = self.members.keys().cloned().collect();
+                for name in names {
                     if requests.len() == NAMES_PER_CALL {
                         break;
                     }
-                    let Some(breaker) = registry.peek_mut(name) else { continue };
-                    if let Some(request) = member.request_ahead(breaker, now, Duration::ZERO) {
+                    if let Some(request) = Self::request(&mut self.members, registry, &name, now, Duration::ZERO) {
                         requests.push(request);
-                        self.out.push(name.clone());
+                        self.out.push(name);
                     }
                 }
             }
@@ -203,8 +250,33 @@ impl KeyedMembers {
         if requests.is_empty() {
             return None;
         }
-        self.sent = Some(now);
+        self.sent = Some(own);
         Some(requests)
+    }
+
+    /// `name`'s request at `now`, if one is due within `ahead`, its totals
+    /// on top of its earlier breakers'.
+    fn request<M: Meter + Default>(
+        members: &mut HashMap<Box<str>, Named>,
+        registry: &mut Registry<M>,
+        name: &str,
+        now: Instant,
+        ahead: Duration,
+    ) -> Option<Request> {
+        let born = registry.born(name)?;
+        let (n, breaker) = (members.get_mut(name)?, registry.peek_mut(name)?);
+        if n.born != born {
+            // A new breaker: its totals start again, on top of those sent.
+            n.born = born;
+            n.base = n.sent;
+        }
+        let mut request = n.member.request_ahead(breaker, now, ahead)?;
+        let (t, base) = (&mut request.tally, n.base);
+        t.calls = t.calls.saturating_add(base.calls);
+        t.failures = t.failures.saturating_add(base.failures);
+        t.slow = t.slow.saturating_add(base.slow);
+        n.sent = *t;
+        Some(request)
     }
 
     /// The names of the requests out, in order.
@@ -222,31 +294,36 @@ impl KeyedMembers {
         now: Instant,
         mut each: impl FnMut(&str, Transitions),
     ) -> bool {
+        self.reading(now);
         if answers.len() != self.out.len() || self.sent.is_none() {
             self.failed(registry, now);
             return false;
         }
         self.sent = None;
-        self.degraded = false;
+        self.failures = 0;
+        self.retry_at = None;
         for (name, answer) in self.out.drain(..).zip(answers) {
-            let (Some(member), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) else {
+            let (Some(n), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) else {
                 continue;
             };
-            each(&name, member.apply(breaker, answer, now));
+            each(&name, n.member.apply(breaker, answer, now));
         }
         true
     }
 
-    /// The exchange out failed, or its answer is overdue, at `now`: every
-    /// name in it decides alone until the store answers again.
+    /// The exchange out failed, or its answer is overdue, or none could be
+    /// made (a clock that failed), at `now`: every name in it decides alone
+    /// until the store answers again, and the next is tried after a backoff.
     pub fn failed<M: Meter + Default>(&mut self, registry: &mut Registry<M>, now: Instant) {
+        let own = self.reading(now);
         self.sent = None;
         // (The round ends: its other names go when due, each.)
         self.round = None;
-        self.degraded = true;
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(own + policy::retry_after(&self.config, self.failures, self.id));
         for name in self.out.drain(..) {
-            if let (Some(member), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) {
-                member.failed(breaker, now);
+            if let (Some(n), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) {
+                n.member.failed(breaker, now);
             }
         }
     }
@@ -261,41 +338,47 @@ impl KeyedMembers {
         now: Instant,
         period: Duration,
     ) -> Option<Transitions> {
+        let born = registry.born(name)?;
         let breaker = registry.peek_mut(name)?;
         if !self.members.contains_key(name) {
             let member = Member::new(self.id, self.config, breaker.config()).ok()?;
-            self.members.insert(name.into(), member);
+            let base = self.left.remove(name).map_or(Tally::default(), |(sent, _)| sent);
+            self.members.insert(name.into(), Named { member, born, base, sent: base });
         }
-        let member = self.members.get_mut(name)?;
-        Some(member.force_open(breaker, now, period))
-    }
-
-    /// `name`'s breaker was replaced (configured, restored): its member
-    /// leaves, and the new breaker joins afresh at the next exchange.
-    pub fn forget(&mut self, name: &str) {
-        self.members.remove(name);
-    }
-
-    /// Every breaker was replaced (a restore): as [`forget`](Self::forget) for each.
-    pub fn forget_all(&mut self) {
-        self.members.clear();
+        let n = self.members.get_mut(name)?;
+        Some(n.member.force_open(breaker, now, period))
     }
 
     /// Leaves the group: every name decides alone from now on.
     pub fn leave<M: Meter + Default>(self, registry: &mut Registry<M>) {
-        for (name, member) in self.members {
+        for (name, n) in self.members {
             if let Some(breaker) = registry.peek_mut(&name) {
-                member.leave(breaker);
+                n.member.leave(breaker);
             }
         }
     }
 
     /// A change of the link since the last call, if any.
     pub fn poll_event(&mut self) -> Option<GroupEvent> {
-        if self.degraded == self.told_degraded {
+        let degraded = self.degraded();
+        if degraded == self.told_degraded {
             return None;
         }
-        self.told_degraded = self.degraded;
-        Some(if self.degraded { GroupEvent::Degraded } else { GroupEvent::Recovered })
+        self.told_degraded = degraded;
+        Some(if degraded { GroupEvent::Degraded } else { GroupEvent::Recovered })
+    }
+
+    /// Its time for the caller's reading `now`: the reading plus every step
+    /// back the clock made (as [`Member`]'s), never going back.
+    fn reading(&mut self, now: Instant) -> Instant {
+        self.skew = self.skew_at(now);
+        self.latest = self.latest.max(now + Duration::from_micros(self.skew));
+        self.latest
+    }
+
+    /// The skew `reading(now)` would use (changes nothing).
+    fn skew_at(&self, now: Instant) -> u64 {
+        let stepped = now + Duration::from_micros(self.skew);
+        self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros())
     }
 }

@@ -175,7 +175,7 @@ fn answers_that_do_not_match_the_requests_fail_the_exchange() {
 }
 
 #[test]
-fn an_evicted_name_leaves_and_a_forgotten_one_joins_afresh() {
+fn an_evicted_name_leaves() {
     let mut f = Fleet::new(1);
     f.processes[0].registry = Registry::new(Config::default(), 2).unwrap();
     f.call(0, "a", Outcome::Success);
@@ -187,11 +187,89 @@ fn an_evicted_name_leaves_and_a_forgotten_one_joins_afresh() {
     let p = &f.processes[0];
     assert_eq!(p.members.len(), 2);
     assert!(p.members.member("c").is_some());
+}
+
+/// A registry whose breakers trip on five consecutive failures only.
+fn consecutive() -> Config {
+    Config { failure_threshold: None, consecutive_failures: Some(5), ..Config::default() }
+}
+
+#[test]
+fn a_replaced_breaker_counts_on_top_of_what_its_name_sent_never_as_a_run_of_failures() {
+    // Review: a configured, restored or evicted-and-made-again breaker
+    // starts its totals again; sent as they were, ten successes then six
+    // failures among twelve calls read as two calls and six failures: a
+    // run, and the group opened though no two failures were in a row.
+    for how in ["configure", "evict", "restore"] {
+        let mut f = Fleet::new(1);
+        let capacity = if how == "evict" { 1 } else { 10 };
+        f.processes[0].registry = Registry::new(consecutive(), capacity).unwrap();
+        f.processes[0].members = KeyedMembers::new(100, GroupConfig::default(), &f.processes[0].registry).unwrap();
+        for _ in 0..10 {
+            f.call(0, "a", Outcome::Success);
+        }
+        f.run(2 * SECOND);
+        let now = f.now();
+        let r = &mut f.processes[0].registry;
+        match how {
+            "configure" => drop(r.configure("a", consecutive(), now).unwrap()),
+            "evict" => {
+                f.call(0, "b", Outcome::Success);
+                f.run(SECOND);
+            }
+            _ => {
+                let snapshot = serde_json::to_string(&r.snapshot(now)).unwrap();
+                let mut fresh: Registry = Registry::new(consecutive(), 10).unwrap();
+                fresh.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap();
+                drop(r.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap());
+            }
+        }
+        for i in 0..12 {
+            let outcome = if i % 2 == 0 { Outcome::Success } else { Outcome::Failure };
+            f.call(0, "a", outcome);
+        }
+        f.run(3 * SECOND);
+        assert_eq!(f.state(0, "a"), State::Closed, "{how}");
+        assert_eq!(f.stores["a"].register().epoch, 0, "{how}: the group never opened");
+    }
+}
+
+#[test]
+fn a_clock_stepped_back_keeps_the_rounds_going() {
+    // Review: the registry's rounds were on the raw clock: five minutes
+    // back, no exchange for five minutes.
+    let mut f = Fleet::new(1);
+    f.call(0, "a", Outcome::Success);
+    f.run(2 * SECOND);
     let p = &mut f.processes[0];
-    p.members.forget("c");
-    assert!(p.members.member("c").is_none());
-    f.run(SECOND);
-    assert!(f.processes[0].members.member("c").is_some());
+    let before = p.calls;
+    let mut now = f.now_us - 300 * SECOND;
+    for _ in 0..500 {
+        now += 10_000;
+        let at = Instant::from_micros(now);
+        let Some(requests) = p.members.requests(&mut p.registry, at) else { continue };
+        p.calls += 1;
+        let store = f.stores.get_mut("a").unwrap();
+        let answers: Vec<Answer> = requests.iter().map(|r| store.exchange(r, f.now_us + now % SECOND)).collect();
+        assert!(p.members.apply(&mut p.registry, &answers, at, |_, _| ()));
+    }
+    // Five seconds: a round a second.
+    assert!((4..=6).contains(&(p.calls - before)), "{} calls", p.calls - before);
+}
+
+#[test]
+fn a_failure_with_nothing_out_backs_off() {
+    // Review: a clock that throws failed every exchange before it was
+    // made; nothing backed off, and the link spun on a 1 ms timer.
+    let mut f = Fleet::new(1);
+    f.call(0, "a", Outcome::Success);
+    let now = f.now();
+    let p = &mut f.processes[0];
+    p.members.failed(&mut p.registry, now);
+    assert!(p.members.degraded());
+    let next = p.members.next_exchange(&p.registry, now);
+    assert!(next >= now + Duration::from_millis(800), "retried after the backoff, not at once: {next:?}");
+    assert!(p.members.requests(&mut p.registry, now).is_none());
 }
 
 #[test]
