@@ -187,22 +187,22 @@ impl KeyedMembers {
         if now < self.next_exchange(registry, now) {
             return None;
         }
-        // Names evicted leave (what they sent kept for a member TTL); new
-        // ones join at a regular exchange.
-        let ttl = self.config.member_ttl();
-        self.left.retain(|_, (_, at)| own < *at + ttl);
-        let left = &mut self.left;
-        self.members.retain(|name, n| {
-            let here = registry.peek(name).is_some();
-            if !here {
-                left.insert(name.clone(), (n.sent, own));
-            }
-            here
-        });
         let flush = self.config.flush_interval;
         // (A round under way finishes first.)
         let regular = self.round.is_none() && self.regular.is_none_or(|at| own >= at);
         if regular {
+            // Names evicted leave (what they sent kept for a member TTL);
+            // new ones join.
+            let ttl = self.config.member_ttl();
+            self.left.retain(|_, (_, at)| own < *at + ttl);
+            let left = &mut self.left;
+            self.members.retain(|name, n| {
+                let here = registry.peek(name).is_some();
+                if !here {
+                    left.insert(name.clone(), (n.sent, own));
+                }
+                here
+            });
             for (name, breaker) in registry.iter() {
                 if !self.members.contains_key(name)
                     && let Ok(member) = Member::new(self.id, self.config, breaker.config())
