@@ -34,10 +34,32 @@ pub struct NativeRegistry {
     /// Transitions not yet taken, with the name of their breaker.
     pub(crate) transitions: Vec<(String, Transition)>,
     /// Its group, once it joins one (`src/registry_group.rs`).
-    pub(crate) group: Option<Box<crate::registry_group::RegistryGroup>>,
+    pub(crate) group: Option<Box<RegistryGroup>>,
+}
+
+/// A registry's group: its members and the group's name (the keys' hash tag).
+pub(crate) struct RegistryGroup {
+    pub(crate) members: halfopen::group::KeyedMembers,
+    pub(crate) name: String,
 }
 
 impl NativeRegistry {
+    /// A name is configured: its new configuration must fit the group.
+    fn group_check(&self, config: &Config) -> Result<()> {
+        match &self.group {
+            // (The one a name's configuration can break: probes that outlast
+            // the group's lease; said of the option the name was given.)
+            Some(group) => group.members.check(config).map_err(|_| {
+                crate::error::config(
+                    "probe_timeout",
+                    halfopen::Problem::TooLarge,
+                    "must be at most the group's lease (the registry's group.leaseMs)",
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn keep(&mut self, name: &str, t: impl IntoIterator<Item = Transition>) -> bool {
         let before = self.transitions.len();
         self.transitions.extend(t.into_iter().map(|t| (name.to_owned(), t)));

@@ -9,7 +9,7 @@ use napi_derive::napi;
 
 use crate::error::{Refusal, Result, structured};
 use crate::group::{NativeGroupOptions, refused};
-use crate::registry::NativeRegistry;
+use crate::registry::{NativeRegistry, RegistryGroup};
 use crate::time::{duration, instant, ms, ms_at};
 
 /// One script call: its keys (8 per name) and arguments (23 per name).
@@ -17,12 +17,6 @@ use crate::time::{duration, instant, ms, ms_at};
 pub struct NativeGroupCall {
     pub keys: Vec<String>,
     pub args: Vec<String>,
-}
-
-/// A registry's group: its members and the group's name (the keys' hash tag).
-pub(crate) struct RegistryGroup {
-    members: KeyedMembers,
-    name: String,
 }
 
 #[cfg_attr(feature = "node", napi)]
@@ -158,23 +152,5 @@ impl NativeRegistry {
             }
             .into(),
         )
-    }
-}
-
-impl NativeRegistry {
-    /// A name is configured: its new configuration must fit the group.
-    pub(crate) fn group_check(&self, config: &halfopen::Config) -> Result<()> {
-        match &self.group {
-            // (The one a name's configuration can break: probes that outlast
-            // the group's lease; said of the option the name was given.)
-            Some(group) => group.members.check(config).map_err(|_| {
-                crate::error::config(
-                    "probe_timeout",
-                    halfopen::Problem::TooLarge,
-                    "must be at most the group's lease (the registry's group.leaseMs)",
-                )
-            }),
-            None => Ok(()),
-        }
     }
 }

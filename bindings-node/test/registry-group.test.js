@@ -52,7 +52,7 @@ async function until(check) {
 }
 
 // The registry processes' flush interval: a round of 10 × 1,000 names takes
-// Redis about a second (0.1 ms a name: BENCHMARKS.md).
+// Redis about half a second (50 µs a name: BENCHMARKS.md).
 const FLUSH_MS = 2_000
 
 const BREAKER = { failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 60_000, halfOpenMaxAttempts: 1, probeTimeoutMs: 1_000 }

@@ -38,7 +38,13 @@ pub struct NativeRegistry {
     capacity: usize,
     /// Its group, once it joins one (`registry_group.rs`; locked before
     /// `core`, never on the call path).
-    group: Mutex<Option<Box<crate::registry_group::RegistryGroup>>>,
+    group: Mutex<Option<Box<RegistryGroup>>>,
+}
+
+/// A registry's group: its members and the group's name (the keys' hash tag).
+pub(crate) struct RegistryGroup {
+    pub(crate) members: halfopen::group::KeyedMembers,
+    pub(crate) name: String,
 }
 
 /// Why a call got no permit: its breaker's refusal, or a registry full of
@@ -68,7 +74,7 @@ impl NativeRegistry {
     }
 
     /// Its group, if it joined one (locked before the core).
-    pub(crate) fn group(&self) -> MutexGuard<'_, Option<Box<crate::registry_group::RegistryGroup>>> {
+    pub(crate) fn group(&self) -> MutexGuard<'_, Option<Box<RegistryGroup>>> {
         self.group.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -391,7 +397,7 @@ impl NativeRegistry {
         let patch = options::patch(py, options)?;
         let now = self.clock(py)?;
         // A name in a group: its probes must not outlast the group's lease.
-        let fits = self.group().as_ref().is_none_or(|g| g.check(&patch.apply(self.lock().config())));
+        let fits = self.group().as_ref().is_none_or(|g| g.members.check(&patch.apply(self.lock().config())).is_ok());
         if !fits {
             return Err(value_error(
                 py,

@@ -10,14 +10,8 @@ use pyo3::prelude::*;
 
 use crate::errors::{config_error, value_error};
 use crate::group::group_config;
-use crate::registry::NativeRegistry;
+use crate::registry::{NativeRegistry, RegistryGroup};
 use crate::time::secs;
-
-/// A registry's group: its members and the group's name (the keys' hash tag).
-pub(crate) struct RegistryGroup {
-    members: KeyedMembers,
-    name: String,
-}
 
 /// Puts every name of `registry` in group `name` as member `member`
 /// (replacing a membership it had); an invalid option, or one a name's own
@@ -176,12 +170,5 @@ pub(crate) fn _registry_group_store_timeout(registry: &NativeRegistry) -> Option
 pub(crate) fn _registry_group_leave(registry: &NativeRegistry) {
     if let Some(group) = registry.group().take() {
         group.members.leave(&mut registry.lock());
-    }
-}
-
-impl RegistryGroup {
-    /// Whether a name configured by `config` can be in the group.
-    pub(crate) fn check(&self, config: &halfopen::Config) -> bool {
-        self.members.check(config).is_ok()
     }
 }

@@ -39,10 +39,10 @@ use crate::state::Transitions;
 use crate::time::{Duration, Instant};
 
 /// The most names one store call carries. Redis runs a script alone (every
-/// other client waits), and the script costs about 0.1 ms of Redis time
-/// per name (BENCHMARKS.md, "Group mode"): a call holds Redis for about
-/// 10 ms at most, well within a store timeout, and a registry of more
-/// names makes a call per hundred names each flush interval.
+/// other client waits), and the script costs about 50 µs of Redis time per
+/// name (BENCHMARKS.md, "Group mode"): a call holds Redis for about 5 ms at
+/// most, well within a store timeout, and a registry of more names makes a
+/// call per hundred names each flush interval.
 pub const NAMES_PER_CALL: usize = 100;
 
 /// A name's member, with what it sends on top of its breaker's totals.
