@@ -283,6 +283,13 @@ export declare class CircuitBreaker extends EventEmitter {
    * this one): this one at once, the others at their next exchange; sent again until Redis answers.
    */
   groupForceOpen(ms: number): void
+  /**
+   * With the `group` option: closes every process's breaker and forgets the group's failures and
+   * backoff (an operator's force-close); this one at once, the others at their next exchange.
+   */
+  groupForceClose(): void
+  /** With the `group` option: resets every process's breaker (as `groupForceClose`, each breaker reset). */
+  groupReset(): void
 
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
   /** Redis failed or was late: this process decides alone (it still trips, probes and closes by itself). */
@@ -362,6 +369,10 @@ export interface KeyedBreaker {
   reset(): void
   /** With the registry's `group` option: opens this name's breaker in every process for `ms` (see `CircuitBreaker.groupForceOpen`). */
   groupForceOpen(ms: number): void
+  /** With the registry's `group` option: closes this name's breaker in every process (see `CircuitBreaker.groupForceClose`). */
+  groupForceClose(): void
+  /** With the registry's `group` option: resets this name's breaker in every process. */
+  groupReset(): void
 }
 
 /** One breaker per name (seed 000's `breakerFor`), bounded; events carry the breaker's `name`. */

@@ -108,6 +108,12 @@ export declare class NativeBreaker {
    * their next exchange. True if a transition waits.
    */
   groupForceOpen(nowMs: number, forMs: number): boolean
+  /**
+   * Closes the whole group at `nowMs` (`reset`: a reset, else a
+   * force-close): this breaker at once, the others at their next
+   * exchange. True if a transition waits.
+   */
+  groupForceClose(nowMs: number, reset: boolean): boolean
   /** The exchange out failed or took too long, at `nowMs`. */
   groupFailed(nowMs: number): void
   /**
@@ -306,6 +312,12 @@ export declare class NativeRegistry {
    * exchange. True if a transition waits.
    */
   groupForceOpen(name: string, nowMs: number, forMs: number): boolean
+  /**
+   * Closes `name`'s group at `nowMs` (`reset`: a reset, else a
+   * force-close; its breaker made if it has none): here at once, the
+   * other processes at their next exchange. True if a transition waits.
+   */
+  groupForceClose(name: string, nowMs: number, reset: boolean): boolean
   /** Leaves the group: every name decides alone from now on. */
   groupLeave(): void
   /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */

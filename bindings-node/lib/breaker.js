@@ -251,6 +251,28 @@ class CircuitBreaker {
     link.poke()
   }
 
+  /**
+   * With the `group` option: closes every process's breaker and forgets
+   * the group's failures and backoff (an operator's force-close): this
+   * breaker at once, the others at their next exchange; sent again until
+   * Redis answers. `groupReset()` does the same with each breaker reset.
+   */
+  groupForceClose() {
+    this._groupClose(false)
+  }
+
+  /** With the `group` option: resets every process's breaker (see `groupForceClose`). */
+  groupReset() {
+    this._groupClose(true)
+  }
+
+  _groupClose(reset) {
+    const link = linkOf(this)
+    if (link === undefined) throw new TypeError(`group${reset ? 'Reset' : 'ForceClose'} needs the group option (and a breaker still in its group)`)
+    this._manual((now) => this._native.groupForceClose(now, reset))
+    link.poke()
+  }
+
   /** Stops exchanging with the group (the breaker goes on alone). */
   leaveGroup() {
     linkOf(this)?.close()

@@ -260,12 +260,26 @@ class KeyedBreaker {
    */
   groupForceOpen(ms) {
     checkAtLeastMs(ms, 'groupForceOpen')
+    this._groupManual('groupForceOpen', (r, now) => r._native.groupForceOpen(this.name, now, ms))
+  }
+
+  /** With the registry's `group` option: closes this name's breaker in every process (see `CircuitBreaker.groupForceClose`). */
+  groupForceClose() {
+    this._groupManual('groupForceClose', (r, now) => r._native.groupForceClose(this.name, now, false))
+  }
+
+  /** With the registry's `group` option: resets this name's breaker in every process. */
+  groupReset() {
+    this._groupManual('groupReset', (r, now) => r._native.groupForceClose(this.name, now, true))
+  }
+
+  _groupManual(method, op) {
     const r = this._registry
     const link = linkOf(r)
-    if (link === undefined) throw new TypeError('groupForceOpen needs the registry\'s group option (and a registry still in its group)')
+    if (link === undefined) throw new TypeError(`${method} needs the registry's group option (and a registry still in its group)`)
     let changed
     try {
-      changed = r._native.groupForceOpen(this.name, read(this), ms)
+      changed = op(r, read(this))
     } catch (err) {
       throw fromNative(err, { name: this.name })
     }

@@ -4,6 +4,7 @@
 //! `EVALSHA` per exchange through the user's ioredis client, is
 //! `lib/group.js`'s.
 
+use halfopen::Reason;
 use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, GroupPhase, Member, redis};
 #[cfg(feature = "node")]
 use napi_derive::napi;
@@ -129,6 +130,17 @@ impl NativeBreaker {
     pub fn group_force_open(&mut self, now_ms: f64, for_ms: f64) -> bool {
         let Some(member) = self.group.as_mut() else { return false };
         let t = member.force_open(&mut self.breaker, instant(now_ms), duration(for_ms));
+        self.keep(t)
+    }
+
+    /// Closes the whole group at `nowMs` (`reset`: a reset, else a
+    /// force-close): this breaker at once, the others at their next
+    /// exchange. True if a transition waits.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_force_close(&mut self, now_ms: f64, reset: bool) -> bool {
+        let Some(member) = self.group.as_mut() else { return false };
+        let reason = if reset { Reason::Reset } else { Reason::ForcedClose };
+        let t = member.force_close(&mut self.breaker, instant(now_ms), reason);
         self.keep(t)
     }
 

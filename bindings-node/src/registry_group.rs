@@ -103,6 +103,19 @@ impl NativeRegistry {
         Ok(self.keep(&name, t.into_iter().flatten()))
     }
 
+    /// Closes `name`'s group at `nowMs` (`reset`: a reset, else a
+    /// force-close; its breaker made if it has none): here at once, the
+    /// other processes at their next exchange. True if a transition waits.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn group_force_close(&mut self, name: String, now_ms: f64, reset: bool) -> Result<bool> {
+        let now = instant(now_ms);
+        self.registry.get(&name, now).map_err(Refusal::from)?;
+        let Some(group) = self.group.as_mut() else { return Ok(false) };
+        let reason = if reset { halfopen::Reason::Reset } else { halfopen::Reason::ForcedClose };
+        let t = group.members.force_close(&mut self.registry, &name, now, reason);
+        Ok(self.keep(&name, t.into_iter().flatten()))
+    }
+
     /// Leaves the group: every name decides alone from now on.
     #[cfg_attr(feature = "node", napi)]
     pub fn group_leave(&mut self) {

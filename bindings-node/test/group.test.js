@@ -326,6 +326,27 @@ test('a force-open received by one member opens the whole group', { timeout: 30_
   for (const x of members) x.leaveGroup()
 })
 
+test('a force-close or reset received by one member closes the whole group, saying so', { timeout: 30_000 }, async () => {
+  for (const [method, reason] of [
+    ['groupForceClose', 'forced_close'],
+    ['groupReset', 'reset'],
+  ]) {
+    const members = [member(`closed-${reason}`), member(`closed-${reason}`), member(`closed-${reason}`)]
+    await until(() => members.every((x) => x.groupStatus().phase === 'closed'))
+    assert.throws(() => new CircuitBreaker({ name: 'alone' })[method](), TypeError)
+    members[0].groupForceOpen(600_000)
+    await until(() => members.every((x) => x.getState() === 'OPEN'))
+    const closed = once(members[2], 'close')
+    members[1][method]()
+    assert.equal(members[1].getState(), 'CLOSED', 'this one at once')
+    const [event] = await closed
+    assert.equal(event.reason, reason)
+    await until(() => members.every((x) => x.getState() === 'CLOSED' && x.groupStatus().phase === 'closed'))
+    assert.equal(await members[0].execute(ok), 'ok')
+    for (const x of members) x.leaveGroup()
+  }
+})
+
 test('a clock stepped back keeps the exchanges going', { timeout: 30_000 }, async () => {
   let skew = 0
   const a = member('stepped', { clock: () => Date.now() - skew })

@@ -92,7 +92,7 @@ test('each name is a group of its own: failures of one, spread over processes, o
   for (const r of fleet) r.leaveGroup()
 })
 
-test('a force-open of one name opens that name in every process; a killed Redis leaves every name alone', { timeout: 30_000 }, async () => {
+test('a force-open (and a force-close) of one name reaches that name in every process; a killed Redis leaves every name alone', { timeout: 30_000 }, async () => {
   const fleet = [registry('forced'), registry('forced')]
   for (const r of fleet) for (const name of ['a', 'b']) await r.get(name).execute(() => 1)
   await until(() => fleet.every((r) => r.groupStatus().answered === 2))
@@ -101,6 +101,10 @@ test('a force-open of one name opens that name in every process; a killed Redis 
   await until(() => fleet[1].get('a').getState() === 'OPEN')
   assert.equal(fleet[1].get('b').getState(), 'CLOSED')
   assert.throws(() => fleet[0].get('a').groupForceOpen(-1), RangeError)
+  // And a force-close of it closes it everywhere.
+  fleet[1].get('a').groupForceClose()
+  assert.equal(fleet[1].get('a').getState(), 'CLOSED')
+  await until(() => fleet[0].get('a').getState() === 'CLOSED')
   const degraded = fleet.map((r) => once(r, 'groupDegraded'))
   server.kill('SIGKILL')
   const events = await Promise.all(degraded)

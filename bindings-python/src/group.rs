@@ -156,6 +156,24 @@ pub(crate) fn _group_force_open(py: Python<'_>, breaker: &NativeBreaker, seconds
     breaker.host.deliver(py).map(|()| true)
 }
 
+/// Closes the whole group (`reset`: a reset, else a force-close): this
+/// breaker at once, the others at their next exchange; `False` outside a
+/// group. A clock that fails raises.
+#[pyfunction]
+pub(crate) fn _group_force_close(py: Python<'_>, breaker: &NativeBreaker, reset: bool) -> PyResult<bool> {
+    let now = breaker.clock(py)?;
+    let mut group = breaker.host.group();
+    let Some(member) = group.as_mut() else { return Ok(false) };
+    let reason = if reset { halfopen::Reason::Reset } else { halfopen::Reason::ForcedClose };
+    {
+        let mut core = breaker.lock();
+        let transitions = member.force_close(&mut core, now, reason);
+        breaker.host.note(|| breaker.text(py), transitions);
+    }
+    drop(group);
+    breaker.host.deliver(py).map(|()| true)
+}
+
 /// The exchange out failed or took too long (at the clock's reading, or
 /// its latest good one).
 #[pyfunction]

@@ -45,6 +45,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(group::_group_status, m)?,
         wrap_pyfunction!(group::_group_store_timeout, m)?,
         wrap_pyfunction!(group::_group_leave, m)?,
+        wrap_pyfunction!(group::_group_force_close, m)?,
+        wrap_pyfunction!(registry_group::_registry_group_force_close, m)?,
         wrap_pyfunction!(registry_group::_registry_group_join, m)?,
         wrap_pyfunction!(registry_group::_registry_group_delay, m)?,
         wrap_pyfunction!(registry_group::_registry_group_request, m)?,

@@ -131,6 +131,33 @@ pub(crate) fn _registry_group_force_open(
     registry.host().deliver(py).map(|()| true)
 }
 
+/// Closes `name`'s group (`reset`: a reset, else a force-close; its
+/// breaker made if it has none): here at once, the other processes at
+/// their next exchange; `False` outside a group.
+#[pyfunction]
+pub(crate) fn _registry_group_force_close(
+    py: Python<'_>,
+    registry: &NativeRegistry,
+    name: String,
+    reset: bool,
+) -> PyResult<bool> {
+    let now = registry.clock(py)?;
+    let mut guard = registry.group();
+    let Some(group) = guard.as_mut() else { return Ok(false) };
+    let reason = if reset { halfopen::Reason::Reset } else { halfopen::Reason::ForcedClose };
+    {
+        let mut core = registry.lock();
+        if let Err(e) = core.get(&name, now) {
+            let room = matches!(e, halfopen::RegistryError::Full { .. }) && core.has_room(now);
+            return Err(crate::errors::registry_error(py, &name, e, room));
+        }
+        let transitions = group.members.force_close(&mut core, &name, now, reason);
+        registry.host().note(|| name.clone(), transitions.into_iter().flatten());
+    }
+    drop(guard);
+    registry.host().deliver(py).map(|()| true)
+}
+
 /// The exchange out failed or took too long.
 #[pyfunction]
 pub(crate) fn _registry_group_failed(py: Python<'_>, registry: &NativeRegistry) {

@@ -523,6 +523,27 @@ def test_a_force_open_received_by_one_process_opens_the_whole_group(server: Serv
         b.leave_group()
 
 
+@pytest.mark.parametrize("method,reason", [("group_force_close", "forced_close"), ("group_reset", "reset")])
+def test_a_force_close_or_reset_received_by_one_process_closes_the_whole_group(
+    server: Server, method: str, reason: str
+) -> None:
+    breakers = [member(server, f"closed-{reason}") for _ in range(3)]
+    joined(*breakers)
+    with pytest.raises(TypeError):
+        getattr(CircuitBreaker("alone"), method)()
+    breakers[0].group_force_open(600.0)
+    until(lambda: all(b.state is State.OPEN for b in breakers), "every member open")
+    reasons: List[str] = []
+    breakers[2].on_state_change(lambda change: reasons.append(change.reason))
+    getattr(breakers[1], method)()
+    assert breakers[1].state is State.CLOSED, "this one at once"
+    until(lambda: all(b.state is State.CLOSED for b in breakers), "every member closed")
+    assert reasons == [reason], reasons
+    assert breakers[0].call(lambda: "ok") == "ok"
+    for b in breakers:
+        b.leave_group()
+
+
 def test_anything_that_stops_an_exchange_fails_it_and_on_degraded_gets_the_error(server: Server) -> None:
     errors: List[BaseException] = []
     g = RedisGroup(server.client(), "stopped", flush_interval=0.05, store_timeout=0.04, on_degraded=errors.append)

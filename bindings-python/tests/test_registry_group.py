@@ -180,5 +180,9 @@ def test_a_force_open_of_one_name_opens_that_name_in_every_registry(server: Serv
     assert fleet[1].state_name("b") == "CLOSED"
     with pytest.raises((TypeError, ValueError)):
         fleet[0].get("a").group_force_open(-1.0)
+    # And a force-close of it closes it everywhere.
+    fleet[1].get("a").group_force_close()
+    assert fleet[1].state_name("a") == "CLOSED"
+    until(lambda: fleet[0].state_name("a") == "CLOSED", "a closed in the other")
     for r in fleet:
         r.leave_group()

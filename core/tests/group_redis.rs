@@ -142,7 +142,9 @@ fn the_lua_script_answers_as_the_reference_store() {
                 open_for_us: 60_000_000,
                 reason: Reason::ConsecutiveFailures,
             }),
-            5 => Some(Proposed::Closed),
+            5 => Some(Proposed::Closed {
+                reason: [Reason::ProbesSucceeded, Reason::ForcedClose, Reason::Reset][draw.next(3) as usize],
+            }),
             _ => None,
         };
         // Mostly at the current epoch, sometimes a stale one, now and then

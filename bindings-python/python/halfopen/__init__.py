@@ -246,6 +246,18 @@ class CircuitBreaker(_Protects, NativeBreaker):
         until Redis answers. Then the group probes, as after any open period."""
         _group.force_open(self, seconds)
 
+    def group_force_close(self) -> None:
+        """With ``group=``: closes every process's breaker and forgets the
+        group's failures and backoff (an operator's force-close): this one
+        at once, the others at their next exchange; sent again until Redis
+        answers."""
+        _group.force_close(self, reset=False)
+
+    def group_reset(self) -> None:
+        """With ``group=``: resets every process's breaker (as
+        ``group_force_close``, each breaker reset)."""
+        _group.force_close(self, reset=True)
+
     def leave_group(self) -> None:
         """Stops exchanging with the group: the breaker decides alone."""
         _group.leave(self)
@@ -390,6 +402,15 @@ class KeyedBreaker(_Protects):
         """With the registry's ``group=``: opens this name's breaker in every
         process for ``seconds`` (see ``CircuitBreaker.group_force_open``)."""
         _group.force_open_name(self.registry, self.name, seconds)
+
+    def group_force_close(self) -> None:
+        """With the registry's ``group=``: closes this name's breaker in every
+        process (see ``CircuitBreaker.group_force_close``)."""
+        _group.force_close_name(self.registry, self.name, reset=False)
+
+    def group_reset(self) -> None:
+        """With the registry's ``group=``: resets this name's breaker in every process."""
+        _group.force_close_name(self.registry, self.name, reset=True)
 
     @property
     def fallback(self) -> Optional[Callable[..., Any]]:

@@ -564,6 +564,26 @@ def force_open(breaker: Any, seconds: float) -> None:
     link.poke()
 
 
+def force_close(breaker: Any, reset: bool) -> None:
+    """Closes (or resets) the breaker's whole group (see ``CircuitBreaker.group_force_close``)."""
+    link = _BY_BREAKER.get(breaker)
+    if link is None:
+        method = "group_reset" if reset else "group_force_close"
+        raise TypeError(f"{method} needs the group= option (and a breaker still in its group)")
+    _native._group_force_close(breaker, reset)
+    link.poke()
+
+
+def force_close_name(registry: Any, name: str, reset: bool) -> None:
+    """Closes (or resets) ``name``'s group of a grouped registry."""
+    link = _BY_BREAKER.get(registry)
+    if link is None:
+        method = "group_reset" if reset else "group_force_close"
+        raise TypeError(f"{method} needs the registry's group= option (and a registry still in its group)")
+    _native._registry_group_force_close(registry, name, reset)
+    link.poke()
+
+
 def force_open_name(registry: Any, name: str, seconds: float) -> None:
     """Opens ``name``'s group of a grouped registry for ``seconds``."""
     link = _BY_BREAKER.get(registry)

@@ -35,7 +35,7 @@ use super::{GroupConfig, GroupConfigError, GroupEvent, Member, Tally};
 use crate::config::Config;
 use crate::meter::Meter;
 use crate::registry::Registry;
-use crate::state::Transitions;
+use crate::state::{Reason, Transitions};
 use crate::time::{Duration, Instant};
 
 /// The most names one store call carries. Redis runs a script alone (every
@@ -338,15 +338,36 @@ impl KeyedMembers {
         now: Instant,
         period: Duration,
     ) -> Option<Transitions> {
-        let born = registry.born(name)?;
+        let n = self.named(registry, name)?;
         let breaker = registry.peek_mut(name)?;
+        Some(n.member.force_open(breaker, now, period))
+    }
+
+    /// Closes `name`'s group (`reason`: [`Reason::ForcedClose`] or
+    /// [`Reason::Reset`]; see [`Member::force_close`]): its breaker at once,
+    /// the other processes at their next exchange. None if `name` has no
+    /// breaker (make it first).
+    pub fn force_close<M: Meter + Default>(
+        &mut self,
+        registry: &mut Registry<M>,
+        name: &str,
+        now: Instant,
+        reason: Reason,
+    ) -> Option<Transitions> {
+        let n = self.named(registry, name)?;
+        let breaker = registry.peek_mut(name)?;
+        Some(n.member.force_close(breaker, now, reason))
+    }
+
+    /// `name`'s member, made if it has none yet (its breaker must exist).
+    fn named<M: Meter + Default>(&mut self, registry: &Registry<M>, name: &str) -> Option<&mut Named> {
+        let born = registry.born(name)?;
         if !self.members.contains_key(name) {
-            let member = Member::new(self.id, self.config, breaker.config()).ok()?;
+            let member = Member::new(self.id, self.config, registry.peek(name)?.config()).ok()?;
             let base = self.left.remove(name).map_or(Tally::default(), |(sent, _)| sent);
             self.members.insert(name.into(), Named { member, born, base, sent: base });
         }
-        let n = self.members.get_mut(name)?;
-        Some(n.member.force_open(breaker, now, period))
+        self.members.get_mut(name)
     }
 
     /// Leaves the group: every name decides alone from now on.

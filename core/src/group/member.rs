@@ -85,6 +85,10 @@ pub struct Member {
     /// time), and the one the request out carries.
     forcing: Option<Instant>,
     forcing_sent: Option<Instant>,
+    /// An operator's close of the group to send (why: a force-close or a
+    /// reset), and whether the request out carries it.
+    closing: Option<Reason>,
+    closing_sent: bool,
     /// The highest epoch of the group's limit answered (kept through
     /// outages): one lower means the store lost the limit.
     limit_epoch: u64,
@@ -121,6 +125,8 @@ impl Member {
             skew: 0,
             forcing: None,
             forcing_sent: None,
+            closing: None,
+            closing_sent: false,
             limit_epoch: 0,
         })
     }
@@ -169,7 +175,11 @@ impl Member {
         // A transition to propose, a force-open to send, or a cut of the
         // group's limit to ask for: soon (the other processes go on at their
         // shares until then).
-        if self.wanted(breaker, seen, now).is_some() || self.forcing.is_some() || breaker.limit_cut_pending() {
+        if self.wanted(breaker, seen, now).is_some()
+            || self.forcing.is_some()
+            || self.closing.is_some()
+            || breaker.limit_cut_pending()
+        {
             return now.max(last + policy::urgent_gap(&self.config));
         }
         let regular = last + self.config.flush_interval;
@@ -224,6 +234,10 @@ impl Member {
             }
         }
         let proposal = match (self.forcing, self.link, self.seen) {
+            // An operator's close, as a force-open: any epoch, until answered.
+            _ if self.closing.is_some() => {
+                self.closing.map(|reason| Proposal { epoch: ANY_EPOCH, to: Proposed::Closed { reason } })
+            }
             // An operator's force-open wins over any epoch (and is sent until
             // the store has answered a request carrying it), for what is left
             // of it.
@@ -240,9 +254,11 @@ impl Member {
             _ => None,
         };
         self.forcing_sent = self.forcing;
+        self.closing_sent = self.closing.is_some();
         self.pending = Some(now);
         self.last_sent = Some(now);
-        let limit = self.limit_report(breaker, now, proposal.is_some_and(|p| p.to == Proposed::Closed));
+        let closes = proposal.is_some_and(|p| matches!(p.to, Proposed::Closed { .. }));
+        let limit = self.limit_report(breaker, now, closes);
         let c = breaker.config();
         let (bucket_us, window_us) = match c.window {
             Window::Time(span) if c.windowed() => (span.as_micros() / u64::from(TIME_BUCKETS), span.as_micros()),
@@ -318,6 +334,9 @@ impl Member {
         {
             self.forcing = None;
         }
+        if core::mem::take(&mut self.closing_sent) {
+            self.closing = None;
+        }
         let offset = i128::from(answer.now_us) - i128::from(now.as_micros());
         let offset = offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.offset = Some(offset);
@@ -384,6 +403,7 @@ impl Member {
         let now = self.reading(now);
         self.pending = None;
         self.forcing_sent = None;
+        self.closing_sent = false;
         let failures = match self.link {
             Link::Degraded { failures, .. } => failures.saturating_add(1),
             _ => 1,
@@ -437,8 +457,10 @@ impl Member {
     ) -> Transitions {
         let now = self.reading(now);
         let period = period.min(Duration::from_micros(super::protocol::MAX_PERIOD_US));
-        // Of two force-opens asked here, the longer holds.
+        // Of two force-opens asked here, the longer holds (a close asked
+        // before is superseded).
         self.forcing = self.forcing.max(Some(now + period));
+        self.closing = None;
         if !self.following {
             self.rejected_at_open = breaker.tally().rejected;
         }
@@ -453,6 +475,30 @@ impl Member {
         let until = (now + period).max(group_until);
         let probes = Probes::Elsewhere { until: policy::probes_wait_until(&self.config, until) };
         breaker.follow_open(now, until, open_for, Reason::ForcedOpen, probes)
+    }
+
+    /// Closes the whole group (an operator's force-close, or a reset:
+    /// `reason` is [`Reason::ForcedClose`] or [`Reason::Reset`]): `breaker`
+    /// at once (`force_close` or `reset`), and the next exchange (due at
+    /// once) closes the group's register whatever its epoch, forgetting
+    /// its window, its run and its backoff; every process follows within
+    /// its next exchange, and the group's limit starts again. Sent again
+    /// until the store answers it; a force-open asked before is superseded
+    /// (and one asked after supersedes it). Returns `breaker`'s transitions.
+    pub fn force_close<C: Borrow<Config>, M: Meter>(
+        &mut self,
+        breaker: &mut Breaker<C, M>,
+        now: Instant,
+        reason: Reason,
+    ) -> Transitions {
+        let now = self.reading(now);
+        self.closing = Some(reason);
+        self.forcing = None;
+        self.following = false;
+        match reason {
+            Reason::Reset => breaker.reset(now),
+            _ => breaker.force_close(now),
+        }
     }
 
     /// Leaves the group: `breaker` decides alone from now on (its limit
@@ -528,8 +574,12 @@ impl Member {
             GroupPhase::Closed if self.forcing.is_some() => Transitions::default(),
             GroupPhase::Closed => {
                 let was = core::mem::replace(&mut self.following, false);
-                if was { breaker.follow_close(now, Reason::ProbesSucceeded) } else { Transitions::default() }
+                let reason = self.seen.and_then(|s| s.register.closed_by).unwrap_or(Reason::ProbesSucceeded);
+                if was { breaker.follow_close(now, reason) } else { Transitions::default() }
             }
+            // An operator's close asked here and not answered yet: an
+            // answer to an earlier request does not open it again.
+            _ if self.closing.is_some() => Transitions::default(),
             GroupPhase::Open { until_us, open_for_us, reason } => {
                 begin(self, breaker);
                 // Held to this process's own cap, except an operator's

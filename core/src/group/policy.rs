@@ -150,7 +150,7 @@ pub(crate) fn proposal(c: &Config, g: &GroupConfig, s: Standing, local: Local) -
         GroupPhase::Open { .. } => None,
         GroupPhase::HalfOpen { lease, lease_until_us, open_for_us, reason } if lease == me => match local {
             // Its probes succeeded.
-            Local::Closed { by_probes: true } => Some(Proposed::Closed),
+            Local::Closed { by_probes: true } => Some(Proposed::Closed { reason: Reason::ProbesSucceeded }),
             // A probe failed here: open again, for longer.
             Local::Open { open_for, left } => Some(Proposed::Open {
                 for_us: left.as_micros(),
@@ -252,7 +252,10 @@ mod tests {
             open_for_us: 30_000_000,
             reason: Reason::FailureRate,
         };
-        assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::Closed { by_probes: true }), Some(Proposed::Closed));
+        assert_eq!(
+            proposal(&c, &g, at(1, half_open, 50), Local::Closed { by_probes: true }),
+            Some(Proposed::Closed { reason: Reason::ProbesSucceeded })
+        );
         assert_eq!(proposal(&c, &g, at(1, half_open, 50), Local::HalfOpen { probes_out: false }), None);
         let left = Duration::from_secs(60);
         let open_for = Duration::from_secs(60);

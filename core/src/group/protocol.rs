@@ -45,11 +45,14 @@ pub struct Register {
     pub epoch: u64,
     /// The phase.
     pub phase: GroupPhase,
+    /// Closed: why, if it was ever open (a probe round's success, an
+    /// operator's force-close or reset).
+    pub closed_by: Option<Reason>,
 }
 
 impl Default for Register {
     fn default() -> Self {
-        Register { epoch: 0, phase: GroupPhase::Closed }
+        Register { epoch: 0, phase: GroupPhase::Closed, closed_by: None }
     }
 }
 
@@ -95,9 +98,13 @@ pub enum Proposed {
         /// Why the group opened.
         reason: Reason,
     },
-    /// Closed: the proposer's probes succeeded. The store forgets the
+    /// Closed because of `reason` (the proposer's probes succeeded, or an
+    /// operator force-closed or reset the group). The store forgets the
     /// merged window and the run.
-    Closed,
+    Closed {
+        /// Why.
+        reason: Reason,
+    },
 }
 
 /// The group's concurrency limit (an adaptive limit shared by the group),

@@ -67,7 +67,7 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
         Some(p) => match p.to {
             Proposed::Open { for_us, open_for_us, reason } => (1, p.epoch, for_us, open_for_us, reason.name()),
             Proposed::HalfOpen { lease_us, open_for_us, reason } => (2, p.epoch, lease_us, open_for_us, reason.name()),
-            Proposed::Closed => (3, p.epoch, 0, 0, ""),
+            Proposed::Closed { reason } => (3, p.epoch, 0, 0, reason.name()),
         },
     };
     let numbers = [
@@ -148,6 +148,11 @@ pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
     let n = |v: &S| v.as_ref().parse::<u64>().map_err(|_| BadReply);
     let small = |v: &S| n(v).map(|x| u32::try_from(x).unwrap_or(u32::MAX));
     let reason = |v: &S| Reason::from_name(v.as_ref()).ok_or(BadReply);
+    let closed_by = match (phase.as_ref(), why.as_ref()) {
+        ("closed", "") => None,
+        ("closed", _) => Some(reason(why)?),
+        _ => None,
+    };
     let phase = match phase.as_ref() {
         "closed" => GroupPhase::Closed,
         "open" => GroupPhase::Open { until_us: n(until)?, open_for_us: n(open_for)?, reason: reason(why)? },
@@ -161,7 +166,7 @@ pub fn answer<S: AsRef<str>>(reply: &[S]) -> Result<Answer, BadReply> {
     };
     Ok(Answer {
         now_us: n(now)?,
-        register: Register { epoch: n(epoch)?, phase },
+        register: Register { epoch: n(epoch)?, phase, closed_by },
         totals: WindowCounts { calls: small(calls)?, failures: small(failures)?, slow: small(slow)? },
         run: small(run)?,
         live: small(live)?,

@@ -157,7 +157,8 @@ local function exchange(key, a)
         register('until', nil)
       else
         register('phase', 'closed')
-        for _, f in ipairs({'until', 'open_for', 'reason', 'lease', 'lease_until'}) do register(f, nil) end
+        register('reason', a[15])
+        for _, f in ipairs({'until', 'open_for', 'lease', 'lease_until'}) do register(f, nil) end
         -- The window and every member's failures go with the open.
         for id in pairs(buckets) do del[#del + 1] = 'b:' .. id end
         buckets = {}

@@ -99,14 +99,18 @@ impl MemoryStore {
                     open_for_us,
                     reason,
                 },
-                Proposed::Closed => {
+                Proposed::Closed { .. } => {
                     self.buckets.clear();
                     self.failed.clear();
                     self.run = 0;
                     GroupPhase::Closed
                 }
             };
-            self.register = Register { epoch: self.register.epoch + 1, phase };
+            let closed_by = match p.to {
+                Proposed::Closed { reason } => Some(reason),
+                _ => None,
+            };
+            self.register = Register { epoch: self.register.epoch + 1, phase, closed_by };
         }
         // The group's limit: a fenced register with a counter of steps.
         if let Some(l) = r.limit {

@@ -329,7 +329,7 @@ fn a_request_applied_twice_counts_once_and_a_stale_proposal_changes_nothing() {
     let open = Proposed::Open { for_us: SECOND, open_for_us: SECOND, reason: Reason::FailureThreshold };
     request.proposal = Some(Proposal { epoch: 0, to: open });
     assert_eq!(store.exchange(&request, SECOND + 3).register.epoch, 1);
-    request.proposal = Some(Proposal { epoch: 0, to: Proposed::Closed });
+    request.proposal = Some(Proposal { epoch: 0, to: Proposed::Closed { reason: Reason::ProbesSucceeded } });
     let answer = store.exchange(&request, SECOND + 4);
     assert_eq!(answer.register.epoch, 1);
     assert!(matches!(answer.register.phase, GroupPhase::Open { .. }));
@@ -795,4 +795,61 @@ fn a_share_whose_exchanges_stopped_lapses_and_the_limit_is_the_processs_own() {
         }
     }
     assert!(admitted >= 1, "its share lapsed: at least its own minimum admits");
+}
+
+#[test]
+fn a_force_close_or_reset_received_by_one_process_closes_the_whole_group() {
+    for reason in [Reason::ForcedClose, Reason::Reset] {
+        let mut g = Group::new(3, Config::default(), GroupConfig::default(), &[]);
+        g.run(SECOND);
+        for _ in 0..3 {
+            g.call(1, Outcome::Failure);
+            g.call(2, Outcome::Failure);
+        }
+        g.run(3 * SECOND);
+        assert!(all(&g.states(), State::Open), "{:?}", g.states());
+        let now = g.local(0);
+        let p = &mut g.processes[0];
+        let t = p.member.force_close(&mut p.breaker, now, reason);
+        assert_eq!(t.last().map(|t| t.reason), Some(reason));
+        assert_eq!(g.processes[0].breaker.state(now), State::Closed);
+        g.run(2 * SECOND);
+        assert_eq!(g.phase(), GroupPhase::Closed);
+        assert_eq!(g.store.register().closed_by, Some(reason));
+        assert!(all(&g.states(), State::Closed), "{reason:?}: {:?}", g.states());
+        // The window went with the open: one more failure each trips nothing.
+        g.call(1, Outcome::Failure);
+        g.call(2, Outcome::Failure);
+        g.run(3 * SECOND);
+        assert_eq!(g.phase(), GroupPhase::Closed);
+    }
+}
+
+#[test]
+fn a_force_close_asked_while_the_store_is_away_is_sent_when_it_is_back_and_not_undone_meanwhile() {
+    let mut g = Group::new(2, Config::default(), GroupConfig::default(), &[]);
+    g.run(SECOND);
+    let now = g.local(0);
+    let p = &mut g.processes[0];
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(3_600));
+    g.run(2 * SECOND);
+    assert!(all(&g.states(), State::Open));
+    g.processes[0].cut_off = true;
+    let now = g.local(0);
+    let p = &mut g.processes[0];
+    let _ = p.member.force_close(&mut p.breaker, now, Reason::ForcedClose);
+    g.run(3 * SECOND);
+    assert_eq!(g.processes[0].breaker.state(g.local(0)), State::Closed, "closed here meanwhile");
+    assert_eq!(g.processes[1].breaker.state(g.local(1)), State::Open, "the others wait for the store");
+    g.processes[0].cut_off = false;
+    g.run(40 * SECOND);
+    assert_eq!(g.phase(), GroupPhase::Closed);
+    assert!(all(&g.states(), State::Closed), "{:?}", g.states());
+    // A force-open asked after supersedes it.
+    let now = g.local(1);
+    let p = &mut g.processes[1];
+    let _ = p.member.force_close(&mut p.breaker, now, Reason::ForcedClose);
+    let _ = p.member.force_open(&mut p.breaker, now, Duration::from_secs(60));
+    g.run(2 * SECOND);
+    assert!(matches!(g.phase(), GroupPhase::Open { reason: Reason::ForcedOpen, .. }), "{:?}", g.phase());
 }
