@@ -5,6 +5,7 @@
 //! (`group::redis`). The I/O is `python/halfopen/group.py`'s, as for a
 //! breaker.
 
+use halfopen::Transitions;
 use halfopen::group::{GroupEvent, KeyedMembers, redis};
 use pyo3::prelude::*;
 
@@ -116,19 +117,7 @@ pub(crate) fn _registry_group_force_open(
 ) -> PyResult<bool> {
     let period = crate::options::seconds(py, "seconds", seconds)?;
     let now = registry.clock(py)?;
-    let mut guard = registry.group();
-    let Some(group) = guard.as_mut() else { return Ok(false) };
-    {
-        let mut core = registry.lock();
-        if let Err(e) = core.get(&name, now) {
-            let room = matches!(e, halfopen::RegistryError::Full { .. }) && core.has_room(now);
-            return Err(crate::errors::registry_error(py, &name, e, room));
-        }
-        let transitions = group.members.force_open(&mut core, &name, now, period);
-        registry.host().note(|| name.clone(), transitions.into_iter().flatten());
-    }
-    drop(guard);
-    registry.host().deliver(py).map(|()| true)
+    registry.group_manual(py, &name, now, |members, core| members.force_open(core, &name, now, period))
 }
 
 /// Closes `name`'s group (`reset`: a reset, else a force-close; its
@@ -142,20 +131,44 @@ pub(crate) fn _registry_group_force_close(
     reset: bool,
 ) -> PyResult<bool> {
     let now = registry.clock(py)?;
-    let mut guard = registry.group();
-    let Some(group) = guard.as_mut() else { return Ok(false) };
     let reason = if reset { halfopen::Reason::Reset } else { halfopen::Reason::ForcedClose };
-    {
-        let mut core = registry.lock();
-        if let Err(e) = core.get(&name, now) {
-            let room = matches!(e, halfopen::RegistryError::Full { .. }) && core.has_room(now);
-            return Err(crate::errors::registry_error(py, &name, e, room));
+    registry.group_manual(py, &name, now, |members, core| members.force_close(core, &name, now, reason))
+}
+
+impl NativeRegistry {
+    /// Runs `op` at `now` on `name`'s group (its breaker made if it has none);
+    /// `False` outside a group. No Python code runs while a lock is held
+    /// (another thread may wait for the lock holding the GIL): a refusal
+    /// becomes an exception, and the transitions reach the listeners, after
+    /// both are released.
+    fn group_manual(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        now: halfopen::Instant,
+        op: impl FnOnce(&mut KeyedMembers, &mut halfopen::Registry<crate::breaker::Gauges>) -> Option<Transitions>,
+    ) -> PyResult<bool> {
+        let refused = {
+            let mut guard = self.group();
+            let Some(group) = guard.as_mut() else { return Ok(false) };
+            let mut core = self.lock();
+            match core.get(name, now) {
+                Ok(_) => {
+                    let transitions = op(&mut group.members, &mut core);
+                    self.host().note(|| name.to_owned(), transitions.into_iter().flatten());
+                    None
+                }
+                Err(e) => {
+                    let room = matches!(e, halfopen::RegistryError::Full { .. }) && core.has_room(now);
+                    Some((e, room))
+                }
+            }
+        };
+        if let Some((e, room)) = refused {
+            return Err(crate::errors::registry_error(py, name, e, room));
         }
-        let transitions = group.members.force_close(&mut core, &name, now, reason);
-        registry.host().note(|| name.clone(), transitions.into_iter().flatten());
+        self.host().deliver(py).map(|()| true)
     }
-    drop(guard);
-    registry.host().deliver(py).map(|()| true)
 }
 
 /// The exchange out failed or took too long.

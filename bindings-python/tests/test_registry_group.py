@@ -8,7 +8,11 @@ name deciding alone. Every wait is for the system's own answer."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import shutil
+import subprocess
+import sys
 from typing import Any, Iterator
 
 import pytest
@@ -186,3 +190,62 @@ def test_a_force_open_of_one_name_opens_that_name_in_every_registry(server: Serv
     until(lambda: fleet[0].state_name("a") == "CLOSED", "a closed in the other")
     for r in fleet:
         r.leave_group()
+
+
+DEADLOCK = """
+import sys, threading
+import redis
+from halfopen import Registry, RedisGroup, RegistryFullError
+
+sys.setswitchinterval(1e-6)
+r = Registry(capacity=1, group=RedisGroup(redis.Redis(port=int(sys.argv[1])), "full", flush_interval=0.05))
+permit = r.try_acquire("a")
+stop = False
+
+def hammer():
+    while not stop:
+        len(r)
+
+t = threading.Thread(target=hammer)
+t.start()
+for _ in range(300):
+    for method, args in (("group_force_open", (5.0,)), ("group_force_close", ())):
+        try:
+            getattr(r.get("b"), method)(*args)
+        except RegistryFullError:
+            pass
+        else:
+            raise AssertionError(f"{method} on a full registry")
+stop = True
+t.join()
+print("done")
+"""
+
+
+def test_a_full_registry_refuses_a_group_operation_without_holding_a_lock(server: Server) -> None:
+    # Review: the refusal was built (Python code: the GIL may pass to a
+    # thread that then waits for the registry's lock) with the locks held.
+    done = subprocess.run(
+        [sys.executable, "-c", DEADLOCK, str(server.port)], capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == b"done", done.stderr.decode()[-2000:]
+
+
+def test_a_collected_asyncio_registry_ends_its_task_without_a_warning(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Review: its task, ending because its registry was collected, warned
+    # that the event loop had ended.
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        r: Any = Registry(group=RedisGroup(client, "collected", flush_interval=0.05, store_timeout=0.04))
+        r.call("a", lambda: 1)
+        task = next(t for t in asyncio.all_tasks() if t.get_name() == "halfopen-group-collected")
+        del r
+        gc.collect()
+        await task
+        await client.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="halfopen"):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if "event loop" in r.getMessage()], caplog.text

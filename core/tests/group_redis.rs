@@ -259,3 +259,38 @@ fn one_call_carries_the_requests_of_several_groups_each_answered_as_its_own() {
     assert_eq!(references[2].register().epoch, 1, "only the third group opened");
     assert_eq!((references[0].register().epoch, references[1].register().epoch), (0, 0));
 }
+
+#[test]
+fn a_member_back_after_its_ttl_keeps_the_record_it_sends() {
+    // Review: the script swept the returning member's old record after
+    // writing its new one (HSET, then HDEL): alone in its group, its next
+    // exchange counted nothing.
+    let (_server, mut s) = start();
+    let keys = redis::keys("returning").unwrap();
+    let ttl = redis::key_ttl(&Config::default(), &Default::default());
+    let mut reference = MemoryStore::new();
+    let mut exchange = |s: &mut TcpStream, calls: u64| {
+        let request = Request {
+            member: 42,
+            tally: Tally { calls, failures: calls, slow: 0, rejected: 0 },
+            consecutive: 0,
+            bucket_us: 1_000_000,
+            window_us: 8_000_000,
+            member_ttl_us: 20_000,
+            proposal: None,
+            limit: None,
+            deadline_us: 0,
+        };
+        let args = redis::args(&request, ttl);
+        let mut command: Vec<&str> = vec!["EVAL", redis::SCRIPT, "1", &keys[0]];
+        command.extend(args.iter().map(String::as_str));
+        let lua = redis::answer(&call(s, &command).unwrap()).unwrap();
+        assert_eq!(lua, reference.exchange(&request, lua.now_us), "{calls} calls");
+        lua
+    };
+    exchange(&mut s, 1);
+    std::thread::sleep(StdDuration::from_millis(40));
+    exchange(&mut s, 2);
+    let third = exchange(&mut s, 6);
+    assert_eq!((third.totals.failures, third.failing), (4, 1), "its growth counted");
+}

@@ -300,8 +300,8 @@ class _Link:
         breaker still in the group. The breaker decides alone from then on
         (a warning says so): a share of the group's limit, or a phase, that
         no exchange updates any more must not hold it."""
-        if self._closed:
-            return
+        if self._closed or self._breaker() is None:
+            return  # left, or its owner was collected: nothing ended early
         logger.warning(
             "halfopen: RedisGroup[%s]: the event loop of the group's exchanges ended; the breaker decides alone "
             "from now on (make it in the loop that uses it)",

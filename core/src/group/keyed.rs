@@ -266,9 +266,11 @@ impl KeyedMembers {
         let born = registry.born(name)?;
         let (n, breaker) = (members.get_mut(name)?, registry.peek_mut(name)?);
         if n.born != born {
-            // A new breaker: its totals start again, on top of those sent.
+            // A new breaker: its totals start again, on top of those sent
+            // (and its rejections, the demand for a probe, from its own).
             n.born = born;
             n.base = n.sent;
+            n.member.replaced(breaker);
         }
         let mut request = n.member.request_ahead(breaker, now, ahead)?;
         let (t, base) = (&mut request.tally, n.base);

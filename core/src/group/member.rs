@@ -501,6 +501,12 @@ impl Member {
         }
     }
 
+    /// `breaker` replaced the one this member followed (a registry made a
+    /// new breaker for its name): its rejections count from its own.
+    pub(crate) fn replaced<C: Borrow<Config>, M: Meter>(&mut self, breaker: &Breaker<C, M>) {
+        self.rejected_at_open = breaker.tally().rejected;
+    }
+
     /// Leaves the group: `breaker` decides alone from now on (its limit
     /// adapts by itself again, from its share).
     pub fn leave<C: Borrow<Config>, M: Meter>(self, breaker: &mut Breaker<C, M>) {

@@ -90,15 +90,21 @@ local function exchange(key, a)
   local run = tonumber(g.run or '0')
   local lepoch, limit, threshold = tonumber(g.limit_epoch or '0'), tonumber(g.limit or '0'), tonumber(g.threshold or '0')
 
-  -- What to write back: fields set (in order, then) fields deleted.
+  -- What to write back: each field's last word, set or deleted (a member
+  -- back after its TTL is deleted, then set; a bucket set, then deleted
+  -- by a close).
   local set, del = {}, {}
   local function put(f, v)
-    set[#set + 1] = f
-    set[#set + 1] = v
+    set[f] = v
+    del[f] = nil
+  end
+  local function drop(f)
+    del[f] = true
+    set[f] = nil
   end
   local function register(f, v)
     g[f] = v
-    if v then put(f, v) else del[#del + 1] = f end
+    if v then put(f, v) else drop(f) end
   end
 
   if not late then
@@ -106,7 +112,7 @@ local function exchange(key, a)
     for id, m in pairs(members) do
       if m.seen < now - ttl_us then
         members[id] = nil
-        del[#del + 1] = 'm:' .. id
+        drop('m:' .. id)
       end
     end
 
@@ -160,7 +166,7 @@ local function exchange(key, a)
         register('reason', a[15])
         for _, f in ipairs({'until', 'open_for', 'lease', 'lease_until'}) do register(f, nil) end
         -- The window and every member's failures go with the open.
-        for id in pairs(buckets) do del[#del + 1] = 'b:' .. id end
+        for id in pairs(buckets) do drop('b:' .. id) end
         buckets = {}
         for id, m in pairs(members) do
           if m.failed > 0 and id ~= member then
@@ -216,7 +222,7 @@ local function exchange(key, a)
   if bucket then
     for id, v in pairs(buckets) do
       if tonumber(id) < bucket - (kept - 1) then
-        if not late then del[#del + 1] = 'b:' .. id end
+        if not late then drop('b:' .. id) end
       else
         local bc, bf, bs = three(v)
         c, f, s = c + bc, f + bf, s + bs
@@ -225,8 +231,14 @@ local function exchange(key, a)
   end
 
   if not late then
-    if #set > 0 then redis.call('HSET', key, unpack(set)) end
-    if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+    local pairs_set, fields_del = {}, {}
+    for f, v in pairs(set) do
+      pairs_set[#pairs_set + 1] = f
+      pairs_set[#pairs_set + 1] = v
+    end
+    for f in pairs(del) do fields_del[#fields_del + 1] = f end
+    if #pairs_set > 0 then redis.call('HSET', key, unpack(pairs_set)) end
+    if #fields_del > 0 then redis.call('HDEL', key, unpack(fields_del)) end
     redis.call('PEXPIRE', key, key_ttl)
   end
   return {int(now), int(epoch), g.phase or 'closed', g['until'] or '0', g.open_for or '0', g.reason or '',

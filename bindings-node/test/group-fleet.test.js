@@ -1,0 +1,94 @@
+'use strict'
+// Ten sender processes in one group against a local upstream that starts
+// failing (issue 23's fleet test): once every process has opened, the
+// upstream sees no call but the lease holder's probes, at most
+// `halfOpenMaxAttempts` a round for the whole group (not ten times that);
+// when it recovers, one round of probes closes every process. The upstream
+// counts the calls itself, by the state each was admitted in; every wait
+// is for the processes' own words, never a margin.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn, fork } = require('node:child_process')
+const http = require('node:http')
+const net = require('node:net')
+const path = require('node:path')
+const MEMBER = require('./support/group-options.js')
+
+let port
+let server
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+before(async () => {
+  port = await freePort()
+  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+})
+
+after(() => server.kill())
+
+test('ten processes: no call but the lease holder\'s probes while the group is open, one round for all', { timeout: 60_000 }, async (t) => {
+  // The upstream: failing or not, counting calls by the state they were admitted in.
+  let failing = false
+  const calls = { CLOSED: 0, HALF_OPEN: 0, OPEN: 0 }
+  const upstream = http.createServer((req, res) => {
+    calls[req.headers['x-state']] += 1
+    res.statusCode = failing ? 503 : 200
+    res.end()
+  })
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${upstream.address().port}/`
+  const children = Array.from({ length: 10 }, () =>
+    fork(path.join(__dirname, 'support', 'group-sender.js'), [String(port), url, 'fleet-of-ten'], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  )
+  t.after(() => {
+    for (const c of children) c.kill()
+    upstream.close()
+  })
+  const said = (c, what, check = () => true) =>
+    new Promise((resolve) => {
+      const on = (m) => {
+        if (m.what === what && check(m)) {
+          c.off('message', on)
+          resolve(m)
+        }
+      }
+      c.on('message', on)
+    })
+  const anyOf = (what, check) => Promise.race(children.map((c) => said(c, what, check)))
+  await Promise.all(children.map((c) => said(c, 'joined')))
+  // A process whose store is late decides alone (and may probe by itself):
+  // none must be, for the bounds below to be the group's.
+  const degraded = []
+  for (const c of children) c.on('message', (m) => m.what === 'degraded' && degraded.push(m.error))
+
+  failing = true
+  await Promise.all(children.map((c) => said(c, 'open')))
+  // Every process open, none with a call of its own out: from here until
+  // the upstream recovers, only probes reach it.
+  const atOpen = { ...calls }
+  const reopened = anyOf('open', (m) => m.reason === 'probe_failed')
+  await reopened
+  const probes = calls.HALF_OPEN - atOpen.HALF_OPEN
+  assert.equal(calls.CLOSED - atOpen.CLOSED, 0, 'no call from a closed breaker while the group is open')
+  assert.ok(probes >= 1 && probes <= MEMBER.breaker.halfOpenMaxAttempts, `${probes} probes in the round, for ten processes`)
+
+  failing = false
+  const beforeRecovery = { ...calls }
+  await Promise.all(children.map((c) => said(c, 'close')))
+  const recoveryProbes = calls.HALF_OPEN - beforeRecovery.HALF_OPEN
+  // The probes of the rounds until one succeeded: each round's from one process.
+  assert.ok(recoveryProbes >= 1, 'the group closed on probes')
+  assert.equal(calls.OPEN, 0, 'no call admitted by an open breaker')
+  assert.deepEqual(degraded, [], 'every exchange answered in time')
+})
