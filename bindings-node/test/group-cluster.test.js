@@ -29,10 +29,24 @@ async function freePort() {
   })
 }
 
+/** A free port whose cluster bus port (10000 above) is a port, and free. */
+async function clusterPort() {
+  for (;;) {
+    const port = await freePort()
+    if (port + 10_000 >= 65_536) continue
+    const bus = await new Promise((resolve) => {
+      const s = net.createServer()
+      s.once('error', () => resolve(false))
+      s.listen(port + 10_000, '127.0.0.1', () => s.close(() => resolve(true)))
+    })
+    if (bus) return port
+  }
+}
+
 before(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'halfopen-cluster-'))
   for (let i = 0; i < 3; i++) {
-    const port = await freePort()
+    const port = await clusterPort()
     const cwd = path.join(dir, String(i))
     execFileSync('mkdir', ['-p', cwd])
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--save', '', '--appendonly', 'no']

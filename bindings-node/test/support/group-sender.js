@@ -3,7 +3,8 @@
 // it sends to a local upstream one call at a time, as long as it lives,
 // through a breaker in the group, and says so of its transitions: `joined`,
 // `open` (once no call of its own is in flight: every call it admitted
-// before opening has reached the upstream), `halfOpen`, `close`. Each call
+// before opening has reached the upstream), `halfOpen`, `close`,
+// `degraded`, `recovered`, and each call that failed. Each call
 // says in a header the state it was admitted in (a probe: HALF_OPEN).
 // Arguments: the Redis port, the upstream's URL, the group's name.
 
@@ -21,9 +22,10 @@ redis.on('error', () => {})
 // decides alone (its exchange late) would probe by itself, by design.
 const breaker = new CircuitBreaker({
   ...MEMBER.breaker,
-  group: { ...MEMBER.group, flushIntervalMs: 200, storeTimeoutMs: 200, redis, name: group },
+  group: { ...MEMBER.group, flushIntervalMs: 500, storeTimeoutMs: 500, redis, name: group },
 })
 breaker.on('groupDegraded', (e) => process.send({ what: 'degraded', error: String(e.error) }))
+breaker.on('groupRecovered', () => process.send({ what: 'recovered' }))
 let inflight = Promise.resolve()
 breaker.on('open', (e) => inflight.then(() => process.send({ what: 'open', reason: e.reason })))
 breaker.on('halfOpen', () => process.send({ what: 'halfOpen' }))
@@ -45,9 +47,11 @@ async function call() {
 
 async function main() {
   for (;;) {
-    inflight = breaker.execute(call).catch(() => {})
+    // A call that fails while the upstream is well is said (a call must
+    // never fail because Redis did).
+    inflight = breaker.execute(call).catch((err) => process.send({ what: 'call failed', error: String(err) }))
     await inflight
-    await new Promise((resolve) => setTimeout(resolve, 2))
+    await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }
 main()
