@@ -5,7 +5,7 @@
 //! `lib/group.js`'s.
 
 use halfopen::Reason;
-use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, GroupPhase, Member, redis};
+use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, Member, redis};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -181,14 +181,6 @@ impl NativeBreaker {
     /// `"half_open"`), or null (no answer yet, or the store failed since).
     #[cfg_attr(feature = "node", napi)]
     pub fn group_phase(&self) -> Option<String> {
-        let phase = self.group.as_ref()?.register()?.phase;
-        Some(
-            match phase {
-                GroupPhase::Closed => "closed",
-                GroupPhase::Open { .. } => "open",
-                GroupPhase::HalfOpen { .. } => "half_open",
-            }
-            .into(),
-        )
+        Some(self.group.as_ref()?.register()?.phase.name().into())
     }
 }

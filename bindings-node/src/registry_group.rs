@@ -3,7 +3,7 @@
 //! `group::KeyedMembers`); the keys, arguments and reply are the core's
 //! (`group::redis`). The I/O is `lib/group.js`'s, as for a breaker.
 
-use halfopen::group::{GroupEvent, GroupPhase, KeyedMembers, redis};
+use halfopen::group::{GroupEvent, KeyedMembers, redis};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -156,14 +156,6 @@ impl NativeRegistry {
     /// `"half_open"`), or null (not joined yet, or the store failed since).
     #[cfg_attr(feature = "node", napi)]
     pub fn group_phase(&self, name: String) -> Option<String> {
-        let phase = self.group.as_ref()?.members.member(&name)?.register()?.phase;
-        Some(
-            match phase {
-                GroupPhase::Closed => "closed",
-                GroupPhase::Open { .. } => "open",
-                GroupPhase::HalfOpen { .. } => "half_open",
-            }
-            .into(),
-        )
+        Some(self.group.as_ref()?.members.member(&name)?.register()?.phase.name().into())
     }
 }

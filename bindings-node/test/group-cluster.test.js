@@ -6,7 +6,7 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFileSync, spawn } = require('node:child_process')
+const { execFileSync } = require('node:child_process')
 const { once } = require('node:events')
 const { mkdtempSync, rmSync } = require('node:fs')
 const net = require('node:net')
@@ -14,20 +14,12 @@ const os = require('node:os')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { CircuitBreaker } = require('..')
+const { freePort, startRedis } = require('./support/redis-server.js')
 
 const servers = []
 const ports = []
 let dir
 let cluster
-
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 /** A free port whose cluster bus port (10000 above) is a port, and free. */
 async function clusterPort() {
@@ -49,10 +41,8 @@ before(async () => {
     const port = await clusterPort()
     const cwd = path.join(dir, String(i))
     execFileSync('mkdir', ['-p', cwd])
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--save', '', '--appendonly', 'no']
-    const server = spawn('redis-server', args, { cwd })
-    await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
-    servers.push(server)
+    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf']
+    servers.push(await startRedis(port, args, { cwd }))
     ports.push(port)
   }
   execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' })

@@ -11,27 +11,17 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn, fork } = require('node:child_process')
+const { fork } = require('node:child_process')
 const http = require('node:http')
-const net = require('node:net')
 const path = require('node:path')
 const MEMBER = require('./support/group-options.js')
+const { freePort, startRedis: redisOn } = require('./support/redis-server.js')
 
 let port
 let server
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
 async function startRedis() {
-  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
-  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+  server = await redisOn(port)
 }
 
 before(async () => {

@@ -8,31 +8,21 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn, fork } = require('node:child_process')
+const { fork } = require('node:child_process')
 const { once } = require('node:events')
-const net = require('node:net')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { Registry } = require('..')
 const { groupKeys } = require('../native.js')
+const { freePort, startRedis } = require('./support/redis-server.js')
 
 let port
 let server
 const clients = []
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
 before(async () => {
   port = await freePort()
-  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
-  await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
+  server = await startRedis(port)
 })
 
 after(() => {
@@ -113,7 +103,7 @@ test('a force-open (and a force-close) of one name reaches that name in every pr
   // Deciding alone: b still admits, without waiting for Redis.
   assert.equal(await fleet[1].get('b').execute(() => 'sent'), 'sent')
   const recovered = fleet.map((r) => once(r, 'groupRecovered'))
-  server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
+  server = await startRedis(port)
   await Promise.all(recovered)
   for (const r of fleet) r.leaveGroup()
 })

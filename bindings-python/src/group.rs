@@ -6,7 +6,7 @@
 //! `python/halfopen/group.py`'s.
 
 use halfopen::Duration;
-use halfopen::group::{GroupConfig, GroupEvent, GroupPhase, Member, redis};
+use halfopen::group::{GroupConfig, GroupEvent, Member, redis};
 use pyo3::prelude::*;
 
 use crate::breaker::NativeBreaker;
@@ -202,11 +202,7 @@ pub(crate) fn _group_event(breaker: &NativeBreaker) -> Option<&'static str> {
 pub(crate) fn _group_status(breaker: &NativeBreaker) -> Option<(bool, Option<&'static str>)> {
     let group = breaker.host.group();
     let member = group.as_ref()?;
-    let phase = member.register().map(|r| match r.phase {
-        GroupPhase::Closed => "closed",
-        GroupPhase::Open { .. } => "open",
-        GroupPhase::HalfOpen { .. } => "half_open",
-    });
+    let phase = member.register().map(|r| r.phase.name());
     Some((member.degraded(), phase))
 }
 

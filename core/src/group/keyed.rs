@@ -29,6 +29,7 @@ use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
+use super::own_time::OwnTime;
 use super::policy;
 use super::protocol::{Answer, Request};
 use super::{GroupConfig, GroupConfigError, GroupEvent, Member, Tally};
@@ -81,9 +82,8 @@ pub struct KeyedMembers {
     retry_at: Option<Instant>,
     /// Whether the caller was last told the link is degraded.
     told_degraded: bool,
-    /// Its own time (see `reading`): the latest, and every step back.
-    latest: Instant,
-    skew: u64,
+    /// Its own time (as a member's).
+    time: OwnTime,
 }
 
 impl KeyedMembers {
@@ -109,8 +109,7 @@ impl KeyedMembers {
             failures: 0,
             retry_at: None,
             told_degraded: false,
-            latest: Instant::ZERO,
-            skew: 0,
+            time: OwnTime::default(),
         })
     }
 
@@ -155,7 +154,7 @@ impl KeyedMembers {
     /// answer is overdue; after a failure, not before the retry; else the
     /// next regular one, or sooner a member's.
     pub fn next_exchange<M: Meter + Default>(&self, registry: &Registry<M>, now: Instant) -> Instant {
-        let skew = self.skew_at(now);
+        let skew = self.time.skew_at(now);
         let own = now + Duration::from_micros(skew);
         let due = if let Some(sent) = self.sent {
             sent + self.config.store_timeout()
@@ -391,17 +390,8 @@ impl KeyedMembers {
         Some(if degraded { GroupEvent::Degraded } else { GroupEvent::Recovered })
     }
 
-    /// Its time for the caller's reading `now`: the reading plus every step
-    /// back the clock made (as [`Member`]'s), never going back.
+    /// Its time for the caller's reading `now` (see `OwnTime`).
     fn reading(&mut self, now: Instant) -> Instant {
-        self.skew = self.skew_at(now);
-        self.latest = self.latest.max(now + Duration::from_micros(self.skew));
-        self.latest
-    }
-
-    /// The skew `reading(now)` would use (changes nothing).
-    fn skew_at(&self, now: Instant) -> u64 {
-        let stepped = now + Duration::from_micros(self.skew);
-        self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros())
+        self.time.reading(now)
     }
 }

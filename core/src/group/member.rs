@@ -3,6 +3,7 @@
 
 use core::borrow::Borrow;
 
+use super::own_time::OwnTime;
 use super::policy;
 use super::protocol::{ANY_EPOCH, Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
 use super::{GroupConfig, GroupConfigError};
@@ -77,10 +78,8 @@ pub struct Member {
     demand_at: Option<Instant>,
     /// Its most calls in flight within a member TTL, and when.
     peak: Option<(u32, Instant)>,
-    /// The latest time it was given, on its own time (see `reading`).
-    latest: Instant,
-    /// How far its clock has stepped back in all, µs.
-    skew: u64,
+    /// Its own time (see `reading`).
+    time: OwnTime,
     /// A force-open of the group to send (when it ends, on the member's
     /// time), and the one the request out carries.
     forcing: Option<Instant>,
@@ -121,8 +120,7 @@ impl Member {
             offset: None,
             demand_at: None,
             peak: None,
-            latest: Instant::ZERO,
-            skew: 0,
+            time: OwnTime::default(),
             forcing: None,
             forcing_sent: None,
             closing: None,
@@ -157,7 +155,7 @@ impl Member {
     /// when its answer is overdue (then report it [`failed`](Self::failed)).
     pub fn next_exchange<C: Borrow<Config>, M: Meter>(&self, breaker: &Breaker<C, M>, now: Instant) -> Instant {
         // On the member's time (see `reading`), answered on the caller's.
-        let skew = self.skew_at(now);
+        let skew = self.time.skew_at(now);
         let due = self.due(breaker, now + Duration::from_micros(skew));
         Instant::from_micros(due.as_micros().saturating_sub(skew))
     }
@@ -428,18 +426,7 @@ impl Member {
     /// exchanges keep their pace, and the times given to the breaker are
     /// never before its latest reading: the group's open period holds).
     fn reading(&mut self, now: Instant) -> Instant {
-        let stepped = now + Duration::from_micros(self.skew);
-        if stepped < self.latest {
-            self.skew = self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros());
-        }
-        self.latest = self.latest.max(stepped);
-        self.latest
-    }
-
-    /// The skew `reading(now)` would use (changes nothing).
-    fn skew_at(&self, now: Instant) -> u64 {
-        let stepped = now + Duration::from_micros(self.skew);
-        self.skew.saturating_add(self.latest.saturating_since(stepped).as_micros())
+        self.time.reading(now)
     }
 
     /// Opens the whole group for `period` (an operator's or a throttle
@@ -503,6 +490,7 @@ impl Member {
 
     /// `breaker` replaced the one this member followed (a registry made a
     /// new breaker for its name): its rejections count from its own.
+    #[cfg(feature = "alloc")]
     pub(crate) fn replaced<C: Borrow<Config>, M: Meter>(&mut self, breaker: &Breaker<C, M>) {
         self.rejected_at_open = breaker.tally().rejected;
     }

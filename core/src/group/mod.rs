@@ -58,6 +58,7 @@ mod keyed;
 #[cfg(all(test, feature = "alloc"))]
 mod keyed_tests;
 mod member;
+mod own_time;
 mod policy;
 mod protocol;
 #[cfg(feature = "alloc")]

@@ -37,6 +37,18 @@ pub enum GroupPhase {
     },
 }
 
+impl GroupPhase {
+    /// Its snake_case name (`closed`, `open`, `half_open`: the store's and
+    /// the bindings' word for it).
+    pub fn name(&self) -> &'static str {
+        match self {
+            GroupPhase::Closed => "closed",
+            GroupPhase::Open { .. } => "open",
+            GroupPhase::HalfOpen { .. } => "half_open",
+        }
+    }
+}
+
 /// The group's fenced register: its phase, and the epoch every change
 /// increments. A proposal made at another epoch changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
