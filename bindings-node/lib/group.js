@@ -4,8 +4,9 @@
 // exchange, what to send, what the group's answer does to the breaker; a
 // registry's members (src/registry_group.rs, core/src/group/keyed.rs) do
 // the same for each of its names. This file does the I/O: one script call
-// (`EVALSHA`, through the user's ioredis client) per exchange, a registry's
-// names all in it, in the background, with a timeout. No call of the
+// (`EVALSHA`, through the user's ioredis client) per exchange (a
+// registry's names due, up to 100 a call), in the background, with a
+// timeout. No call of the
 // breaker ever waits for Redis or fails because of it: a store that fails
 // or is late leaves the process deciding alone ('groupDegraded') until it
 // answers again ('groupRecovered').
@@ -86,7 +87,7 @@ const BREAKER = {
   },
 }
 
-/** What a link does with a `Registry`: every name due in one call. */
+/** What a link does with a `Registry`: the names due, up to 100 a call (the core's rule). */
 const REGISTRY = {
   join(r, name, options) {
     groupKeys(name)

@@ -4,8 +4,8 @@
 The core's member (``src/group.rs``, ``core/src/group/``) decides
 everything: when to exchange, what to send, what the group's answer does to
 the breaker; a registry's members (``src/registry_group.rs``,
-``core/src/group/keyed.rs``) do the same for each of its names, every name
-due in one script call of at most 100 names. This module does the I/O: one
+``core/src/group/keyed.rs``) do the same for each of its names, the names
+due in script calls of at most 100 names. This module does the I/O: one
 script call (``EVALSHA``, through the user's redis-py client) per exchange,
 in the background, with a timeout.
 No call of the breaker ever waits for Redis or fails because of it: a store

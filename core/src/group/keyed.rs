@@ -1,7 +1,7 @@
 //! A registry in a group: each name's breaker is one group (the group's
-//! name and the breaker's), with a [`Member`] per name, and every name due
-//! is sent in one store call per exchange (one request per name, answered
-//! in order), not one per name.
+//! name and the breaker's), with a [`Member`] per name, and the names due
+//! go together, up to [`NAMES_PER_CALL`] in one store call (one request per
+//! name, answered in order), not a call per name.
 //!
 //! The members of a registry exchange together: at each regular exchange
 //! (one per flush interval) every name whose exchange would be due within
