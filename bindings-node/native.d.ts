@@ -123,6 +123,11 @@ export declare class NativeBreaker {
   groupLeave(): void
   /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */
   groupEvent(): string | null
+  /**
+   * Its group as `name` (for prom-client's `circuit_group_*`): none
+   * outside a group.
+   */
+  groupReadings(name: string): Array<NativeGroupReading>
   /** Whether the member decides alone because its store failed. */
   groupDegraded(): boolean
   /**
@@ -326,6 +331,8 @@ export declare class NativeRegistry {
   groupDegraded(): boolean
   /** Names in the group (with a member: joined at an exchange). */
   groupSize(): number
+  /** Each grouped name's group (for prom-client's `circuit_group_*`). */
+  groupReadings(): Array<NativeGroupReading>
   /** Names whose group answered since the store last failed for them. */
   groupAnswered(): number
   /**
@@ -357,7 +364,7 @@ export interface NativeDispatchEvent {
   transition?: NativeTransition
 }
 
-/** One script call: its keys (8 per name) and arguments (23 per name). */
+/** One script call: its keys (one per name) and arguments (23 per name). */
 export interface NativeGroupCall {
   keys: Array<string>
   args: Array<string>
@@ -372,6 +379,18 @@ export interface NativeGroupOptions {
   storeTimeoutMs?: number
   leaseMs?: number
   memberTtlMs?: number
+}
+
+/** A grouped breaker's group, for prom-client (`circuit_group_*`). */
+export interface NativeGroupReading {
+  name: string
+  /** It decides alone: its store failed or was late. */
+  degraded: boolean
+  /**
+   * The group's state gauge as last answered (0 closed, 1 half-open,
+   * 2 open), or null.
+   */
+  state?: number
 }
 
 /**

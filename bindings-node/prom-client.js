@@ -46,6 +46,21 @@ function* breakersOf(source) {
   else yield [source.name, source.metrics()]
 }
 
+/** `{ name, degraded, state }` of each grouped breaker of `source` (the addon's; the WebAssembly backend has no group). */
+function* groupsOf(source) {
+  if (Array.isArray(source)) {
+    for (const b of source) yield* groupsOf(b)
+  } else if (typeof source._native?.groupReadings === 'function') {
+    yield* typeof source.names === 'function' ? source._native.groupReadings() : source._native.groupReadings(source.name)
+  }
+}
+
+/** A grouped breaker's group families, as in `prometheus()`. */
+const GROUP_FAMILIES = [
+  ['circuit_group_degraded', "1 while the breaker decides alone because its group's store failed or was late, else 0.", (g) => (g.degraded ? 1 : 0)],
+  ['circuit_group_state', "The group's state as its store last answered: 0 closed, 1 half-open, 2 open.", (g) => g.state],
+]
+
 /**
  * Registers halfopen's series for `source` in prom-client's `registry`
  * (default: prom-client's global registry). Returns the metrics created.
@@ -73,6 +88,23 @@ function collectDefaultBreakerMetrics(source, registry = client.register) {
     })
     return metric
   })
+  for (const [name, help, read] of GROUP_FAMILIES) {
+    metrics.push(
+      new client.Gauge({
+        name,
+        help,
+        labelNames: ['name'],
+        registers: [registry],
+        collect() {
+          this.reset()
+          for (const g of groupsOf(source)) {
+            const value = read(g)
+            if (value !== null && value !== undefined) this.set({ name: g.name }, value)
+          }
+        },
+      }),
+    )
+  }
   if (typeof source.names === 'function') {
     // A Registry: its own two series, as in `prometheus()`.
     const own = [

@@ -285,8 +285,12 @@ impl NativeBreaker {
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn prometheus(&self, name: String, now_ms: f64) -> Result<String> {
         let m = self.breaker.metrics(instant(now_ms));
-        halfopen::try_render(|out| halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m))))
-            .map_err(|_| out_of_memory("the exposition"))
+        let group = self.group.as_ref().map(|member| member.exposed());
+        halfopen::try_render(|out| {
+            halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m)))?;
+            halfopen::group::render_prometheus(out, || group.map(|g| (name.as_str(), g)).into_iter())
+        })
+        .map_err(|_| out_of_memory("the exposition"))
     }
 
     /// The breaker's state as JSON (the core's versioned snapshot form).

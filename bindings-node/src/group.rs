@@ -49,6 +49,23 @@ pub(crate) fn refused(e: GroupConfigError) -> crate::error::Error {
     config(e.field.name(), e.problem, e.problem.describe())
 }
 
+/// A grouped breaker's group, for prom-client (`circuit_group_*`).
+#[cfg_attr(feature = "node", napi(object))]
+pub struct NativeGroupReading {
+    pub name: String,
+    /// It decides alone: its store failed or was late.
+    pub degraded: bool,
+    /// The group's state gauge as last answered (0 closed, 1 half-open,
+    /// 2 open), or null.
+    pub state: Option<u32>,
+}
+
+impl NativeGroupReading {
+    pub(crate) fn of(name: &str, g: halfopen::group::GroupReading) -> Self {
+        NativeGroupReading { name: name.to_owned(), degraded: g.degraded, state: g.phase.map(|p| p.gauge().into()) }
+    }
+}
+
 /// The store script (Lua) every process of a group runs.
 #[cfg_attr(feature = "node", napi)]
 pub fn group_script() -> String {
@@ -169,6 +186,13 @@ impl NativeBreaker {
             GroupEvent::Degraded => "degraded".into(),
             GroupEvent::Recovered => "recovered".into(),
         })
+    }
+
+    /// Its group as `name` (for prom-client's `circuit_group_*`): none
+    /// outside a group.
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_readings(&self, name: String) -> Vec<NativeGroupReading> {
+        self.group.iter().map(|member| NativeGroupReading::of(&name, member.exposed())).collect()
     }
 
     /// Whether the member decides alone because its store failed.

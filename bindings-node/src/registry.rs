@@ -219,8 +219,12 @@ impl NativeRegistry {
     /// The Prometheus text exposition of every breaker.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn prometheus(&self, now_ms: f64) -> Result<String> {
-        halfopen::try_render(|out| self.registry.render_prometheus(out, instant(now_ms)))
-            .map_err(|_| out_of_memory("the exposition"))
+        halfopen::try_render(|out| {
+            self.registry.render_prometheus(out, instant(now_ms))?;
+            let Some(group) = &self.group else { return Ok(()) };
+            halfopen::group::render_prometheus(out, || group.members.iter().map(|(n, m)| (n, m.exposed())))
+        })
+        .map_err(|_| out_of_memory("the exposition"))
     }
 
     /// Every breaker's state as JSON.

@@ -8,11 +8,11 @@ use halfopen::group::{GroupEvent, KeyedMembers, redis};
 use napi_derive::napi;
 
 use crate::error::{Refusal, Result, structured};
-use crate::group::{NativeGroupOptions, refused};
+use crate::group::{NativeGroupOptions, NativeGroupReading, refused};
 use crate::registry::{NativeRegistry, RegistryGroup};
 use crate::time::{duration, instant, ms, ms_at};
 
-/// One script call: its keys (8 per name) and arguments (23 per name).
+/// One script call: its keys (one per name) and arguments (23 per name).
 #[cfg_attr(feature = "node", napi(object))]
 pub struct NativeGroupCall {
     pub keys: Vec<String>,
@@ -144,6 +144,13 @@ impl NativeRegistry {
     #[cfg_attr(feature = "node", napi)]
     pub fn group_size(&self) -> u32 {
         self.group.as_ref().map_or(0, |g| g.members.len() as u32)
+    }
+
+    /// Each grouped name's group (for prom-client's `circuit_group_*`).
+    #[cfg_attr(feature = "node", napi)]
+    pub fn group_readings(&self) -> Vec<NativeGroupReading> {
+        let Some(group) = &self.group else { return Vec::new() };
+        group.members.iter().map(|(name, member)| NativeGroupReading::of(name, member.exposed())).collect()
     }
 
     /// Names whose group answered since the store last failed for them.

@@ -134,3 +134,35 @@ test('ten processes of 1,000 names: Redis counts one script call per hundred nam
   const bound = processes.length * (rounds * 10 + 1)
   assert.ok(calls >= processes.length * 10 && calls <= bound, `${calls} script calls in ${Math.round(elapsed)} ms for 10 × 1,000 names (bound ${bound})`)
 })
+
+test('the exposition shows each grouped breaker\'s group: alone or not, and its state; prom-client the same', { timeout: 30_000 }, async () => {
+  const promClient = require('prom-client')
+  const { collectDefaultBreakerMetrics } = require('../prom-client.js')
+  const { CircuitBreaker } = require('..')
+  const r = registry('exposed')
+  const b = new CircuitBreaker({ name: 'solo', ...BREAKER, group: { redis: client(), name: 'exposed-solo', flushIntervalMs: 50, storeTimeoutMs: 40 } })
+  await r.get('a').execute(() => 1)
+  await until(() => r.groupStatus().answered === 1 && b.groupStatus().phase === 'closed')
+  r.get('a').groupForceOpen(60_000)
+  await until(() => /circuit_group_state\{name="a"\} 2/.test(r.prometheus()))
+  assert.match(r.prometheus(), /^circuit_group_degraded\{name="a"\} 0$/m)
+  assert.match(b.prometheus(), /^circuit_group_state\{name="solo"\} 0$/m)
+  assert.doesNotMatch(new CircuitBreaker({ name: 'alone' }).prometheus(), /circuit_group/)
+  for (const [source, text] of [
+    [r, () => r.prometheus()],
+    [b, () => b.prometheus()],
+  ]) {
+    const prom = new promClient.Registry()
+    collectDefaultBreakerMetrics(source, prom)
+    const served = await prom.metrics()
+    for (const family of ['circuit_group_degraded', 'circuit_group_state']) {
+      const ours = text().split('\n').filter((l) => l.startsWith(`${family}{`))
+      const theirs = served.split('\n').filter((l) => l.startsWith(`${family}{`))
+      assert.ok(ours.length === 1, family)
+      assert.deepEqual(theirs, ours, family)
+    }
+  }
+  r.leaveGroup()
+  b.leaveGroup()
+  assert.doesNotMatch(r.prometheus(), /circuit_group/, 'out of the group, no group family')
+})

@@ -57,6 +57,11 @@ impl NativeBreaker {
     }
 
     /// The name and the metrics now (for `_native._collect`).
+    /// Its group's reading for the exposition, if it is in one.
+    pub(crate) fn group_reading(&self) -> Option<halfopen::group::GroupReading> {
+        self.host.group().as_ref().map(|member| member.exposed())
+    }
+
     pub(crate) fn reading(&self, py: Python<'_>) -> PyResult<(String, halfopen::MetricsReading)> {
         let now = self.clock(py)?;
         let m = self.lock().metrics(now);
@@ -534,10 +539,14 @@ impl NativeBreaker {
     /// The Prometheus text exposition of this breaker.
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
+        let group = self.group_reading();
         let m = self.lock().metrics(now);
         let name = self.text(py);
-        halfopen::try_render(|out| halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m))))
-            .map_err(out_of_memory("the exposition"))
+        halfopen::try_render(|out| {
+            halfopen::prometheus::render(out, || std::iter::once((name.as_str(), m)))?;
+            halfopen::group::render_prometheus(out, || group.map(|g| (name.as_str(), g)).into_iter())
+        })
+        .map_err(out_of_memory("the exposition"))
     }
 
     /// The breaker's state as JSON text (the core's versioned snapshot).

@@ -30,6 +30,8 @@ enum Group {
     Breaker,
     Registry,
     Retention,
+    /// A grouped breaker's group (`halfopen::group::render_prometheus`).
+    Grouped,
 }
 
 /// A family as the exposition's headers give it.
@@ -41,7 +43,7 @@ struct Family {
 }
 
 /// Every family, in the exposition's order: a breaker's, a registry's, a
-/// retention queue's.
+/// retention queue's, a grouped breaker's group.
 fn families() -> &'static [Family] {
     static FAMILIES: OnceLock<Vec<Family>> = OnceLock::new();
     FAMILIES.get_or_init(|| {
@@ -64,6 +66,12 @@ fn families() -> &'static [Family] {
         let _ = exposition::render(&mut retention, std::iter::empty);
         for (name, kind, help) in headers(&retention) {
             out.push(Family { name, kind, help, group: Group::Retention });
+        }
+        let mut grouped = String::new();
+        let one = halfopen::group::GroupReading { degraded: false, phase: None };
+        let _ = halfopen::group::render_prometheus(&mut grouped, || std::iter::once(("", one)));
+        for (name, kind, help) in headers(&grouped) {
+            out.push(Family { name, kind, help, group: Group::Grouped });
         }
         out
     })
@@ -106,6 +114,15 @@ fn breaker_value(family: &str, m: &MetricsReading) -> Option<f64> {
         "circuit_open_mean_seconds" => m.mean_time_open.map(secs),
         // The exposition's rounding: millionths of the ratio, half up.
         "circuit_upstream_error_ratio" => m.error_rate.map(|p| ((p * 10_000.0 + 0.5) as u64) as f64 / 1e6),
+        _ => None,
+    }
+}
+
+/// A group family's value for a reading, as the exposition writes it.
+fn group_value(family: &str, g: &halfopen::group::GroupReading) -> Option<f64> {
+    match family {
+        "circuit_group_degraded" => Some(f64::from(u8::from(g.degraded))),
+        "circuit_group_state" => g.phase.map(|p| f64::from(p.gauge())),
         _ => None,
     }
 }
@@ -209,14 +226,21 @@ struct Readings {
     /// Breakers held and evictions, summed over the registries (`None`: no registry).
     registries: Option<(u64, u64)>,
     queues: Vec<(String, RetentionReading)>,
+    /// Each grouped breaker's group.
+    groups: Vec<(String, halfopen::group::GroupReading)>,
 }
 
 impl Readings {
     fn read(&mut self, source: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = source.py();
         if let Ok(b) = source.cast::<NativeBreaker>() {
-            self.breakers.push(b.get().reading(py)?);
+            let (name, reading) = b.get().reading(py)?;
+            if let Some(g) = b.get().group_reading() {
+                self.groups.push((name.clone(), g));
+            }
+            self.breakers.push((name, reading));
         } else if let Ok(r) = source.cast::<NativeRegistry>() {
+            self.groups.extend(r.get().group_readings());
             let (breakers, held, evictions) = r.get().readings(py)?;
             self.breakers.extend(breakers);
             let (h, e) = self.registries.unwrap_or_default();
@@ -272,6 +296,7 @@ pub(crate) fn _collect<'py>(
     };
     let names = labelled(readings.breakers.iter().map(|(n, _)| n.as_str()).collect())?;
     let queue_names = labelled(readings.queues.iter().map(|(n, _)| n.as_str()).collect())?;
+    let group_names = labelled(readings.groups.iter().map(|(n, _)| n.as_str()).collect())?;
     let mut out = Vec::new();
     for family in families() {
         let list = PyList::empty(py);
@@ -287,6 +312,16 @@ pub(crate) fn _collect<'py>(
                 };
                 if let Some(v) = value {
                     list.append(samples.make(&series, &PyDict::new(py), v as f64)?)?;
+                }
+            }
+            Group::Grouped => {
+                if readings.groups.is_empty() {
+                    continue;
+                }
+                for ((_, labels), (_, g)) in group_names.iter().zip(&readings.groups) {
+                    if let Some(v) = group_value(&family.name, g) {
+                        list.append(samples.make(&series, labels, v)?)?;
+                    }
                 }
             }
             Group::Retention => {

@@ -78,6 +78,13 @@ impl NativeRegistry {
         self.group.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Each grouped name's group reading (none outside a group).
+    pub(crate) fn group_readings(&self) -> Vec<(String, halfopen::group::GroupReading)> {
+        let group = self.group();
+        let Some(g) = group.as_ref() else { return Vec::new() };
+        g.members.iter().map(|(n, m)| (n.to_owned(), m.exposed())).collect()
+    }
+
     pub(crate) fn host(&self) -> &Host {
         &self.host
     }
@@ -529,8 +536,13 @@ impl NativeRegistry {
     /// The Prometheus text exposition of every breaker.
     fn prometheus(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.clock(py)?;
+        let group = self.group_readings();
         let registry = self.lock();
-        halfopen::try_render(|out| registry.render_prometheus(out, now)).map_err(out_of_memory("the exposition"))
+        halfopen::try_render(|out| {
+            registry.render_prometheus(out, now)?;
+            halfopen::group::render_prometheus(out, || group.iter().map(|(n, g)| (n.as_str(), *g)))
+        })
+        .map_err(out_of_memory("the exposition"))
     }
 
     /// Every breaker's state as JSON text.

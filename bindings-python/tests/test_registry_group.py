@@ -249,3 +249,31 @@ def test_a_collected_asyncio_registry_ends_its_task_without_a_warning(
     with caplog.at_level(logging.WARNING, logger="halfopen"):
         asyncio.run(main())
     assert not [r for r in caplog.records if "event loop" in r.getMessage()], caplog.text
+
+
+def test_the_exposition_shows_each_grouped_breakers_group_and_the_collector_the_same(server: Server) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from halfopen import CircuitBreaker
+    from halfopen.prometheus import Collector
+
+    r = registry(server, "exposed")
+    b = CircuitBreaker("solo", group=RedisGroup(server.client(), "exposed-solo", flush_interval=0.05), **OPTIONS)
+    r.call("a", lambda: 1)
+    until(lambda: (s := r.group_status()) is not None and s.answered == 1, "a answered")
+    until(lambda: (s := b.group_status()) is not None and s.phase == "closed", "solo answered")
+    r.get("a").group_force_open(60.0)
+    until(lambda: 'circuit_group_state{name="a"} 2' in r.prometheus(), "a open in the exposition")
+    assert 'circuit_group_degraded{name="a"} 0' in r.prometheus()
+    assert 'circuit_group_state{name="solo"} 0' in b.prometheus()
+    assert "circuit_group" not in CircuitBreaker("alone").prometheus()
+    scrape = CollectorRegistry()
+    scrape.register(Collector(r, b))
+    served = generate_latest(scrape).decode()
+    for family in ("circuit_group_degraded", "circuit_group_state"):
+        ours = sorted(line for text in (r.prometheus(), b.prometheus()) for line in text.splitlines() if line.startswith(family + "{"))
+        theirs = sorted(line for line in served.splitlines() if line.startswith(family + "{"))
+        assert len(ours) == 2 and [t.replace(".0", "") for t in theirs] == ours, (family, ours, theirs)
+    r.leave_group()
+    b.leave_group()
+    assert "circuit_group" not in r.prometheus()

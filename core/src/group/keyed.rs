@@ -139,6 +139,11 @@ impl KeyedMembers {
         self.members.values().filter(|n| n.member.register().is_some()).count()
     }
 
+    /// Every name with a member, and the member (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Member)> {
+        self.members.iter().map(|(name, n)| (&**name, &n.member))
+    }
+
     /// `name`'s member, if it has one.
     pub fn member(&self, name: &str) -> Option<&Member> {
         self.members.get(name).map(|n| &n.member)

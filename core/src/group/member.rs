@@ -144,6 +144,11 @@ impl Member {
         matches!(self.link, Link::Degraded { .. })
     }
 
+    /// What the Prometheus exposition shows of its group.
+    pub fn exposed(&self) -> super::GroupReading {
+        super::GroupReading { degraded: self.degraded(), phase: self.register().map(|r| r.phase) }
+    }
+
     /// The group's register as last answered (none before the first
     /// answer, or since the store failed).
     pub fn register(&self) -> Option<Register> {

@@ -53,6 +53,7 @@
 //!   what the group did meanwhile.
 
 mod config;
+mod exposition;
 #[cfg(feature = "alloc")]
 mod keyed;
 #[cfg(all(test, feature = "alloc"))]
@@ -70,6 +71,7 @@ mod tests;
 
 pub use crate::breaker::Tally;
 pub use config::{GroupConfig, GroupConfigError, GroupField, MAX_FLUSH_INTERVAL, MAX_GROUP_PERIOD, MIN_FLUSH_INTERVAL};
+pub use exposition::{GroupReading, render as render_prometheus};
 #[cfg(feature = "alloc")]
 pub use keyed::{KeyedMembers, NAMES_PER_CALL};
 pub use member::{GroupEvent, Member};

@@ -47,6 +47,16 @@ impl GroupPhase {
             GroupPhase::HalfOpen { .. } => "half_open",
         }
     }
+
+    /// Its gauge, as a breaker state's (`circuit_group_state`): 0 closed,
+    /// 1 half-open, 2 open.
+    pub fn gauge(&self) -> u8 {
+        match self {
+            GroupPhase::Closed => 0,
+            GroupPhase::HalfOpen { .. } => 1,
+            GroupPhase::Open { .. } => 2,
+        }
+    }
 }
 
 /// The group's fenced register: its phase, and the epoch every change
