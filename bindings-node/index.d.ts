@@ -340,7 +340,7 @@ export interface RegistryOptions extends CoreOptions {
 export interface RegistryGroupStatus {
   /** This process's member id (16 hex digits, random). */
   member: string
-  /** Whether every name decides alone because Redis failed or was late. */
+  /** Whether some names decide alone: an exchange that carried them failed, and Redis has not answered them since. */
   degraded: boolean
   /** Names in the group (joined at an exchange). */
   names: number
@@ -400,9 +400,9 @@ export declare class Registry extends EventEmitter {
   /** Stops exchanging with the group (every name goes on alone). */
   leaveGroup(): void
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition & { name: string }) => void): this
-  /** Redis failed or was late: every name decides alone until it answers. */
+  /** Redis failed or was late: the names of that exchange decide alone until it answers them. */
   on(event: 'groupDegraded', listener: (e: { error: Error | null }) => void): this
-  /** Redis answered again: every name follows its group again. */
+  /** Redis answered every name again: each follows its group again. */
   on(event: 'groupRecovered', listener: (e: object) => void): this
   on(event: 'reject', listener: (err: CircuitBreakerOpenError | RegistryFullError) => void): this
   on(event: 'success', listener: (value: unknown) => void): this

@@ -327,7 +327,7 @@ export declare class NativeRegistry {
   groupLeave(): void
   /** A change of the link to the store: `"degraded"`, `"recovered"`, or null. */
   groupEvent(): string | null
-  /** Whether the latest exchange failed (every name decides alone). */
+  /** Whether some names decide alone (the store failed them). */
   groupDegraded(): boolean
   /** Names in the group (with a member: joined at an exchange). */
   groupSize(): number

@@ -45,8 +45,8 @@ class Registry extends EventEmitter {
 
   /**
    * With the `group` option: `{ member, degraded, names, answered }` (the
-   * member id of this process, whether every name decides alone because
-   * the store failed, how many names are in the group: a name joins at the
+   * member id of this process, whether some names decide alone because
+   * the store failed them, how many names are in the group: a name joins at the
    * next regular exchange after its breaker is made, and how many of them
    * Redis answered); else (also after `leaveGroup()`) null.
    */

@@ -134,7 +134,7 @@ impl NativeRegistry {
         })
     }
 
-    /// Whether the latest exchange failed (every name decides alone).
+    /// Whether some names decide alone (the store failed them).
     #[cfg_attr(feature = "node", napi)]
     pub fn group_degraded(&self) -> bool {
         self.group.as_ref().is_some_and(|g| g.members.degraded())

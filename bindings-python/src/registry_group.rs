@@ -190,7 +190,7 @@ pub(crate) fn _registry_group_event(registry: &NativeRegistry) -> Option<&'stati
     })
 }
 
-/// `(degraded, names, answered)`: whether the latest exchange failed, the
+/// `(degraded, names, answered)`: whether some names decide alone, the
 /// names in the group, those whose group answered; `None` outside a group.
 #[pyfunction]
 pub(crate) fn _registry_group_status(registry: &NativeRegistry) -> Option<(bool, usize, usize)> {

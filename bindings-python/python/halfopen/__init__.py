@@ -323,8 +323,8 @@ class Registry(NativeRegistry):
             _group.join(self, group, registry=True)
 
     def group_status(self) -> Optional[RegistryGroupStatus]:
-        """With ``group=``: the member id, whether every name decides alone
-        because the store failed, the names in the group and those whose
+        """With ``group=``: the member id, whether some names decide alone
+        (the store failed them), the names in the group and those whose
         group answered; ``None`` outside a group (and after ``leave_group()``)."""
         return cast("Optional[RegistryGroupStatus]", _group.status(self))
 

@@ -68,9 +68,10 @@ class GroupStatus:
 
 class RegistryGroupStatus:
     """What a grouped registry knows of its group: this process's member id
-    (16 hex digits), whether every name decides alone because the store
-    failed, the names in the group (a name joins at the next round after
-    its breaker is made) and those whose group answered."""
+    (16 hex digits), whether some names decide alone (an exchange that
+    carried them failed, and the store has not answered them since), the
+    names in the group (a name joins at the next round after its breaker is
+    made) and those whose group answered."""
 
     __slots__ = ("member", "degraded", "names", "answered")
 

@@ -80,6 +80,8 @@ pub struct KeyedMembers {
     /// Exchanges failed in a row, and when to try again.
     failures: u32,
     retry_at: Option<Instant>,
+    /// Names whose member decides alone (its latest exchange failed).
+    alone: usize,
     /// Whether the caller was last told the link is degraded.
     told_degraded: bool,
     /// Its own time (as a member's).
@@ -108,6 +110,7 @@ impl KeyedMembers {
             round: None,
             failures: 0,
             retry_at: None,
+            alone: 0,
             told_degraded: false,
             time: OwnTime::default(),
         })
@@ -149,10 +152,11 @@ impl KeyedMembers {
         self.members.get(name).map(|n| &n.member)
     }
 
-    /// Whether the latest exchange failed: the names in it decide alone
-    /// (until the store answers them again).
+    /// Whether some names decide alone: an exchange that carried them
+    /// failed, and the store has not answered them since (or the latest
+    /// exchange failed before it was made).
     pub fn degraded(&self) -> bool {
-        self.failures > 0
+        self.failures > 0 || self.alone > 0
     }
 
     /// When the next exchange is due at `now`: with one out, when its
@@ -199,11 +203,12 @@ impl KeyedMembers {
             // new ones join.
             let ttl = self.config.member_ttl();
             self.left.retain(|_, (_, at)| own < *at + ttl);
-            let left = &mut self.left;
+            let (left, alone) = (&mut self.left, &mut self.alone);
             self.members.retain(|name, n| {
                 let here = registry.peek(name).is_some();
                 if !here {
                     left.insert(name.clone(), (n.sent, own));
+                    *alone -= usize::from(n.member.degraded());
                 }
                 here
             });
@@ -312,7 +317,9 @@ impl KeyedMembers {
             let (Some(n), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) else {
                 continue;
             };
+            let was = n.member.degraded();
             each(&name, n.member.apply(breaker, answer, now));
+            self.alone -= usize::from(was);
         }
         true
     }
@@ -329,6 +336,7 @@ impl KeyedMembers {
         self.retry_at = Some(own + policy::retry_after(&self.config, self.failures, self.id));
         for name in self.out.drain(..) {
             if let (Some(n), Some(breaker)) = (self.members.get_mut(&name), registry.peek_mut(&name)) {
+                self.alone += usize::from(!n.member.degraded());
                 n.member.failed(breaker, now);
             }
         }

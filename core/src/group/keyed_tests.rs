@@ -194,44 +194,52 @@ fn consecutive() -> Config {
     Config { failure_threshold: None, consecutive_failures: Some(5), ..Config::default() }
 }
 
+/// Ten successes of "a", its breaker replaced by `replace`, then twelve
+/// calls that alternate success and failure: no two failures in a row, so
+/// neither the breaker nor its group opens.
+fn counts_on_top_after(capacity: usize, replace: impl FnOnce(&mut Fleet)) {
+    let mut f = Fleet::new(1);
+    f.processes[0].registry = Registry::new(consecutive(), capacity).unwrap();
+    f.processes[0].members = KeyedMembers::new(100, GroupConfig::default(), &f.processes[0].registry).unwrap();
+    for _ in 0..10 {
+        f.call(0, "a", Outcome::Success);
+    }
+    f.run(2 * SECOND);
+    replace(&mut f);
+    for i in 0..12 {
+        let outcome = if i % 2 == 0 { Outcome::Success } else { Outcome::Failure };
+        f.call(0, "a", outcome);
+    }
+    f.run(3 * SECOND);
+    assert_eq!(f.state(0, "a"), State::Closed);
+    assert_eq!(f.stores["a"].register().epoch, 0, "the group never opened");
+}
+
 #[test]
 fn a_replaced_breaker_counts_on_top_of_what_its_name_sent_never_as_a_run_of_failures() {
     // Review: a configured, restored or evicted-and-made-again breaker
     // starts its totals again; sent as they were, ten successes then six
     // failures among twelve calls read as two calls and six failures: a
     // run, and the group opened though no two failures were in a row.
-    for how in ["configure", "evict", "restore"] {
-        let mut f = Fleet::new(1);
-        let capacity = if how == "evict" { 1 } else { 10 };
-        f.processes[0].registry = Registry::new(consecutive(), capacity).unwrap();
-        f.processes[0].members = KeyedMembers::new(100, GroupConfig::default(), &f.processes[0].registry).unwrap();
-        for _ in 0..10 {
-            f.call(0, "a", Outcome::Success);
-        }
-        f.run(2 * SECOND);
+    counts_on_top_after(10, |f| {
+        let now = f.now();
+        drop(f.processes[0].registry.configure("a", consecutive(), now).unwrap());
+    });
+    counts_on_top_after(1, |f| {
+        f.call(0, "b", Outcome::Success); // evicts a
+        f.run(SECOND);
+    });
+}
+
+#[cfg(feature = "snapshot")]
+#[test]
+fn a_restored_breaker_counts_on_top_of_what_its_name_sent() {
+    counts_on_top_after(10, |f| {
         let now = f.now();
         let r = &mut f.processes[0].registry;
-        match how {
-            "configure" => drop(r.configure("a", consecutive(), now).unwrap()),
-            "evict" => {
-                f.call(0, "b", Outcome::Success);
-                f.run(SECOND);
-            }
-            _ => {
-                let snapshot = serde_json::to_string(&r.snapshot(now)).unwrap();
-                let mut fresh: Registry = Registry::new(consecutive(), 10).unwrap();
-                fresh.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap();
-                drop(r.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap());
-            }
-        }
-        for i in 0..12 {
-            let outcome = if i % 2 == 0 { Outcome::Success } else { Outcome::Failure };
-            f.call(0, "a", outcome);
-        }
-        f.run(3 * SECOND);
-        assert_eq!(f.state(0, "a"), State::Closed, "{how}");
-        assert_eq!(f.stores["a"].register().epoch, 0, "{how}: the group never opened");
-    }
+        let snapshot = serde_json::to_string(&r.snapshot(now)).unwrap();
+        drop(r.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap());
+    });
 }
 
 #[test]
@@ -355,4 +363,50 @@ fn a_round_longer_than_a_flush_interval_starves_no_name() {
     assert_eq!(answered.len(), 1_000, "every name answered");
     let fewest = answered.values().min().copied().unwrap();
     assert!(fewest >= 14, "each name in every round: {fewest}");
+}
+
+#[test]
+fn names_left_alone_keep_the_link_degraded_until_the_store_answers_them() {
+    // Review: one failed call of 100 names, then a call of others that
+    // succeeded, said "recovered" while the first 100 decided alone.
+    let mut registry: Registry = Registry::new(Config::default(), 1_000).unwrap();
+    let mut members = KeyedMembers::new(1, GroupConfig::default(), &registry).unwrap();
+    let mut stores: BTreeMap<String, MemoryStore> = BTreeMap::new();
+    let mut now_us = 600 * SECOND;
+    for i in 0..150 {
+        let name = alloc::format!("n{i}");
+        let admission = registry.try_acquire(&name, Instant::from_micros(now_us)).unwrap();
+        registry.record(&name, admission.decision.unwrap(), Outcome::Success, Instant::from_micros(now_us));
+    }
+    let mut events = Vec::new();
+    let mut answered_calls = 0;
+    let mut first = true;
+    while now_us < 660 * SECOND {
+        now_us += 10_000;
+        let now = Instant::from_micros(now_us);
+        if let Some(requests) = members.requests(&mut registry, now) {
+            // The first call of the first full round fails; every other is answered.
+            if first && requests.len() == NAMES_PER_CALL {
+                first = false;
+                members.failed(&mut registry, now);
+            } else {
+                let names: Vec<String> = members.names_out().iter().map(|n| String::from(&**n)).collect();
+                let answers: Vec<Answer> = names
+                    .iter()
+                    .zip(&requests)
+                    .map(|(n, r)| stores.entry(n.clone()).or_default().exchange(r, now_us))
+                    .collect();
+                assert!(members.apply(&mut registry, &answers, now, |_, _| ()));
+                answered_calls += 1;
+            }
+        }
+        events.extend(members.poll_event());
+        if answered_calls == 1 && !first {
+            assert!(members.degraded(), "the failed call's names still decide alone");
+        }
+    }
+    assert!(!first && answered_calls > 2);
+    assert_eq!(events, [GroupEvent::Degraded, GroupEvent::Recovered], "said once each");
+    assert!(!members.degraded());
+    assert_eq!(members.answered(), 150);
 }
