@@ -223,7 +223,7 @@ fn a_replaced_breaker_counts_on_top_of_what_its_name_sent_never_as_a_run_of_fail
     // run, and the group opened though no two failures were in a row.
     counts_on_top_after(10, |f| {
         let now = f.now();
-        drop(f.processes[0].registry.configure("a", consecutive(), now).unwrap());
+        let _ = f.processes[0].registry.configure("a", consecutive(), now).unwrap();
     });
     counts_on_top_after(1, |f| {
         f.call(0, "b", Outcome::Success); // evicts a
@@ -238,7 +238,7 @@ fn a_restored_breaker_counts_on_top_of_what_its_name_sent() {
         let now = f.now();
         let r = &mut f.processes[0].registry;
         let snapshot = serde_json::to_string(&r.snapshot(now)).unwrap();
-        drop(r.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap());
+        let _ = r.restore_json(&snapshot, now, crate::Elapsed::Ignored).unwrap();
     });
 }
 
