@@ -1,5 +1,5 @@
 //! A registry in a group (issue 23): each name's breaker a group of its
-//! own, every name due in one script call of at most 100 names (the core's
+//! own, the names due in script calls of at most 100 names (the core's
 //! `group::KeyedMembers`, in the registry, locked before its core and never
 //! on the call path); the keys, arguments and reply are the core's
 //! (`group::redis`). The I/O is `python/halfopen/group.py`'s, as for a
@@ -36,15 +36,25 @@ pub(crate) fn _registry_group_join(
         value_error(py, "group.name", halfopen::Problem::OutOfRange, "must be non-empty, hold no { or }")
     })?;
     let config = group_config(py, [flush_interval, quorum, store_timeout, lease, member_ttl])?;
-    let mut group = registry.group();
-    let mut core = registry.lock();
-    let members = KeyedMembers::new(member, config, &core)
-        .map_err(|e| config_error(py, &format!("group.{}", e.field.name()), e.problem))?;
-    if let Some(old) = group.take() {
-        old.members.leave(&mut core);
+    // (The error is built with no lock held: building it runs Python code.)
+    let refused = {
+        let mut group = registry.group();
+        let mut core = registry.lock();
+        match KeyedMembers::new(member, config, &core) {
+            Ok(members) => {
+                if let Some(old) = group.take() {
+                    old.members.leave(&mut core);
+                }
+                *group = Some(Box::new(RegistryGroup { members, name }));
+                None
+            }
+            Err(e) => Some(e),
+        }
+    };
+    match refused {
+        Some(e) => Err(config_error(py, &format!("group.{}", e.field.name()), e.problem)),
+        None => Ok(()),
     }
-    *group = Some(Box::new(RegistryGroup { members, name }));
-    Ok(())
 }
 
 /// Seconds until the next exchange is due (0: now); `None` outside a group.
