@@ -1,7 +1,9 @@
 """The conformance suite's files as pytest cases, for every Python runner
 (the Python package's, the WebAssembly component's through wasmtime): read
 every scenario file in `tests/conformance/` (all but README.md and
-schema.json), refuse a format it does not know, never skip one."""
+schema.json; the group protocol's, in `group/`, are run by
+`test_group_conformance.py`), refuse a format it does not know, never skip
+one."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ SUITE = pathlib.Path(__file__).resolve().parent / "conformance"
 
 def cases() -> Iterator[Any]:
     """One `pytest.param` per scenario, named `file::description`."""
-    files = sorted(p for p in SUITE.iterdir() if p.name not in ("README.md", "schema.json"))
+    files = sorted(p for p in SUITE.iterdir() if p.name not in ("README.md", "schema.json", "group"))
     assert files, "no conformance files"
     for path in files:
         suite = json.loads(path.read_text())

@@ -16,13 +16,15 @@ use halfopen::{
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
 
+#[path = "support/group_steps.rs"]
+mod group_steps;
 #[path = "support/retention_steps.rs"]
 mod retention_steps;
 
 /// The format version this runner reads.
 const FORMAT: u64 = 1;
 /// Files in the folder that are not scenario files.
-const NOT_SCENARIOS: &[&str] = &["README.md", "schema.json"];
+const NOT_SCENARIOS: &[&str] = &["README.md", "schema.json", "group"];
 
 static STEPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -42,6 +44,24 @@ fn main() {
         match load(&path) {
             Ok(cases) => trials.extend(cases.into_iter().map(|(description, case)| {
                 Trial::test(format!("{}::{description}", name.trim_end_matches(".json")), move || run_case(&case))
+            })),
+            Err(e) => trials.push(Trial::test(format!("{name}::<file>"), move || Err(e.into()))),
+        }
+    }
+    // The group protocol's cases, in their own folder.
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir.join("group"))
+        .expect("tests/conformance/group exists")
+        .map(|e| e.expect("readable entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = format!("group/{}", path.file_name().unwrap().to_string_lossy());
+        files += 1;
+        match load(&path) {
+            Ok(cases) => trials.extend(cases.into_iter().map(|(description, case)| {
+                Trial::test(format!("{}::{description}", name.trim_end_matches(".json")), move || {
+                    run_group_case(&case)
+                })
             })),
             Err(e) => trials.push(Trial::test(format!("{name}::<file>"), move || Err(e.into()))),
         }
@@ -115,6 +135,26 @@ fn run_case(case: &Value) -> Result<(), Failed> {
         (Some(field), None) => refused(map, field, built.map(drop)),
         (None, Some(steps)) => {
             let mut run = Run { breakers: built?, clock: Instant::ZERO, permits: HashMap::new() };
+            for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
+                run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
+                STEPS.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+        _ => Err("a case has either steps or invalid".into()),
+    }
+}
+
+/// A group case (`tests/conformance/group/`): processes sharing a store.
+fn run_group_case(case: &Value) -> Result<(), Failed> {
+    let map = object(case, &["description", "config", "group", "steps", "invalid", "problem"])?;
+    let config = map.get("config").ok_or("case without config")?;
+    let group = map.get("group").ok_or("a group case needs group")?;
+    let built = build_config(config).and_then(|c| group_steps::build(c, group));
+    match (map.get("invalid"), map.get("steps")) {
+        (Some(field), None) => refused(map, field, built.map(drop)),
+        (None, Some(steps)) => {
+            let mut run = built?;
             for (i, step) in steps.as_array().ok_or("steps must be an array")?.iter().enumerate() {
                 run.step(step).map_err(|e| format!("step {i} {step}: {e}"))?;
                 STEPS.fetch_add(1, Ordering::Relaxed);
@@ -506,7 +546,6 @@ impl Run {
     }
 
     fn expect(&self, map: &Map<String, Value>) -> Result<(), String> {
-        let now = self.clock;
         if let Some(want) = map.get("registry") {
             let Breakers::Many(registry) = &self.breakers else { return Err("no registry in this case".into()) };
             check_registry(registry, want)?;
@@ -514,57 +553,62 @@ impl Run {
                 return Ok(());
             }
         }
-        let breaker = self.view(map)?;
-        if let Some(state) = map.get("state") {
-            equal("state", breaker.state(now).name(), state)?;
-        }
-        if let Some(want) = map.get("retry_after_ms") {
-            check_retry_after(breaker.retry_after(now), want)?;
-            let admitted = breaker.check(now).is_ok();
-            if admitted != (breaker.retry_after(now) == Some(Duration::ZERO)) {
-                return Err("check() disagrees with retry_after()".into());
-            }
-        }
-        if let Some(mode) = map.get("mode") {
-            let got = match breaker.mode(now) {
-                Mode::Normal => "normal",
-                Mode::ForcedOpen { .. } => "forced_open",
-                Mode::Disabled => "disabled",
-            };
-            equal("mode", got, mode)?;
-        }
-        if let Some(want) = map.get("poll_timeout_ms") {
-            let got = breaker.poll_timeout().map(|t| t.as_micros());
-            let want = if want.is_null() { None } else { Some(want.as_u64().ok_or("poll_timeout_ms")? * 1_000) };
-            if got != want {
-                return Err(format!("poll_timeout: expected {want:?} µs, got {got:?} µs"));
-            }
-        }
-        if let Some(metrics) = map.get("metrics") {
-            check_metrics(breaker, now, metrics)?;
-        }
-        if let Some(counts) = map.get("counts") {
-            let c = breaker.counts(now);
-            let actual = [
-                ("consecutive_failures", u64::from(c.consecutive_failures)),
-                ("window_calls", u64::from(c.window.calls)),
-                ("window_failures", u64::from(c.window.failures)),
-                ("window_slow", u64::from(c.window.slow)),
-                ("probes_in_flight", u64::from(c.probes_in_flight)),
-                ("probe_successes", u64::from(c.probe_successes)),
-                ("in_flight", u64::from(c.in_flight)),
-                ("concurrency_limit", c.concurrency_limit.map_or(u64::MAX, u64::from)),
-            ];
-            let names: Vec<&str> = actual.iter().map(|(n, _)| *n).collect();
-            for (key, want) in object(counts, &names)? {
-                let got = actual.iter().find(|(n, _)| n == key).map(|(_, v)| *v);
-                if got != want.as_u64() {
-                    return Err(format!("counts.{key}: expected {want}, got {got:?}"));
-                }
-            }
-        }
-        Ok(())
+        expect_breaker(self.view(map)?, self.clock, map)
     }
+}
+
+/// Checks an `expect` step's readings of `breaker` at `now` (its `state`,
+/// `retry_after_ms`, `mode`, `poll_timeout_ms`, `metrics`, `counts`).
+fn expect_breaker(breaker: &Metered, now: Instant, map: &Map<String, Value>) -> Result<(), String> {
+    if let Some(state) = map.get("state") {
+        equal("state", breaker.state(now).name(), state)?;
+    }
+    if let Some(want) = map.get("retry_after_ms") {
+        check_retry_after(breaker.retry_after(now), want)?;
+        let admitted = breaker.check(now).is_ok();
+        if admitted != (breaker.retry_after(now) == Some(Duration::ZERO)) {
+            return Err("check() disagrees with retry_after()".into());
+        }
+    }
+    if let Some(mode) = map.get("mode") {
+        let got = match breaker.mode(now) {
+            Mode::Normal => "normal",
+            Mode::ForcedOpen { .. } => "forced_open",
+            Mode::Disabled => "disabled",
+        };
+        equal("mode", got, mode)?;
+    }
+    if let Some(want) = map.get("poll_timeout_ms") {
+        let got = breaker.poll_timeout().map(|t| t.as_micros());
+        let want = if want.is_null() { None } else { Some(want.as_u64().ok_or("poll_timeout_ms")? * 1_000) };
+        if got != want {
+            return Err(format!("poll_timeout: expected {want:?} µs, got {got:?} µs"));
+        }
+    }
+    if let Some(metrics) = map.get("metrics") {
+        check_metrics(breaker, now, metrics)?;
+    }
+    if let Some(counts) = map.get("counts") {
+        let c = breaker.counts(now);
+        let actual = [
+            ("consecutive_failures", u64::from(c.consecutive_failures)),
+            ("window_calls", u64::from(c.window.calls)),
+            ("window_failures", u64::from(c.window.failures)),
+            ("window_slow", u64::from(c.window.slow)),
+            ("probes_in_flight", u64::from(c.probes_in_flight)),
+            ("probe_successes", u64::from(c.probe_successes)),
+            ("in_flight", u64::from(c.in_flight)),
+            ("concurrency_limit", c.concurrency_limit.map_or(u64::MAX, u64::from)),
+        ];
+        let names: Vec<&str> = actual.iter().map(|(n, _)| *n).collect();
+        for (key, want) in object(counts, &names)? {
+            let got = actual.iter().find(|(n, _)| n == key).map(|(_, v)| *v);
+            if got != want.as_u64() {
+                return Err(format!("counts.{key}: expected {want}, got {got:?}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn acquire(

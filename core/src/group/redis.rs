@@ -8,7 +8,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::GroupConfig;
-use super::protocol::{Answer, GroupLimit, GroupPhase, Proposed, Register, Request};
+use super::MemoryStore;
+use super::protocol::{Answer, GroupLimit, GroupPhase, LimitReport, Proposal, Proposed, Register, Request};
+use crate::breaker::Tally;
 use crate::config::Config;
 use crate::state::Reason;
 use crate::time::Duration;
@@ -99,6 +101,127 @@ pub fn args(request: &Request, key_ttl: Duration) -> Vec<String> {
     out.push(r.deadline_us.to_string());
     out.push(busy.to_string());
     out
+}
+
+/// Script arguments that no [`args`] call gave (too few, not numbers, an
+/// unknown proposal or reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadArgs;
+
+/// Arguments per request (see `store.lua`).
+pub const ARGS_PER_REQUEST: usize = 23;
+
+/// The request that [`args`] wrote (its inverse; the key TTL is the
+/// store's business and is not part of a [`Request`]).
+pub fn request<S: AsRef<str>>(args: &[S]) -> Result<Request, BadArgs> {
+    let [
+        member,
+        calls,
+        failures,
+        slow,
+        consecutive,
+        bucket_us,
+        window_us,
+        member_ttl_us,
+        _key_ttl,
+        buckets,
+        kind,
+        epoch,
+        period,
+        open_for,
+        reason,
+        has_limit,
+        limit_epoch,
+        steps,
+        set,
+        threshold,
+        active,
+        deadline_us,
+        busy,
+    ] = args
+    else {
+        return Err(BadArgs);
+    };
+    let n = |v: &S| v.as_ref().parse::<u64>().map_err(|_| BadArgs);
+    let small = |v: &S| v.as_ref().parse::<u32>().map_err(|_| BadArgs);
+    let flag = |v: &S| match v.as_ref() {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(BadArgs),
+    };
+    if n(buckets)? != u64::from(TIME_BUCKETS) {
+        return Err(BadArgs);
+    }
+    let why = || Reason::from_name(reason.as_ref()).ok_or(BadArgs);
+    let epoch = n(epoch)?;
+    let to = match n(kind)? {
+        0 => None,
+        1 => Some(Proposed::Open { for_us: n(period)?, open_for_us: n(open_for)?, reason: why()? }),
+        2 => Some(Proposed::HalfOpen { lease_us: n(period)?, open_for_us: n(open_for)?, reason: why()? }),
+        3 => Some(Proposed::Closed { reason: why()? }),
+        _ => return Err(BadArgs),
+    };
+    let limit = match flag(has_limit)? {
+        false => None,
+        true => Some(LimitReport {
+            epoch: n(limit_epoch)?,
+            steps: small(steps)?,
+            set: match small(set)? {
+                0 => None,
+                set => Some((set, small(threshold)?)),
+            },
+            active: flag(active)?,
+            busy: small(busy)?,
+        }),
+    };
+    Ok(Request {
+        member: n(member)?,
+        tally: Tally { calls: n(calls)?, failures: n(failures)?, slow: n(slow)?, rejected: 0 },
+        consecutive: small(consecutive)?,
+        bucket_us: n(bucket_us)?,
+        window_us: n(window_us)?,
+        member_ttl_us: n(member_ttl_us)?,
+        proposal: to.map(|to| Proposal { epoch, to }),
+        limit,
+        deadline_us: n(deadline_us)?,
+    })
+}
+
+/// The script's reply for `answer` (the inverse of [`answer`]).
+pub fn reply(answer: &Answer) -> Vec<String> {
+    let a = answer;
+    let (until, open_for, why, lease, lease_until) = match a.register.phase {
+        GroupPhase::Closed => (0, 0, a.register.closed_by.map_or("", Reason::name), 0, 0),
+        GroupPhase::Open { until_us, open_for_us, reason } => (until_us, open_for_us, reason.name(), 0, 0),
+        GroupPhase::HalfOpen { lease, lease_until_us, open_for_us, reason } => {
+            (0, open_for_us, reason.name(), lease, lease_until_us)
+        }
+    };
+    let rank = a.rank.map_or(String::new(), |r| r.to_string());
+    let mut out: Vec<String> = [a.now_us, a.register.epoch].iter().map(u64::to_string).collect();
+    out.push(a.register.phase.name().to_string());
+    out.extend([until, open_for].iter().map(u64::to_string));
+    out.push(why.to_string());
+    out.extend([lease, lease_until].iter().map(u64::to_string));
+    let counts = [a.totals.calls, a.totals.failures, a.totals.slow, a.run, a.live, a.failing];
+    out.extend(counts.iter().map(u32::to_string));
+    out.push(a.limit.epoch.to_string());
+    out.extend([a.limit.limit, a.limit.threshold, a.active].iter().map(u32::to_string));
+    out.push(rank);
+    out.push(a.busy.to_string());
+    out
+}
+
+/// What the script does with one call's arguments (any number of
+/// requests, [`ARGS_PER_REQUEST`] each), done by `store` at the store's
+/// `now_us`: its reply. The conformance suite's store, in every runtime
+/// that has the group mode (one group: the keys are the caller's).
+pub fn exchange<S: AsRef<str>>(store: &mut MemoryStore, args: &[S], now_us: u64) -> Result<Vec<String>, BadArgs> {
+    if args.is_empty() || !args.len().is_multiple_of(ARGS_PER_REQUEST) {
+        return Err(BadArgs);
+    }
+    let requests = args.chunks(ARGS_PER_REQUEST).map(request).collect::<Result<Vec<_>, _>>()?;
+    Ok(requests.iter().flat_map(|r| reply(&store.exchange(r, now_us))).collect())
 }
 
 /// A reply the script cannot have given (another script under the same
@@ -258,7 +381,10 @@ mod tests {
             "",
             "7",
         ];
+        assert_eq!(super::request(&args), Ok(request));
+        assert_eq!(super::request(&args[1..]), Err(BadArgs));
         let a = answer(&reply).unwrap();
+        assert_eq!(super::reply(&a), reply, "the reply written is the reply read");
         assert_eq!(a.register.epoch, 8);
         assert_eq!(
             a.register.phase,
