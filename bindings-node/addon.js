@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeBreaker = nativeBinding.NativeBreaker
 module.exports.NativeDispatcher = nativeBinding.NativeDispatcher
+module.exports.NativeGroupMemoryStore = nativeBinding.NativeGroupMemoryStore
 module.exports.NativeRegistry = nativeBinding.NativeRegistry
 module.exports.groupKeys = nativeBinding.groupKeys
 module.exports.groupScript = nativeBinding.groupScript

@@ -223,6 +223,30 @@ export declare class NativeDispatcher {
   clockFailureRetryMs(): number
 }
 
+/**
+ * The group's reference store in memory (the core's `MemoryStore`),
+ * answering the Redis script's own arguments as the script would: the
+ * store of the group protocol's conformance cases (test/group-conformance.test.js),
+ * whose clock is the case's.
+ */
+export declare class NativeGroupMemoryStore {
+  /** An empty store: the group closed at epoch 0. */
+  constructor()
+  /**
+   * The script's reply to `args` (one request or several) at the store's
+   * `nowMs`; arguments no exchange wrote are a structured error.
+   */
+  exchange(args: Array<string>, nowMs: number): Array<string>
+  /** Forgets everything (a Redis restarted empty). */
+  restart(): void
+  /** The register's phase: `closed`, `open` or `half_open`. */
+  phase(): string
+  /** The register's epoch. */
+  epoch(): number
+  /** The group's concurrency limit (0: none set). */
+  limit(): number
+}
+
 export declare class NativeRegistry {
   /**
    * A registry of at most `capacity` breakers (the core's

@@ -44,8 +44,8 @@ function load() {
   let loadError
   if (wanted !== 'wasm') {
     try {
-      const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript } = require('./addon.js')
-      return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, backend: 'native' }
+      const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore } = require('./addon.js')
+      return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore, backend: 'native' }
     } catch (err) {
       if (wanted === 'native') throw err
       loadError = err

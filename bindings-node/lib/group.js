@@ -27,8 +27,11 @@ const LINKS = new WeakMap()
 
 const NUMBER_OPTIONS = { flushIntervalMs: 'ms', storeTimeoutMs: 'ms', leaseMs: 'ms', memberTtlMs: 'ms', quorum: 'count' }
 
-/** The native options of a `group` option (checked here for type; the core checks ranges). */
-function groupOptions(group) {
+/**
+ * The native options of a `group` option (checked here for type; the core
+ * checks ranges), for member id `member` (16 hex digits).
+ */
+function groupOptions(group, member) {
   if (group === null || typeof group !== 'object') throw typeError('group', 'an object { redis, name, ... }', group)
   const { redis, name } = group
   if (redis === null || typeof redis !== 'object' || typeof redis.defineCommand !== 'function') {
@@ -43,7 +46,7 @@ function groupOptions(group) {
       throw err
     }
   }
-  const options = { member: randomHex64() }
+  const options = { member }
   for (const [key, kind] of Object.entries(NUMBER_OPTIONS)) {
     const value = group[key]
     if (value === undefined) continue
@@ -106,12 +109,16 @@ const REGISTRY = {
 
 /** The exchanges of a breaker (or of a registry's names) with their group's store. */
 class GroupLink {
-  /** `owner`: a `CircuitBreaker`, or a `Registry` with `registry` true. */
-  constructor(owner, group, registry = false) {
+  /**
+   * `owner`: a `CircuitBreaker`, or a `Registry` with `registry` true;
+   * `member`: its member id (random per process; the conformance runner
+   * numbers its simulated processes).
+   */
+  constructor(owner, group, registry = false, member = randomHex64()) {
     if (typeof owner._native.groupJoin !== 'function' || typeof groupScript !== 'function') {
       throw typeError('group', 'absent: the WebAssembly backend has no group mode (it needs the native addon)', group)
     }
-    const { redis, name, options } = groupOptions(group)
+    const { redis, name, options } = groupOptions(group, member)
     this._host = registry ? REGISTRY : BREAKER
     let keys
     try {
@@ -320,4 +327,4 @@ function linkOf(owner) {
   return LINKS.get(owner)
 }
 
-module.exports = { GroupLink, linkOf }
+module.exports = { COMMAND, GroupLink, linkOf }

@@ -535,7 +535,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     })
   }
 
-  return { runDoc, steps: () => steps }
+  return { runDoc, steps: () => steps, options, checkKeys, checkRetry, checkTransitions, checkMetrics, COUNTS, STATE }
 }
 
 module.exports = { conformance }

@@ -6,7 +6,7 @@
 //! `python/halfopen/group.py`'s.
 
 use halfopen::Duration;
-use halfopen::group::{GroupConfig, GroupEvent, Member, redis};
+use halfopen::group::{GroupConfig, GroupEvent, Member, MemoryStore, redis};
 use pyo3::prelude::*;
 
 use crate::breaker::NativeBreaker;
@@ -218,5 +218,51 @@ pub(crate) fn _group_store_timeout(breaker: &NativeBreaker) -> Option<f64> {
 pub(crate) fn _group_leave(breaker: &NativeBreaker) {
     if let Some(member) = breaker.host.group().take() {
         member.leave(&mut breaker.lock());
+    }
+}
+
+/// The group's reference store in memory (the core's `MemoryStore`),
+/// answering the Redis script's own arguments as the script would: the
+/// store of the group protocol's conformance cases
+/// (tests/test_group_conformance.py), whose clock is the case's.
+#[pyclass(module = "halfopen._native")]
+#[derive(Default)]
+pub(crate) struct GroupMemoryStore {
+    store: MemoryStore,
+}
+
+#[pymethods]
+impl GroupMemoryStore {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// The script's reply to `args` (one request or several) at the
+    /// store's `now_ms` (whole ms); arguments no exchange wrote are a
+    /// `ValueError`.
+    fn exchange(&mut self, args: Vec<String>, now_ms: u64) -> PyResult<Vec<String>> {
+        redis::exchange(&mut self.store, &args, now_ms.saturating_mul(1000))
+            .map_err(|_| pyo3::exceptions::PyValueError::new_err("arguments the group script's caller cannot have written"))
+    }
+
+    /// Forgets everything (a Redis restarted empty).
+    fn restart(&mut self) {
+        self.store = MemoryStore::new();
+    }
+
+    /// The register's phase: `closed`, `open` or `half_open`.
+    fn phase(&self) -> &'static str {
+        self.store.register().phase.name()
+    }
+
+    /// The register's epoch.
+    fn epoch(&self) -> u64 {
+        self.store.register().epoch
+    }
+
+    /// The group's concurrency limit (0: none set).
+    fn limit(&self) -> u32 {
+        self.store.limit().limit
     }
 }

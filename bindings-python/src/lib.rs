@@ -30,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<events::StateChange>()?;
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
+    m.add_class::<group::GroupMemoryStore>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
     for f in [

@@ -320,7 +320,9 @@ impl Member {
     }
 
     /// Applies the store's `answer` at `now` to `breaker`: it follows the
-    /// group's phase. Returns the breaker's transitions.
+    /// group's phase. As a manual operation, it first applies a timed
+    /// change that is due (an open period that ended unnoticed), then its
+    /// own. Returns the breaker's transitions.
     pub fn apply<C: Borrow<Config>, M: Meter>(
         &mut self,
         breaker: &mut Breaker<C, M>,
@@ -328,6 +330,7 @@ impl Member {
         now: Instant,
     ) -> Transitions {
         let now = self.reading(now);
+        let observed = breaker.handle_timeout(now);
         self.pending = None;
         self.link = Link::Live;
         // Answered: the force-open sent is the group's (one asked for since
@@ -396,7 +399,15 @@ impl Member {
             let seen = crate::limit::Share { group, threshold, epoch, full, expires, ..Default::default() };
             breaker.follow_limit(seen, share);
         }
-        transitions
+        // (Nothing else was due at `now` once the timed change was applied:
+        // following adds at most its own.)
+        match observed {
+            Some(_) => {
+                debug_assert!(transitions.iter().count() <= 1, "{transitions:?}");
+                Transitions::of(observed, transitions.last())
+            }
+            None => transitions,
+        }
     }
 
     /// The request out failed, or its answer is overdue, at `now`: the
