@@ -227,7 +227,7 @@ export declare class NativeDispatcher {
  * The group's reference store in memory (the core's `MemoryStore`),
  * answering the Redis script's own arguments as the script would: the
  * store of the group protocol's conformance cases (test/group-conformance.test.js),
- * whose clock is the case's.
+ * whose clock is the case's. (JavaScript's only: no Rust code uses it.)
  */
 export declare class NativeGroupMemoryStore {
   /** An empty store: the group closed at epoch 0. */

@@ -5,7 +5,9 @@
 //! `lib/group.js`'s.
 
 use halfopen::Reason;
-use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, Member, MemoryStore, redis};
+#[cfg(feature = "node")]
+use halfopen::group::MemoryStore;
+use halfopen::group::{GroupConfig, GroupConfigError, GroupEvent, Member, redis};
 #[cfg(feature = "node")]
 use napi_derive::napi;
 
@@ -212,49 +214,51 @@ impl NativeBreaker {
 /// The group's reference store in memory (the core's `MemoryStore`),
 /// answering the Redis script's own arguments as the script would: the
 /// store of the group protocol's conformance cases (test/group-conformance.test.js),
-/// whose clock is the case's.
-#[cfg_attr(feature = "node", napi)]
+/// whose clock is the case's. (JavaScript's only: no Rust code uses it.)
+#[cfg(feature = "node")]
+#[napi]
 #[derive(Default)]
 pub struct NativeGroupMemoryStore {
     store: MemoryStore,
 }
 
-#[cfg_attr(feature = "node", napi)]
+#[cfg(feature = "node")]
+#[napi]
 impl NativeGroupMemoryStore {
     /// An empty store: the group closed at epoch 0.
-    #[cfg_attr(feature = "node", napi(constructor))]
+    #[napi(constructor)]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The script's reply to `args` (one request or several) at the store's
     /// `nowMs`; arguments no exchange wrote are a structured error.
-    #[cfg_attr(feature = "node", napi)]
+    #[napi]
     pub fn exchange(&mut self, args: Vec<String>, now_ms: f64) -> Result<Vec<String>> {
         redis::exchange(&mut self.store, &args, instant(now_ms).as_micros())
             .map_err(|_| structured("store", None, None, "arguments the group script's caller cannot have written"))
     }
 
     /// Forgets everything (a Redis restarted empty).
-    #[cfg_attr(feature = "node", napi)]
+    #[napi]
     pub fn restart(&mut self) {
         self.store = MemoryStore::new();
     }
 
     /// The register's phase: `closed`, `open` or `half_open`.
-    #[cfg_attr(feature = "node", napi)]
+    #[napi]
     pub fn phase(&self) -> String {
         self.store.register().phase.name().into()
     }
 
     /// The register's epoch.
-    #[cfg_attr(feature = "node", napi)]
+    #[napi]
     pub fn epoch(&self) -> f64 {
         self.store.register().epoch as f64
     }
 
     /// The group's concurrency limit (0: none set).
-    #[cfg_attr(feature = "node", napi)]
+    #[napi]
     pub fn limit(&self) -> u32 {
         self.store.limit().limit
     }

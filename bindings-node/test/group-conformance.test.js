@@ -155,7 +155,7 @@ async function step(run, s, permits) {
         }
       }
       if (s.metrics) checkMetrics(b, s.metrics)
-      if (s.group) expectGroup(run, p, s.group)
+      if (s.group) expectGroup(p, s.group)
       break
     case 'exchange': {
       assert.ok(s.lost === undefined || s.lost === 'request' || s.lost === 'answer', 'lost')
@@ -188,7 +188,7 @@ function expectStore(run, want) {
   if (want.limit !== undefined) assert.equal(run.store.limit(), want.limit, 'store.limit')
 }
 
-function expectGroup(run, p, want) {
+function expectGroup(p, want) {
   checkKeys(want, ['degraded', 'phase', 'next_exchange_ms'], 'group')
   const status = p.breaker.groupStatus()
   if (want.degraded !== undefined) assert.equal(status.degraded, want.degraded, 'group.degraded')

@@ -242,8 +242,9 @@ impl GroupMemoryStore {
     /// store's `now_ms` (whole ms); arguments no exchange wrote are a
     /// `ValueError`.
     fn exchange(&mut self, args: Vec<String>, now_ms: u64) -> PyResult<Vec<String>> {
-        redis::exchange(&mut self.store, &args, now_ms.saturating_mul(1000))
-            .map_err(|_| pyo3::exceptions::PyValueError::new_err("arguments the group script's caller cannot have written"))
+        redis::exchange(&mut self.store, &args, now_ms.saturating_mul(1000)).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err("arguments the group script's caller cannot have written")
+        })
     }
 
     /// Forgets everything (a Redis restarted empty).

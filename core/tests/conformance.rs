@@ -60,9 +60,7 @@ fn main() {
         files += 1;
         match load(&path) {
             Ok(cases) => trials.extend(cases.into_iter().map(|(description, case)| {
-                Trial::test(format!("{}::{description}", name.trim_end_matches(".json")), move || {
-                    run_group_case(&case)
-                })
+                Trial::test(format!("{}::{description}", name.trim_end_matches(".json")), move || run_group_case(&case))
             })),
             Err(e) => trials.push(Trial::test(format!("{name}::<file>"), move || Err(e.into()))),
         }

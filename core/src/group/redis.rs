@@ -1,7 +1,7 @@
 //! The group store on Redis: the script, its keys, what a request passes it
 //! and how its reply reads. Every binding's Redis driver uses these, so the
 //! layout is written once. The script (`store.lua`) does what
-//! [`MemoryStore`](super::MemoryStore) does.
+//! [`MemoryStore`] does.
 
 use alloc::format;
 use alloc::string::{String, ToString};

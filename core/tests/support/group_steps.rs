@@ -73,7 +73,8 @@ pub fn build(breaker: Config, value: &Value) -> Result<Run, String> {
         .map(|(i, offset_ms)| {
             let member = Member::new(i as u64 + 1, config, &breaker)
                 .map_err(|e| format!("{}: {}", e.field.name(), e.problem.code()))?;
-            let breaker = Breaker::with_meter(config_arc.clone(), (Metrics::default(), None)).map_err(|e| e.to_string())?;
+            let breaker =
+                Breaker::with_meter(config_arc.clone(), (Metrics::default(), None)).map_err(|e| e.to_string())?;
             Ok(Process { breaker, member, offset_ms, permits: HashMap::new() })
         })
         .collect::<Result<_, String>>()?;
@@ -106,9 +107,9 @@ impl Run {
         }
         let process = match map.get("process") {
             None => None,
-            Some(p) => Some(
-                p.as_u64().map(|p| p as usize).filter(|&p| p < self.processes.len()).ok_or("process: an index")?,
-            ),
+            Some(p) => {
+                Some(p.as_u64().map(|p| p as usize).filter(|&p| p < self.processes.len()).ok_or("process: an index")?)
+            }
         };
         if op == "store_restart" {
             return if process.is_some() {
@@ -122,7 +123,9 @@ impl Run {
         let Some(i) = process else {
             // Without a process, only the store is read.
             return match (op, store_want) {
-                ("expect", Some(want)) if map.len() == 2 + usize::from(map.contains_key("at")) => self.expect_store(want),
+                ("expect", Some(want)) if map.len() == 2 + usize::from(map.contains_key("at")) => {
+                    self.expect_store(want)
+                }
                 _ => Err("this step needs a process (an expect without one reads only the store)".into()),
             };
         };
@@ -170,7 +173,11 @@ impl Run {
             .map(|e| Value::from(if e == halfopen::group::GroupEvent::Degraded { "degraded" } else { "recovered" }))
             .collect();
         let want = map.get("events").cloned().unwrap_or(Value::Array(vec![]));
-        if Value::Array(events.clone()) != want { Err(format!("events: expected {want}, got {events:?}")) } else { Ok(()) }
+        if Value::Array(events.clone()) != want {
+            Err(format!("events: expected {want}, got {events:?}"))
+        } else {
+            Ok(())
+        }
     }
 
     /// An `exchange` step: process `i`'s request due (or none, with `"due":
