@@ -109,6 +109,7 @@ def check_retry(got_ms: Optional[float], want: Any, where: str) -> None:
 
 
 def check_transitions(got: List[Dict[str, Any]], step: Dict[str, Any], where: str) -> None:
+    assert not ("transition" in step and "transitions" in step), f"{where}: transition and transitions are exclusive"
     want = step.get("transitions", [step["transition"]] if "transition" in step else [])
     assert len(got) == len(want), f"{where}: transitions {got} != {want}"
     for g, w in zip(got, want):

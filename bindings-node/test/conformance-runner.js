@@ -149,6 +149,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
   }
 
   function checkTransitions(seen, step) {
+    if (step.transition !== undefined && step.transitions !== undefined) throw new Error('transition and transitions are exclusive')
     const want = step.transitions || (step.transition ? [step.transition] : [])
     assert.equal(seen.length, want.length, `transitions ${JSON.stringify(seen)} != ${JSON.stringify(want)}`)
     want.forEach((w, i) => {

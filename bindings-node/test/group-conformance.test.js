@@ -53,6 +53,7 @@ const STEP_KEYS = {
 function build(c) {
   checkKeys(c.group, ['processes', 'clocks_ms', ...Object.keys(GROUP_OPTIONS)], 'group')
   const n = c.group.processes
+  assert.ok(Number.isInteger(n) && n >= 1 && n <= 16, 'group.processes: 1 to 16')
   const offsets = c.group.clocks_ms || Array(n).fill(0)
   assert.equal(offsets.length, n, 'group.clocks_ms: one per process')
   const run = { at: 0, store: new NativeGroupMemoryStore(), lost: undefined, calls: 0, processes: [] }
@@ -92,7 +93,7 @@ async function step(run, s, permits) {
   checkKeys(s, ['op', 'at', 'process', 'events', ...keys], `step ${s.op}`)
   if (s.at !== undefined) run.at = s.at
   if (s.op === 'store_restart') {
-    assert.equal(s.process, undefined, 'store_restart takes no process')
+    assert.ok(s.process === undefined && s.events === undefined, 'store_restart takes no process (and has no events)')
     run.store.restart()
     return
   }
@@ -107,12 +108,14 @@ async function step(run, s, permits) {
   p.events.length = 0
   switch (s.op) {
     case 'acquire': {
+      assert.ok((s.permit === undefined) !== (s.rejected === undefined), 'acquire: permit or rejected')
       const got = b.tryAcquire()
       if (s.permit !== undefined) {
         assert.ok(got.admitted, `expected admission, got ${JSON.stringify(got)}`)
         permits.set(s.permit, got)
       } else {
         assert.equal(got.admitted, false, 'expected a rejection')
+        checkKeys(s.rejected, ['state', 'reason', 'retry_after_ms'], 'rejected')
         if (s.rejected.state) assert.equal(got.state, STATE[s.rejected.state])
         if (s.rejected.reason) assert.equal(got.reason, s.rejected.reason, 'rejection reason')
         if ('retry_after_ms' in s.rejected) checkRetry(got.retryAfterMs, s.rejected.retry_after_ms)
@@ -124,19 +127,26 @@ async function step(run, s, permits) {
       permits.delete(s.permit)
       break
     case 'call': {
-      // Through execute (so the batched successes are what an exchange flushes).
+      // Through execute (so the batched successes are what an exchange
+      // flushes), as the main suite's runner: an error marked `ignored` is
+      // not the upstream's (the case's `isFailure`), an abort cancels.
+      if (!['success', 'failure', 'ignored', 'cancelled'].includes(s.outcome)) throw new Error(`unknown outcome ${s.outcome}`)
       const settle = []
       const calls = []
+      const abort = new AbortController()
+      const cancelled = s.outcome === 'cancelled' ? { signal: abort.signal } : undefined
       for (let i = 0; i < (s.repeat || 1); i++) {
         const upstream = () => new Promise((resolve, reject) => settle.push({ resolve, reject }))
-        calls.push(b.execute(upstream).then(() => 'ok', (err) => err))
+        calls.push(b.execute(upstream, cancelled).then(() => 'ok', (err) => err))
       }
       await Promise.resolve()
       assert.equal(settle.length, s.repeat || 1, 'every call must be admitted')
       run.at += s.duration_ms || 0
+      if (cancelled) abort.abort()
       for (const x of settle) {
         if (s.outcome === 'success') x.resolve('ok')
-        else x.reject(new Error(s.outcome))
+        else if (s.outcome === 'failure') x.reject(new Error('failure'))
+        else if (s.outcome === 'ignored') x.reject(Object.assign(new Error('ignored'), { ignored: true }))
       }
       await Promise.all(calls)
       break
@@ -202,6 +212,7 @@ function expectGroup(p, want) {
 async function runCase(c) {
   checkKeys(c, ['description', 'config', 'group', 'steps', 'invalid', 'problem'], 'case')
   if (c.invalid !== undefined) {
+    assert.equal(c.steps, undefined, 'a case has either steps or invalid')
     assert.throws(
       () => build(c),
       (err) => {
@@ -212,6 +223,7 @@ async function runCase(c) {
     )
     return
   }
+  assert.ok(Array.isArray(c.steps), 'a case has either steps or invalid')
   const run = build(c)
   const permits = new Map()
   try {

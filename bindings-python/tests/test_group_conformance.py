@@ -47,6 +47,7 @@ GROUP_OPTIONS = {
     "member_ttl_ms": "member_ttl",
     "store_timeout_ms": "store_timeout",
 }
+OUTCOMES = {"success", "failure", "ignored", "cancelled"}
 SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -129,9 +130,11 @@ def run_case(case: Dict[str, Any]) -> None:
     assert set(case) <= {"description", "config", "group", "steps", "invalid", "problem"}, case
     assert set(case["group"]) <= {"processes", "clocks_ms", *GROUP_OPTIONS}, case["group"]
     n = case["group"]["processes"]
+    assert isinstance(n, int) and 1 <= n <= 16, "group.processes: 1 to 16"
     offsets = case["group"].get("clocks_ms", [0] * n)
     assert len(offsets) == n
     client = Client()
+    assert ("invalid" in case) != ("steps" in case), "a case has either steps or invalid"
     if "invalid" in case:
         with pytest.raises((TypeError, ValueError)) as refused:
             Process(case, client, 0, 1)
@@ -157,7 +160,7 @@ def run_step(client: Client, processes: List[Process], step: Dict[str, Any], per
     if "at" in step:
         client.at = step["at"]
     if op == "store_restart":
-        assert "process" not in step, where
+        assert "process" not in step and "events" not in step, f"{where}: no process, no events"
         client.store.restart()
         return
     if "process" not in step:
@@ -171,6 +174,7 @@ def run_step(client: Client, processes: List[Process], step: Dict[str, Any], per
     p.events.clear()
     breaker = b.holder
     if op == "acquire":
+        assert ("permit" in step) != ("rejected" in step), f"{where}: permit or rejected"
         got = b.acquire(None)
         if "permit" in step:
             assert got.permit is not None, f"{where}: expected admission, got {got}"
@@ -178,6 +182,7 @@ def run_step(client: Client, processes: List[Process], step: Dict[str, Any], per
         else:
             assert got.permit is None, f"{where}: expected a rejection"
             want = step["rejected"]
+            assert set(want) <= {"state", "reason", "retry_after_ms"}, f"{where}: rejected"
             if "state" in want:
                 assert got.state == want["state"], f"{where}: state {got.state}"
             if "reason" in want:
@@ -185,8 +190,10 @@ def run_step(client: Client, processes: List[Process], step: Dict[str, Any], per
             if "retry_after_ms" in want:
                 check_retry(got.retry_after_ms, want["retry_after_ms"], where)
     elif op == "record":
+        assert step["outcome"] in OUTCOMES, f"{where}: outcome"
         b.record(None, permits.pop(step["permit"]), step["outcome"])
     elif op == "call":
+        assert step["outcome"] in OUTCOMES, f"{where}: outcome"
         b.call(None, step["outcome"], step.get("duration_ms", 0), step.get("repeat", 1))
         client.at += step.get("duration_ms", 0)
     elif op == "expect":
@@ -252,3 +259,25 @@ def cases() -> List[Any]:
 @pytest.mark.parametrize("case", cases())
 def test_group_conformance(case: Dict[str, Any]) -> None:
     run_case(case)
+
+
+def test_a_reply_the_script_cannot_have_given_is_one_failed_exchange() -> None:
+    """One bad reply backs off as one failure does (the link once counted it
+    twice: twice the backoff, and the group's limit given up at once)."""
+
+    class Mangled(Client):
+        def register_script(self, _text: str) -> Callable[..., List[str]]:
+            return lambda keys, args: ["x"]
+
+    case = {"config": {}, "group": {"processes": 1}}
+    client = Mangled()
+    p = Process(case, client, 0, 1)
+    try:
+        p.link._exchange(p.b.holder)
+        assert p.events == ["degraded"]
+        status = p.b.holder.group_status()
+        assert status is not None and status.degraded
+        # The backoff after one failure: the flush interval less up to a fifth.
+        check_retry(ms(_native._group_delay(p.b.holder)), {"min": 800, "max": 1000}, "after one bad reply")
+    finally:
+        p.link.close()

@@ -6,7 +6,7 @@ from typing_extensions import disjoint_base
 
 from ._support import State
 
-__all__ = ["NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_CLOCK_FAILURE_RETRY", "_DEFAULT_SEND_TIMEOUT", "_UNCONFIGURED", "_collect", "_forked", "_group_apply", "_group_delay", "_group_event", "_group_failed", "_group_force_close", "_group_force_open", "_group_join", "_group_keys", "_group_leave", "_group_request", "_group_script", "_group_status", "_group_store_timeout", "_registry_group_apply", "_registry_group_delay", "_registry_group_event", "_registry_group_failed", "_registry_group_force_close", "_registry_group_force_open", "_registry_group_join", "_registry_group_leave", "_registry_group_request", "_registry_group_status", "_registry_group_store_timeout"]
+__all__ = ["GroupMemoryStore", "NativeBreaker", "NativeRegistry", "NativeRetentionQueue", "Permit", "StateChange", "_CLOCK_FAILURE_RETRY", "_DEFAULT_SEND_TIMEOUT", "_UNCONFIGURED", "_collect", "_forked", "_group_apply", "_group_delay", "_group_event", "_group_failed", "_group_force_close", "_group_force_open", "_group_join", "_group_keys", "_group_leave", "_group_request", "_group_script", "_group_status", "_group_store_timeout", "_registry_group_apply", "_registry_group_delay", "_registry_group_event", "_registry_group_failed", "_registry_group_force_close", "_registry_group_force_open", "_registry_group_join", "_registry_group_leave", "_registry_group_request", "_registry_group_status", "_registry_group_store_timeout"]
 
 def _forked(frames: list[Any]) -> None: ...
 def _collect(sources: list[Any], sample: type) -> list[Tuple[str, str, str, list[Any]]]: ...
@@ -235,7 +235,7 @@ class NativeRegistry:
     def restore_json(self, text: str) -> None: ...
     def restore_bytes(self, data: bytes) -> None: ...
 
-@disjoint_base
+@final
 class GroupMemoryStore:
     """The group's reference store in memory, answering the Redis script's own arguments (the conformance cases' store)."""
 
@@ -246,6 +246,7 @@ class GroupMemoryStore:
     def epoch(self) -> int: ...
     def limit(self) -> int: ...
 
+@disjoint_base
 class NativeRetentionQueue:
     """The core's retaining dispatcher over Python objects (see ``halfopen.RetentionQueue``)."""
 

@@ -385,8 +385,11 @@ class _Link:
 
     def _answered(self, breaker: Any, reply: Any) -> None:
         text = _text(reply)
+        if text is None:
+            self._failed(breaker, ValueError(_BAD_REPLY))
+            return
         try:
-            ok = text is not None and self._native.apply(breaker, text)
+            ok = self._native.apply(breaker, text)
         except BaseException as error:
             # The clock failed (or a listener raised what must propagate:
             # an interrupt): the exchange counts as failed.
@@ -395,8 +398,10 @@ class _Link:
             self._failed(breaker, error)
             return
         if not ok:
-            self._failed(breaker, ValueError(_BAD_REPLY))
-            return
+            # A reply the script cannot have given: the native side counted
+            # the exchange failed (once: a second count would back off
+            # twice as long and give up the group's limit at once).
+            self._last_error = ValueError(_BAD_REPLY)
         self._events(breaker)
 
     def _failed(self, breaker: Any, error: BaseException) -> None:

@@ -111,8 +111,8 @@ pub struct BadArgs;
 /// Arguments per request (see `store.lua`).
 pub const ARGS_PER_REQUEST: usize = 23;
 
-/// The request that [`args`] wrote (its inverse; the key TTL is the
-/// store's business and is not part of a [`Request`]).
+/// The request that [`args`] wrote (its inverse; the key TTL, checked, is
+/// the store's business and not part of a [`Request`]).
 pub fn request<S: AsRef<str>>(args: &[S]) -> Result<Request, BadArgs> {
     let [
         member,
@@ -123,7 +123,7 @@ pub fn request<S: AsRef<str>>(args: &[S]) -> Result<Request, BadArgs> {
         bucket_us,
         window_us,
         member_ttl_us,
-        _key_ttl,
+        key_ttl,
         buckets,
         kind,
         epoch,
@@ -149,7 +149,8 @@ pub fn request<S: AsRef<str>>(args: &[S]) -> Result<Request, BadArgs> {
         "1" => Ok(true),
         _ => Err(BadArgs),
     };
-    if n(buckets)? != u64::from(TIME_BUCKETS) {
+    // (The key's TTL is the script's `PEXPIRE`: a number of ms from 1.)
+    if n(key_ttl)? == 0 || n(buckets)? != u64::from(TIME_BUCKETS) {
         return Err(BadArgs);
     }
     let why = || Reason::from_name(reason.as_ref()).ok_or(BadArgs);
@@ -383,6 +384,11 @@ mod tests {
         ];
         assert_eq!(super::request(&args), Ok(request));
         assert_eq!(super::request(&args[1..]), Err(BadArgs));
+        for (at, bad) in [(8, "0"), (8, "abc"), (10, "4"), (15, "2"), (1, "4294967296x")] {
+            let mut wrong = args.clone();
+            wrong[at] = bad.into();
+            assert_eq!(super::request(&wrong), Err(BadArgs), "{at}: {bad}");
+        }
         let a = answer(&reply).unwrap();
         assert_eq!(super::reply(&a), reply, "the reply written is the reply read");
         assert_eq!(a.register.epoch, 8);

@@ -112,8 +112,8 @@ impl Run {
             }
         };
         if op == "store_restart" {
-            return if process.is_some() {
-                Err("store_restart takes no process".into())
+            return if process.is_some() || map.contains_key("events") {
+                Err("store_restart takes no process (and has no events)".into())
             } else {
                 self.store = MemoryStore::new();
                 Ok(())
