@@ -216,6 +216,47 @@ test('a killed Redis leaves every member deciding alone at once, and a restarted
   for (const x of [a, b]) x.leaveGroup()
 })
 
+test('a full Redis (maxmemory, noeviction) is an outage: each member decides alone until its writes fit again', { timeout: 30_000 }, async () => {
+  const fullPort = await freePort()
+  const full = await redisOn(fullPort, ['--maxmemory-policy', 'noeviction'])
+  const admin = new Redis({ host: '127.0.0.1', port: fullPort })
+  const r = new Redis({ host: '127.0.0.1', port: fullPort, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+  r.on('error', () => {})
+  try {
+    const b = new CircuitBreaker({ ...MEMBER.breaker, group: { ...MEMBER.group, redis: r, name: 'full' } })
+    await until(() => b.groupStatus().phase === 'closed')
+    const events = []
+    b.on('groupDegraded', (e) => events.push(['degraded', e.error?.message]))
+    b.on('groupRecovered', () => events.push(['recovered']))
+    // Well past its limit (1 MB of data held, a limit far below it): every write is refused.
+    for (let i = 0; i < 10; i++) await admin.set(`filler:${i}`, 'x'.repeat(100_000))
+    await admin.config('set', 'maxmemory', '100kb')
+    await until(() => events.length > 0)
+    assert.equal(events[0][0], 'degraded')
+    assert.match(events[0][1], /OOM/)
+    // Redis's own count of the scripts it refused: three more, and the member stayed alone.
+    const refused = async () => Number(/cmdstat_evalsha:.*failed_calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0)
+    const seen = await refused()
+    while ((await refused()) < seen + 3) await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.deepEqual(events.map((e) => e[0]), ['degraded'], 'no recovery while every write is refused')
+    assert.equal(b.groupStatus().degraded, true)
+    // Calls neither wait nor fail for it; alone, the member still trips.
+    assert.equal(await b.execute(ok), 'ok')
+    for (let i = 0; i < 5; i++) await assert.rejects(b.execute(fail), /upstream down/)
+    assert.equal(b.getState(), 'OPEN')
+    // Room again: the next retry is stored, and said once.
+    const recovered = once(b, 'groupRecovered')
+    await admin.config('set', 'maxmemory', '0')
+    await recovered
+    assert.deepEqual(events.map((e) => e[0]), ['degraded', 'recovered'])
+    b.leaveGroup()
+  } finally {
+    r.disconnect()
+    admin.disconnect()
+    full.kill()
+  }
+})
+
 test('a clock that fails is an exchange that fails: groupDegraded carries its TypeError; a throwing listener stops nothing', { timeout: 30_000 }, async () => {
   let reading = () => Date.now()
   const warnings = []

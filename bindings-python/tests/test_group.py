@@ -229,6 +229,58 @@ def test_a_killed_redis_leaves_each_member_alone_and_a_restarted_one_is_adopted(
         x.leave_group()
 
 
+def test_a_full_redis_is_an_outage_until_its_writes_fit_again() -> None:
+    """Redis at maxmemory with noeviction refuses the script's writes: each
+    member decides alone (said once, with Redis's OOM error) until there is
+    room again, then says it has recovered, once."""
+    full = Server()
+    admin = full.client()
+    events: List[Any] = []
+    try:
+        b = CircuitBreaker(
+            "wa",
+            group=RedisGroup(
+                full.client(),
+                "full",
+                flush_interval=0.05,
+                store_timeout=0.04,
+                on_degraded=lambda e: events.append(("down", e)),
+                on_recovered=lambda: events.append(("up", None)),
+            ),
+            **OPTIONS,
+        )
+        joined(b)
+        # Well past its limit (1 MB of data held, a limit far below it): every write is refused.
+        admin.config_set("maxmemory-policy", "noeviction")
+        for i in range(10):
+            admin.set(f"filler:{i}", "x" * 100_000)
+        admin.config_set("maxmemory", "100kb")
+        until(lambda: len(events) > 0, "degraded")
+        assert events[0][0] == "down" and isinstance(events[0][1], redis.exceptions.OutOfMemoryError), events
+
+        # Redis's own count of the scripts it refused: three more, and the member stayed alone.
+        def refused() -> int:
+            stats: Any = admin.info("commandstats")
+            return int(stats.get("cmdstat_evalsha", {}).get("failed_calls", 0))
+
+        seen = refused()
+        until(lambda: refused() >= seen + 3, "three refused exchanges")
+        assert [e[0] for e in events] == ["down"], events
+        assert b.group_status().degraded  # type: ignore[union-attr]
+        # Alone, the member still trips.
+        assert b.call(lambda: "ok") == "ok"
+        for _ in range(5):
+            fail(b)
+        assert b.state is State.OPEN
+        admin.config_set("maxmemory", "0")
+        until(lambda: len(events) == 2, "recovered")
+        assert [e[0] for e in events] == ["down", "up"], events
+        b.leave_group()
+    finally:
+        admin.close()
+        full.kill()
+
+
 def test_a_clock_that_fails_is_a_failed_exchange_and_a_raising_callback_stops_nothing(server: Server) -> None:
     errors: List[BaseException] = []
     reading: List[Callable[[], float]] = [time.monotonic]
