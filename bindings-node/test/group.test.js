@@ -114,11 +114,14 @@ test('a group name that would split the hash tag is refused; a flush interval al
 
 test('failures spread over members open the group, though none trips alone, and every member follows', { timeout: 30_000 }, async () => {
   const [a, b, c] = [member('spread'), member('spread'), member('spread')]
-  let degraded = 0
-  for (const x of [a, b, c]) x.on('groupDegraded', () => degraded++)
+  const degraded = []
+  for (const x of [a, b, c]) x.on('groupDegraded', (e) => degraded.push(e.error.message))
   await until(() => [a, b, c].every((x) => x.groupStatus().phase === 'closed'))
-  // A client still connecting when its process starts is no outage.
-  assert.equal(degraded, 0)
+  // A client still connecting when its process starts is no outage: an
+  // exchange sent before it is ready fails at once (no offline queue), so
+  // the only degradation there may be is an answer a loaded machine made
+  // late.
+  assert.ok(degraded.every((m) => /did not answer within/.test(m)), degraded.join('; '))
   // Five failures in all: 2 + 2 + 1, none reaches 5 alone.
   for (const [x, n] of [[a, 2], [b, 2], [c, 1]]) {
     for (let i = 0; i < n; i++) await assert.rejects(x.execute(fail), /upstream down/)

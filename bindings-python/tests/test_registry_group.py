@@ -124,14 +124,21 @@ def test_a_registry_of_250_names_makes_three_calls_a_round(server: Server) -> No
 
     # Redis counts the calls while the registry's clock (its own) counts the
     # rounds: ten flush intervals, three calls each (100 + 100 + 50 names),
-    # and at most the round under way besides.
+    # and at most the round under way besides. A call the store answers
+    # late (a loaded machine) is retried no sooner than a flush interval
+    # later: the bound holds through it, and the wait ends on the
+    # registry's own word that every name is answered again.
     before = script_calls()
     started = r.now()
-    until(lambda: r.now() - started >= 10 * 0.05, "ten flush intervals")
+
+    def settled() -> bool:
+        status = r.group_status()
+        return r.now() - started >= 10 * 0.05 and status is not None and status.answered == 250
+
+    until(settled, "ten flush intervals, every name answered")
     calls = script_calls() - before
     rounds = (r.now() - started) / 0.05
     assert 3 <= calls <= 3 * (int(rounds) + 2), (calls, rounds)
-    assert r.group_status().answered == 250  # type: ignore[union-attr]
     r.leave_group()
 
 
@@ -263,8 +270,12 @@ def test_the_exposition_shows_each_grouped_breakers_group_and_the_collector_the_
     until(lambda: (s := r.group_status()) is not None and s.answered == 1, "a answered")
     until(lambda: (s := b.group_status()) is not None and s.phase == "closed", "solo answered")
     r.get("a").group_force_open(60.0)
-    until(lambda: 'circuit_group_state{name="a"} 2' in r.prometheus(), "a open in the exposition")
-    assert 'circuit_group_degraded{name="a"} 0' in r.prometheus()
+    # (Degraded for a moment if the loaded machine makes an answer late:
+    # the wait is for the exposition of an answered, open group.)
+    until(
+        lambda: 'circuit_group_state{name="a"} 2' in (text := r.prometheus()) and 'circuit_group_degraded{name="a"} 0' in text,
+        "a open and heard in the exposition",
+    )
     assert 'circuit_group_state{name="solo"} 0' in b.prometheus()
     assert "circuit_group" not in CircuitBreaker("alone").prometheus()
     scrape = CollectorRegistry()
