@@ -60,6 +60,10 @@
 //! - `retention` (feature `alloc`): a `RetentionQueue`
 //!   that holds what a breaker refuses and releases it in order, paced
 //!   (seed 001).
+//! - [`outbox`]: retention across processes: one durable log per partner
+//!   in a store, one deliverer at a time under a fenced lease (the lease
+//!   and paging rules; `outbox::redis` for the Redis layout, feature
+//!   `alloc`).
 //! - `Snapshot` and `RegistrySnapshot` (feature `snapshot`): versioned state,
 //!   JSON or compact.
 //! - `TryString` / `try_render` (feature `alloc`): outputs whose size the
@@ -84,6 +88,7 @@ mod licence;
 mod limit;
 mod meter;
 mod metrics;
+pub mod outbox;
 mod patch;
 mod permit;
 mod phase;

@@ -1,0 +1,105 @@
+//! An outbox on Redis: its keys, the lease script, how an event and a dead
+//! letter are laid out in their streams. Every binding's Redis driver uses
+//! these, so the layout is written once.
+//!
+//! - `halfopen:outbox:v1:{partner}:log`, a Stream: one entry per event
+//!   accepted, fields [`FIELD_KEY`] (its idempotency key) and
+//!   [`FIELD_PAYLOAD`] (the serialized event), removed (`XDEL`) once
+//!   delivered or dead. It has no TTL: it is the durable log, kept as long
+//!   as it holds an event.
+//! - `…:dead`, a Stream of the events given up: the same fields, plus
+//!   [`FIELD_REASON`] and [`FIELD_ID`] (its id in the log); written with the
+//!   removal from the log in one transaction.
+//! - `…:lease` and `…:epoch`: the lease (`lease.lua`).
+//!
+//! `{partner}` is the hash tag: one outbox's keys are in one Redis Cluster
+//! slot (a transaction may write two of them).
+
+use alloc::format;
+use alloc::string::{String, ToString};
+
+use crate::group::redis::BadName;
+use crate::time::Duration;
+
+/// The lease script, for Redis `EVAL` / `EVALSHA`.
+pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
+
+/// An event's field: its idempotency key.
+pub const FIELD_KEY: &str = "k";
+/// An event's field: its payload, as the serializer wrote it.
+pub const FIELD_PAYLOAD: &str = "p";
+/// A dead letter's field: why it was given up (a dead letter reason's code).
+pub const FIELD_REASON: &str = "r";
+/// A dead letter's field: its id in the log.
+pub const FIELD_ID: &str = "i";
+
+/// An outbox's keys on Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxKeys {
+    /// The log (a Stream).
+    pub log: String,
+    /// The dead letters (a Stream).
+    pub dead: String,
+    /// The lease, then its epoch counter, as the lease script takes them.
+    pub lease: [String; 2],
+}
+
+/// The keys of partner `partner`'s outbox. Versioned (`halfopen:outbox:v1:`);
+/// a name that is empty, longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES)
+/// or has a brace (it would end the hash tag early) is refused.
+pub fn keys(partner: &str) -> Result<OutboxKeys, BadName> {
+    crate::group::redis::keys(partner)?;
+    let base = format!("halfopen:outbox:v1:{{{partner}}}");
+    Ok(OutboxKeys {
+        log: format!("{base}:log"),
+        dead: format!("{base}:dead"),
+        lease: [format!("{base}:lease"), format!("{base}:epoch")],
+    })
+}
+
+/// The lease script's arguments: `token`, then the lease's length in
+/// milliseconds (`None`: give it up).
+pub fn lease_args(token: &str, lease: Option<Duration>) -> [String; 2] {
+    // A lease of less than a millisecond is refused by validation (at
+    // least a poll interval, 10 ms): a grant is never "0", which releases.
+    [token.to_string(), lease.map_or(0, |l| l.as_millis().max(1)).to_string()]
+}
+
+/// A lease script reply that it cannot have given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadLeaseReply;
+
+/// The lease script's reply read: whether the caller holds the lease, and
+/// its epoch.
+pub fn lease_reply(reply: &[i64]) -> Result<(bool, u64), BadLeaseReply> {
+    match *reply {
+        [holds @ (0 | 1), epoch] if epoch >= 0 && (holds == 0 || epoch > 0) => Ok((holds == 1, epoch as u64)),
+        _ => Err(BadLeaseReply),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_partner_is_one_slot_and_a_brace_is_refused() {
+        let k = keys("partner-a").unwrap();
+        assert_eq!(k.log, "halfopen:outbox:v1:{partner-a}:log");
+        assert_eq!(k.dead, "halfopen:outbox:v1:{partner-a}:dead");
+        assert_eq!(k.lease[1], "halfopen:outbox:v1:{partner-a}:epoch");
+        assert_eq!(keys("a}b"), Err(BadName));
+        assert_eq!(keys(""), Err(BadName));
+    }
+
+    #[test]
+    fn replies_are_read_strictly() {
+        assert_eq!(lease_reply(&[1, 3]), Ok((true, 3)));
+        assert_eq!(lease_reply(&[0, 0]), Ok((false, 0)));
+        assert_eq!(lease_reply(&[1, 0]), Err(BadLeaseReply));
+        assert_eq!(lease_reply(&[2, 1]), Err(BadLeaseReply));
+        assert_eq!(lease_reply(&[1]), Err(BadLeaseReply));
+        assert_eq!(lease_args("t", None)[1], "0");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(10)))[1], "1");
+    }
+}

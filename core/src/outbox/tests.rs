@@ -1,0 +1,269 @@
+//! The deliverer against a model of `lease.lua` (a register with a time to
+//! live): one process sends at a time, with every send over before the next
+//! holder starts; renewals, lost and late calls, a dead holder, pages.
+
+use super::*;
+
+const SEND: Duration = Duration::from_secs(1);
+
+fn config() -> OutboxConfig {
+    OutboxConfig { store_timeout: Duration::from_millis(200), ..OutboxConfig::new(SEND) }
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// `lease.lua`, on the test's clock: (holder token, epoch, expires at).
+#[derive(Default)]
+struct Store {
+    held: Option<(u32, u64, Instant)>,
+    epoch: u64,
+}
+
+impl Store {
+    fn call(&mut self, token: u32, ttl: Option<Duration>, now: Instant) -> (bool, u64) {
+        if self.held.is_some_and(|(_, _, until)| now >= until) {
+            self.held = None;
+        }
+        match (self.held, ttl) {
+            (Some((t, e, _)), None) if t == token => {
+                self.held = None;
+                (false, e)
+            }
+            (Some((t, e, _)), Some(ttl)) if t == token => {
+                self.held = Some((t, e, now + ttl));
+                (true, e)
+            }
+            (Some((_, e, _)), _) => (false, e),
+            (None, None) => (false, 0),
+            (None, Some(ttl)) => {
+                self.epoch += 1;
+                self.held = Some((token, self.epoch, now + ttl));
+                (true, self.epoch)
+            }
+        }
+    }
+}
+
+fn events(d: &mut Deliverer) -> Vec<OutboxEvent> {
+    core::iter::from_fn(|| d.poll_event()).collect()
+}
+
+#[test]
+fn the_first_to_ask_delivers_renews_each_quarter_and_stops_before_an_unrenewed_lease_ends() {
+    let c = config();
+    let lease = c.lease();
+    assert_eq!(lease, Duration::from_millis(4_400));
+    let mut d = Deliverer::new(c, None, 1, at(0)).unwrap();
+    let mut store = Store::default();
+    assert_eq!(d.lease_call(at(0)), Some(LeaseCall::Acquire));
+    assert_eq!(d.lease_call(at(0)), None, "one call at a time");
+    let (holds, epoch) = store.call(1, Some(lease), at(5));
+    d.lease_answered(at(10), holds, epoch);
+    assert_eq!(events(&mut d), [OutboxEvent::Acquired { epoch: 1 }]);
+    assert!(d.may_send(at(10)));
+    assert_eq!(d.next_timeout(), Some(at(1_100)));
+    assert_eq!(d.lease_call(at(1_099)), None);
+    assert_eq!(d.lease_call(at(1_100)), Some(LeaseCall::Renew));
+    // The store is gone from here on: every call fails.
+    let mut now = at(1_100);
+    while d.may_send(now) {
+        if d.lease_call(now).is_some() {
+            d.lease_failed(now + Duration::from_millis(1));
+        }
+        now = now + Duration::from_millis(1);
+    }
+    // It stopped twice the send timeout before the lease it holds ends
+    // (counted from the call, at 0), and said so.
+    assert_eq!(now, at(4_400 - 2_000));
+    d.handle_timeout(now);
+    assert_eq!(events(&mut d), [OutboxEvent::Lost { reason: LostReason::Expired }]);
+    assert_eq!(d.epoch(), None);
+}
+
+#[test]
+fn a_late_answer_is_a_failed_call_and_changes_nothing() {
+    let mut d = Deliverer::new(config(), None, 1, at(0)).unwrap();
+    d.lease_call(at(0)).unwrap();
+    d.handle_timeout(at(200));
+    d.lease_answered(at(250), true, 1);
+    assert_eq!(events(&mut d), []);
+    assert!(!d.may_send(at(250)));
+    // It asks again after its backoff.
+    let retry = d.next_timeout().unwrap();
+    assert!(retry > at(200) && retry <= at(450), "{retry:?}");
+}
+
+/// Processes that crash, lose calls and answers, around one store: at any
+/// time at most one may send, and the last send a holder may start is over
+/// before the next holder may start one.
+#[test]
+fn one_sender_at_a_time_through_lost_calls_and_dead_holders() {
+    let c = config();
+    for seed in 0..40u64 {
+        let mut store = Store::default();
+        let mut fleet: Vec<Deliverer> = (0..3).map(|i| Deliverer::new(c, None, seed * 7 + i, at(0)).unwrap()).collect();
+        let mut alive = [true; 3];
+        // Each holder's sending span: (process, first, last) moment it may send.
+        let mut spans: Vec<(usize, Instant, Instant)> = Vec::new();
+        let mut draw = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rand = move |n: u64| {
+            draw ^= draw << 13;
+            draw ^= draw >> 7;
+            draw ^= draw << 17;
+            draw % n
+        };
+        for ms in (0..120_000).step_by(10) {
+            let now = at(ms);
+            if ms % 20_000 == 10_000 {
+                // The holder (if any) dies.
+                if let Some(i) = (0..3).find(|&i| alive[i] && fleet[i].may_send(now)) {
+                    alive[i] = false;
+                }
+            }
+            for i in 0..3 {
+                if !alive[i] {
+                    continue;
+                }
+                let d = &mut fleet[i];
+                // Lost on the way (10 %), or answered 5 ms later; the
+                // answer lost (10 %) or late (5 %).
+                if d.lease_call(now).is_some() && rand(10) != 0 {
+                    let ttl = Some(d.lease());
+                    let (holds, epoch) = store.call(i as u32, ttl, now + Duration::from_millis(5));
+                    match rand(20) {
+                        0 | 1 => {}
+                        2 => d.lease_answered(now + Duration::from_millis(300), holds, epoch),
+                        _ => d.lease_answered(now + Duration::from_millis(10), holds, epoch),
+                    }
+                }
+                d.handle_timeout(now);
+                if d.may_send(now) {
+                    match spans.last_mut() {
+                        Some((p, _, last)) if *p == i && now.saturating_since(*last) <= Duration::from_millis(10) => {
+                            *last = now
+                        }
+                        _ => spans.push((i, now, now)),
+                    }
+                }
+            }
+            let senders = (0..3).filter(|&i| alive[i] && fleet[i].may_send(now)).count();
+            assert!(senders <= 1, "seed {seed}: {senders} senders at {ms} ms");
+        }
+        for pair in spans.windows(2) {
+            let ((_, _, last), (_, first, _)) = (pair[0], pair[1]);
+            assert!(
+                last + SEND + SEND <= first,
+                "seed {seed}: a send started at {last:?} may run into {first:?}: {spans:?}"
+            );
+        }
+        // Two of the holders died; a successor took over each time.
+        assert!(spans.len() >= 3, "seed {seed}: {spans:?}");
+    }
+}
+
+#[test]
+fn a_dead_holders_successor_starts_within_a_lease_and_a_second() {
+    let c = config();
+    let mut store = Store::default();
+    let mut a = Deliverer::new(c, None, 1, at(0)).unwrap();
+    let mut b = Deliverer::new(c, None, 2, at(0)).unwrap();
+    a.lease_call(at(0)).unwrap();
+    let (h, e) = store.call(0, Some(c.lease()), at(0));
+    a.lease_answered(at(0), h, e);
+    b.lease_call(at(1)).unwrap();
+    let (h, e) = store.call(1, Some(c.lease()), at(1));
+    b.lease_answered(at(1), h, e);
+    assert!(a.may_send(at(1)) && !b.may_send(at(1)));
+    // a dies at once; b asks every second (a third of 4.4 s is more).
+    let mut now = at(1);
+    while !b.may_send(now) {
+        now = now + Duration::from_millis(1);
+        if b.lease_call(now).is_some() {
+            let (h, e) = store.call(1, Some(c.lease()), now);
+            b.lease_answered(now, h, e);
+        }
+    }
+    assert!(now <= at(4_400 + 1_000), "{now:?}");
+    assert_eq!(events(&mut b), [OutboxEvent::Acquired { epoch: 2 }]);
+}
+
+#[test]
+fn a_regrant_after_a_lapse_is_a_loss_then_a_new_grant() {
+    let mut d = Deliverer::new(config(), None, 1, at(0)).unwrap();
+    d.lease_call(at(0)).unwrap();
+    d.lease_answered(at(1), true, 4);
+    assert_eq!(events(&mut d), [OutboxEvent::Acquired { epoch: 4 }]);
+    d.lease_call(at(1_100)).unwrap();
+    d.lease_answered(at(1_101), true, 6);
+    assert_eq!(events(&mut d), [OutboxEvent::Lost { reason: LostReason::Expired }, OutboxEvent::Acquired { epoch: 6 }]);
+    // Undrained, a grant then its loss were never acted on: neither is said.
+    d.lease_call(at(2_200)).unwrap();
+    d.lease_answered(at(2_201), true, 8);
+    d.handle_timeout(at(10_000));
+    assert_eq!(events(&mut d), [OutboxEvent::Lost { reason: LostReason::Expired }]);
+    d.lease_call(at(10_000)).unwrap();
+    d.lease_answered(at(10_001), true, 9);
+    events(&mut d);
+    d.lease_call(at(11_100)).unwrap();
+    d.lease_answered(at(11_101), false, 10);
+    assert_eq!(events(&mut d), [OutboxEvent::Lost { reason: LostReason::Taken }]);
+    assert!(!d.may_send(at(11_101)));
+}
+
+#[test]
+fn pages_are_read_while_they_fit_a_caught_up_log_each_poll_and_a_void_read_is_dropped() {
+    let c = OutboxConfig { page: Some(100), ..config() };
+    let mut d = Deliverer::new(c, Some(150), 1, at(0)).unwrap();
+    assert_eq!(d.read_due(at(0), 0), None, "not the holder");
+    d.lease_call(at(0)).unwrap();
+    d.lease_answered(at(0), true, 1);
+    assert_eq!(d.read_due(at(0), 0), Some(100));
+    assert_eq!(d.read_due(at(0), 0), None, "one read out");
+    assert!(d.read_answered(at(1), 1, 100));
+    assert_eq!(d.read_due(at(1), 100), None, "150 at most");
+    assert_eq!(d.read_due(at(1), 50), Some(100));
+    assert!(d.read_answered(at(2), 1, 7));
+    assert_eq!(d.read_due(at(2), 0), None, "caught up");
+    assert_eq!(d.next_timeout(), Some(at(252)));
+    assert_eq!(d.read_due(at(252), 0), Some(100));
+    d.read_failed(at(260), 1);
+    assert_eq!(d.read_due(at(300), 0), None, "a failed read waits a poll interval");
+    d.appended();
+    assert_eq!(d.read_due(at(300), 0), Some(100), "its own append is read at once");
+    // The lease lost with the read out: its answer is void.
+    d.lease_call(at(1_100)).unwrap();
+    d.lease_answered(at(1_101), false, 2);
+    assert!(!d.read_answered(at(1_102), 1, 100));
+}
+
+#[test]
+fn a_release_is_said_once_and_ends_the_calls() {
+    let mut d = Deliverer::new(config(), None, 1, at(0)).unwrap();
+    d.lease_call(at(0)).unwrap();
+    d.lease_answered(at(0), true, 1);
+    events(&mut d);
+    assert!(d.release(at(5)));
+    assert_eq!(events(&mut d), [OutboxEvent::Lost { reason: LostReason::Released }]);
+    assert!(!d.release(at(6)));
+    assert_eq!(d.lease_call(at(10_000)), None);
+    assert_eq!(d.next_timeout(), None);
+}
+
+#[test]
+fn options_are_checked_against_the_sends_and_the_bound() {
+    let c = config();
+    let wrong = |c: OutboxConfig, max| c.validate(max).unwrap_err();
+    assert_eq!(wrong(OutboxConfig { lease: Some(Duration::from_millis(4_399)), ..c }, None).field, OutboxField::Lease);
+    assert_eq!(wrong(OutboxConfig { page: Some(0), ..c }, None).problem, crate::Problem::Zero);
+    assert_eq!(wrong(OutboxConfig { page: Some(11), ..c }, Some(10)).problem, crate::Problem::TooLarge);
+    assert_eq!(
+        wrong(OutboxConfig { poll_interval: Duration::from_millis(9), ..c }, None).problem,
+        crate::Problem::TooSmall
+    );
+    assert_eq!(wrong(OutboxConfig::new(Duration::from_secs(3_000)), None).field, OutboxField::SendTimeout);
+    assert_eq!(wrong(OutboxConfig::new(Duration::ZERO), None).field, OutboxField::SendTimeout);
+    assert_eq!(c.page(Some(20)), 20);
+    assert_eq!(c.page(None), DEFAULT_PAGE);
+}
