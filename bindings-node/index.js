@@ -13,11 +13,13 @@
 //   registry.js Registry and its keyed breakers
 //   retention.js RetentionQueue: the core's retaining dispatcher, sans-IO
 //   dispatcher.js Dispatcher: a RetentionQueue that sends, with promises
+//   outbox.js   Outbox: a partner's durable log on Redis, one deliverer at a time
 
 const { backend } = require('./native.js')
 const { CircuitBreaker } = require('./lib/breaker.js')
 const { Registry } = require('./lib/registry.js')
 const { Dispatcher } = require('./lib/dispatcher.js')
+const { Outbox } = require('./lib/outbox.js')
 const { RetentionQueue } = require('./lib/retention.js')
 const {
   CircuitBreakerOpenError,
@@ -26,6 +28,7 @@ const {
   RegistryFullError,
   RetentionFullError,
   SnapshotError,
+  StoreUnavailableError,
 } = require('./lib/errors.js')
 
 module.exports = {
@@ -35,9 +38,11 @@ module.exports = {
   CircuitBreakerTimeoutError,
   DeadLetterError,
   Dispatcher,
+  Outbox,
   Registry,
   RegistryFullError,
   RetentionFullError,
   RetentionQueue,
   SnapshotError,
+  StoreUnavailableError,
 }

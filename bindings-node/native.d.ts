@@ -247,6 +247,54 @@ export declare class NativeGroupMemoryStore {
   limit(): number
 }
 
+/** One process's deliverer of an outbox. */
+export declare class NativeOutbox {
+  /**
+   * A deliverer asking for the lease at once; throws a structured error
+   * for an invalid option (its field, its problem's code).
+   */
+  constructor(options: NativeOutboxOptions, now: number)
+  /** The lease's length in ms, as the store is asked for it. */
+  leaseMs(): number
+  /** How many events one read takes. */
+  pageSize(): number
+  /** How long a store call may take, in ms. */
+  storeTimeoutMs(): number
+  /** The lease call due now ("acquire" or "renew"), or null. */
+  leaseCall(now: number): string | null
+  /**
+   * The lease script's reply: `false` if it cannot be the script's (the
+   * call then counts as failed).
+   */
+  leaseAnswered(now: number, reply: Array<number>): boolean
+  /** The lease call failed (an error or no answer in time). */
+  leaseFailed(now: number): void
+  /** Applies what is due at `now`. */
+  handleTimeout(now: number): void
+  /** When something is next due (ms on the caller's clock), or null. */
+  nextTimeoutMs(): number | null
+  /** The next change of role, or null. */
+  pollEvent(): NativeOutboxEvent | null
+  /** Whether a send may start now. */
+  maySend(now: number): boolean
+  /** The epoch of the lease held, or null. */
+  epoch(): number | null
+  /** Gives the lease up: `true` if the store should be told. */
+  release(now: number): boolean
+  /** How many events to read now, holding `held`, or null. */
+  readDue(now: number, held: number): number | null
+  /** A read made under `epoch` gave `got` events: `false` if it is void. */
+  readAnswered(now: number, epoch: number, got: number): boolean
+  /** A read made under `epoch` failed. */
+  readFailed(now: number, epoch: number): void
+  /** This process appended to the log. */
+  appended(): void
+  /** A removal failed: when to retry it (ms on the caller's clock). */
+  removalFailed(now: number): number
+  /** A removal succeeded. */
+  removalDone(): void
+}
+
 export declare class NativeRegistry {
   /**
    * A registry of at most `capacity` breakers (the core's
@@ -525,6 +573,30 @@ export interface NativeOptions {
 }
 
 /**
+ * A change of role (`OutboxEvent`): `kind` "acquired" (with `epoch`) or
+ * "lost" (with `reason`: "taken", "expired", "released").
+ */
+export interface NativeOutboxEvent {
+  kind: string
+  epoch?: number
+  reason?: string
+}
+
+/** An outbox's options, as given (absent: the core's default). */
+export interface NativeOutboxOptions {
+  /** Spreads this process's retries from the others': 16 hex digits. */
+  seed: string
+  /** The dispatcher's send timeout (required: the lease must outlast it). */
+  sendTimeoutMs: number
+  /** The dispatcher's bound, if any. */
+  maxMessages?: number
+  leaseMs?: number
+  pageSize?: number
+  pollIntervalMs?: number
+  storeTimeoutMs?: number
+}
+
+/**
  * A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
  * whether transitions wait in `takeTransitions` (one the rejection observed).
  */
@@ -574,6 +646,18 @@ export interface NativeTransition {
   reason: string
   atMs: number
 }
+
+/** An entry's fields in the streams: key, payload, reason, id. */
+export declare function outboxFields(): Array<string>
+
+/**
+ * Partner `partner`'s keys: the log, the dead letters, the lease and its
+ * epoch counter (one hash slot); a name with a brace is refused.
+ */
+export declare function outboxKeys(partner: string): Array<string>
+
+/** The lease script (Lua). */
+export declare function outboxLeaseScript(): string
 
 /** The codes every packed value uses. */
 export declare function wireCodes(): WireCodes

@@ -44,8 +44,23 @@ function load() {
   let loadError
   if (wanted !== 'wasm') {
     try {
-      const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore } = require('./addon.js')
-      return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore, backend: 'native' }
+      const addon = require('./addon.js')
+      const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore } = addon
+      const { NativeOutbox, outboxFields, outboxKeys, outboxLeaseScript } = addon
+      return {
+        NativeBreaker,
+        NativeDispatcher,
+        NativeRegistry,
+        wireCodes,
+        groupKeys,
+        groupScript,
+        NativeGroupMemoryStore,
+        NativeOutbox,
+        outboxFields,
+        outboxKeys,
+        outboxLeaseScript,
+        backend: 'native',
+      }
     } catch (err) {
       if (wanted === 'native') throw err
       loadError = err

@@ -53,7 +53,7 @@ const { drain, enqueue, publish } = require('./events.js')
 const { MAX_TIMER_MS } = require('./options.js')
 const { EventEmitter, randomHex64 } = require('./platform.js')
 const { RetentionQueue } = require('./retention.js')
-const { FAILURE, OUTCOMES, SUCCESS } = require('./wire.js')
+const { CANCELLED, FAILURE, OUTCOMES, SUCCESS } = require('./wire.js')
 
 const FORWARDED = ['open', 'close', 'halfOpen', 'stateChange', 'delivered', 'dead', 'dropped']
 const STORE_METHODS = ['add', 'remove', 'save', 'load', 'clear']
@@ -94,6 +94,9 @@ class Dispatcher extends EventEmitter {
     this._idle = [] // resolvers of `drained()`: nothing held
     this._opening = false // `Dispatcher.open` has not resolved: events wait for its caller's listeners
     this._quiet = [] // resolvers of `close()`: nothing in flight
+    // null, or whether a send may start now (an Outbox's lease): a message
+    // handed out when it may not goes back to its place, not an attempt.
+    this._mayStart = null
     this._listen(this.queue)
   }
 
@@ -259,6 +262,14 @@ class Dispatcher extends EventEmitter {
 
   /** Runs `send` for `seq`; its outcome is reported exactly once (timeout, throw, garbage included). */
   _start(seq, message) {
+    if (this._mayStart !== null && !this._mayStart()) {
+      try {
+        this.queue.report(seq, OUTCOMES[CANCELLED])
+      } catch (err) {
+        warnCallback(err, `the dispatcher '${this.name}', handing a message back`)
+      }
+      return
+    }
     let done = false
     let timer
     const finish = (outcome) => {
@@ -312,7 +323,7 @@ class Dispatcher extends EventEmitter {
     try {
       do {
         this._again = false
-        if (this._closing) break
+        if (this._closing || (this._mayStart !== null && !this._mayStart())) break
         for (const { seq, message } of this.queue.next()) this._start(seq, message)
       } while (this._again)
     } catch (err) {

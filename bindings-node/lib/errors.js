@@ -81,6 +81,24 @@ class DeadLetterError extends Error {
   }
 }
 
+/**
+ * An event an `Outbox` did not store: Redis refused it (`ambiguous` false:
+ * it is not stored) or did not answer in time (`ambiguous` true: it may be;
+ * submit it again with the same key, and the partner deduplicates). `cause`
+ * is Redis's error.
+ */
+class StoreUnavailableError extends Error {
+  constructor(partner, cause, ambiguous) {
+    const why = cause instanceof Error ? cause.message : String(cause)
+    super(`Outbox[${partner}]: the event was not stored${ambiguous ? ' (Redis did not say: it may be)' : ''}: ${why}`)
+    this.name = 'StoreUnavailableError'
+    this.code = 'HALFOPEN_STORE_UNAVAILABLE'
+    this.partner = partner
+    this.ambiguous = ambiguous
+    this.cause = cause
+  }
+}
+
 /** A snapshot that cannot be restored; `kind` says why. */
 class SnapshotError extends Error {
   constructor(kind, message) {
@@ -268,6 +286,7 @@ module.exports = {
   RegistryFullError,
   RetentionFullError,
   SnapshotError,
+  StoreUnavailableError,
   fromNative,
   output,
   snapshotText,

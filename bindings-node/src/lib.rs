@@ -14,6 +14,8 @@ mod dispatcher;
 mod error;
 mod group;
 mod options;
+#[cfg(feature = "node")]
+mod outbox;
 mod registry;
 mod registry_group;
 mod time;
@@ -25,5 +27,7 @@ pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, Nat
 pub use error::PlainError;
 pub use group::{NativeGroupOptions, group_keys, group_script};
 pub use options::NativeOptions;
+#[cfg(feature = "node")]
+pub use outbox::{NativeOutbox, outbox_fields, outbox_keys, outbox_lease_script};
 pub use registry::{NativeRefusal, NativeRegistry};
 pub use wire::{WireCodes, wire_codes};

@@ -1,0 +1,551 @@
+'use strict'
+// `Outbox`: retention across processes (issue 24). One durable, ordered
+// log per partner on Redis (a Stream), which any process appends to, and
+// one deliverer at a time, which reads it in pages and releases it through
+// a `Dispatcher` (breaker, limit, pacing). The core's deliverer
+// (src/outbox.rs, core/src/outbox/) decides everything: when to ask for
+// the lease, whether a send may start, when to read a page, when to retry
+// a removal. This file does the I/O, through the user's ioredis client:
+// `XADD` (a turn's submits in one pipeline), the lease script, `XRANGE`,
+// `XDEL`, and a dead letter's `XADD` + `XDEL` in one transaction.
+//
+// What is guaranteed (README, "Retention across processes"):
+// - `submit` fulfils only once the event is stored in Redis; a store that
+//   fails or is late rejects it with a StoreUnavailableError (`ambiguous`:
+//   no answer came, it may be stored). Nothing is accepted that is not stored.
+// - At least once, with the event's key (the caller's, or its id in the
+//   log) the same on every attempt, in every process: exactly once with a
+//   partner that deduplicates by it.
+// - One process sends a partner's events at a time; the sends of one that
+//   lost the lease are over before another starts. With `concurrencyLimit`
+//   1, events are delivered in the log's order.
+
+const { NativeOutbox, outboxFields, outboxKeys, outboxLeaseScript } = require('../native.js')
+const { Dispatcher } = require('./dispatcher.js')
+const { DeadLetterError, StoreUnavailableError, fromNative, typeError, warnCallback } = require('./errors.js')
+const { checkName } = require('./options.js')
+const { EventEmitter, emitWarning, performance, randomHex64 } = require('./platform.js')
+
+/** The ioredis command each client gets, defined once per client. */
+const LEASE = 'halfopenOutboxLease'
+const DEFINED = new WeakSet()
+
+const [FIELD_KEY, FIELD_PAYLOAD, FIELD_REASON, FIELD_ID] = typeof outboxFields === 'function' ? outboxFields() : []
+
+/** The outbox's own options (the rest are the dispatcher's). */
+const OWN = { redis: true, partner: true, serializer: true, leaseMs: true, pageSize: true, pollIntervalMs: true, storeTimeoutMs: true }
+/** Dispatcher options an outbox refuses: its log is the store, its pages the bound. */
+const REFUSED = {
+  store: 'absent: an Outbox keeps its events in Redis',
+  maxBytes: 'absent: an Outbox holds at most two pages (and maxMessages) in memory',
+  overflow: 'absent: an Outbox never drops an event it accepted',
+}
+
+/** An event's JSON text; a value JSON does not write as itself is a TypeError. */
+function encodeJson(event) {
+  let text
+  let cause
+  try {
+    if (!(event instanceof Map || event instanceof Set || event instanceof Promise || typeof event === 'bigint')) text = JSON.stringify(event)
+  } catch (err) {
+    cause = err
+  }
+  if (typeof text !== 'string') {
+    const err = new TypeError(`serializer: the event (${typeof event}) has no JSON form; give a serializer { encode, decode }`)
+    err.option = 'serializer'
+    if (cause !== undefined) err.cause = cause
+    throw err
+  }
+  return text
+}
+
+const JSON_SERIALIZER = { encode: encodeJson, decode: (text) => JSON.parse(text) }
+
+/** `promise`, or a rejection after `ms` (the store is late). */
+function timed(promise, ms) {
+  let timer
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(`Redis did not answer within ${ms} ms`), { timedOut: true })), ms)
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
+}
+
+/** A stream entry's fields (`[name, value, ...]`) as an object. */
+function fieldsOf(list) {
+  const out = Object.create(null)
+  for (let i = 0; i + 1 < list.length; i += 2) out[list[i]] = list[i + 1]
+  return out
+}
+
+/** The lease runs on this process's monotonic clock, as Redis's TTL does on its own. */
+const now = () => performance.now()
+
+/** `Outbox.open`'s mark: the outbox starts once its caller has it (its listeners miss nothing). */
+const DEFERRED = Symbol('deferred')
+
+/** A partner's outbox in one process: it submits to the log, and delivers while it holds the lease (see index.d.ts). */
+class Outbox extends EventEmitter {
+  constructor(options, deferred) {
+    super()
+    if (typeof NativeOutbox !== 'function') throw typeError('Outbox', 'the native addon (the WebAssembly backend has no Outbox)', undefined)
+    if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+    const given = Object.assign(Object.create(null), options)
+    const { redis, partner, serializer } = given
+    if (redis === null || typeof redis !== 'object' || typeof redis.defineCommand !== 'function') {
+      throw typeError('redis', 'an ioredis client (Redis or Cluster)', redis)
+    }
+    checkName(partner, 'partner')
+    let keys
+    try {
+      keys = outboxKeys(partner)
+    } catch (err) {
+      throw fromNative(err)
+    }
+    if (serializer !== undefined && (serializer === null || typeof serializer.encode !== 'function' || typeof serializer.decode !== 'function')) {
+      throw typeError('serializer', 'an object { encode(event) → string, decode(string) → event }', serializer)
+    }
+    if (typeof given.send !== 'function') throw typeError('send', 'a function', given.send)
+    const dispatcherOptions = Object.create(null)
+    for (const [key, value] of Object.entries(given)) {
+      if (Object.hasOwn(REFUSED, key) && value !== undefined) throw typeError(key, REFUSED[key], value)
+      if (!Object.hasOwn(OWN, key)) dispatcherOptions[key] = value
+    }
+    if (dispatcherOptions.name === undefined) dispatcherOptions.name = partner
+    if (dispatcherOptions.timeoutMs === null) throw typeError('timeoutMs', 'a number: the lease must outlast every send', null)
+    // Checks the dispatcher's options (a TypeError or RangeError naming one).
+    this._dispatcherOptions = dispatcherOptions
+    const first = this._newDispatcher()
+    this._spare = first
+    const native = {
+      seed: randomHex64(),
+      sendTimeoutMs: first._timeoutMs,
+      maxMessages: dispatcherOptions.maxMessages,
+      leaseMs: given.leaseMs,
+      pageSize: given.pageSize,
+      pollIntervalMs: given.pollIntervalMs,
+      storeTimeoutMs: given.storeTimeoutMs,
+    }
+    for (const key of ['leaseMs', 'pageSize', 'pollIntervalMs', 'storeTimeoutMs']) {
+      const value = native[key]
+      if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (key === 'pageSize' && !Number.isInteger(value)))) {
+        throw typeof value === 'number'
+          ? Object.assign(new RangeError(`option ${key} must be a finite number from 0${key === 'pageSize' ? ', whole' : ''}, got ${value}`), {
+              option: key,
+              problem: Number.isFinite(value) ? 'out_of_range' : 'not_finite',
+            })
+          : typeError(key, 'a number', value)
+      }
+    }
+    try {
+      this._native = new NativeOutbox(native, now())
+    } catch (err) {
+      const e = fromNative(err)
+      const names = { lease: 'leaseMs', page: 'pageSize', poll_interval: 'pollIntervalMs', store_timeout: 'storeTimeoutMs', send_timeout: 'timeoutMs' }
+      const own = names[e.option]
+      if (own !== undefined) {
+        e.message = e.message.replace(`option ${e.option}`, `option ${own}`)
+        e.option = own
+      }
+      throw e
+    }
+    if (!DEFINED.has(redis)) {
+      redis.defineCommand(LEASE, { numberOfKeys: 2, lua: outboxLeaseScript() })
+      DEFINED.add(redis)
+    }
+    this.partner = partner
+    this._redis = redis
+    this._log = keys[0]
+    this._dead = keys[1]
+    this._leaseKeys = [keys[2], keys[3]]
+    this._token = randomHex64() + randomHex64()
+    this._serializer = serializer ?? JSON_SERIALIZER
+    this._timeoutMs = this._native.storeTimeoutMs()
+    this._submits = [] // this turn's submits: { fields, key, resolve, reject }
+    this._dispatcher = null // while it holds the lease
+    this._epoch = null
+    this._cursor = null // the last id read under this grant
+    this._held = 0 // events handed to the dispatcher, not yet settled
+    this._removing = new Set() // ids delivered or dead, removal not confirmed
+    this._removals = [] // ids to remove
+    this._deadLetters = [] // { id, fields, reason }
+    this._removalTimer = null
+    this._removalAt = 0
+    this._flushing = null // the removal transaction out
+    this._leaseOut = false
+    this._timer = null
+    this._closed = false
+    this._closing = null
+    this._stats = { submitted: 0, delivered: 0, dead: 0, removed: 0, storeErrors: 0 }
+    // Started after this turn: listeners added now hear the first grant.
+    if (deferred !== DEFERRED) setImmediate(() => this._tick())
+  }
+
+  /**
+   * Opens partner `options.partner`'s outbox in this process: it can submit
+   * at once and delivers whenever it holds the lease. Warns once, with the
+   * fix, when Redis would lose accepted events on a restart (no AOF).
+   */
+  static async open(options) {
+    const outbox = new Outbox(options, DEFERRED)
+    await outbox._checkPersistence()
+    setImmediate(() => outbox._tick())
+    return outbox
+  }
+
+  /** Whether Redis keeps what it accepted across a restart: warns once if not (a managed Redis that refuses CONFIG is not checked). */
+  async _checkPersistence() {
+    let reply
+    try {
+      reply = await timed(this._redis.config('GET', 'appendonly'), this._timeoutMs)
+    } catch {
+      return
+    }
+    const on = Array.isArray(reply) && reply[1] === 'yes'
+    if (!on && !WARNED.has(this._redis)) {
+      WARNED.add(this._redis)
+      const warning = new Error(
+        `halfopen: Outbox[${this.partner}]: Redis runs without AOF (appendonly no): a Redis restart loses the events accepted since its last RDB snapshot. Run it with --appendonly yes (appendfsync everysec loses at most a second; always, nothing).`,
+      )
+      warning.name = 'HalfopenPersistenceWarning'
+      warning.code = 'HALFOPEN_NOT_DURABLE'
+      emitWarning(warning)
+    }
+  }
+
+  /**
+   * Appends `event` to the partner's log: the promise fulfils with
+   * `{ id, key }` once Redis stored it, and rejects with a
+   * StoreUnavailableError when it did not (or did not answer). Throws a
+   * TypeError for an event the serializer cannot write or a bad key.
+   */
+  submit(event, options) {
+    if (options !== undefined && (options === null || typeof options !== 'object')) throw typeError('options', 'an object { key }', options)
+    const key = options?.key
+    if (key !== undefined && (typeof key !== 'string' || key === '')) throw typeError('key', 'a non-empty string', key)
+    if (this._closed) return Promise.reject(new Error(`Outbox[${this.partner}] is closed`))
+    let payload
+    try {
+      payload = this._serializer.encode(event)
+    } catch (err) {
+      if (err instanceof TypeError && err.option === 'serializer') throw err
+      throw Object.assign(new TypeError(`serializer: encode threw: ${err?.message ?? err}`), { option: 'serializer', cause: err })
+    }
+    if (typeof payload !== 'string') throw typeError('serializer', 'an encode that returns a string', payload)
+    const fields = key === undefined ? [FIELD_PAYLOAD, payload] : [FIELD_KEY, key, FIELD_PAYLOAD, payload]
+    return new Promise((resolve, reject) => {
+      this._submits.push({ fields, key, resolve, reject })
+      if (this._submits.length === 1) setImmediate(() => this._appendAll())
+    })
+  }
+
+  /** This turn's submits, in one pipeline: each fulfils with its id or rejects with why. */
+  async _appendAll() {
+    const batch = this._submits
+    if (batch.length === 0) return
+    this._submits = []
+    const pipeline = this._redis.pipeline()
+    for (const s of batch) pipeline.xadd(this._log, '*', ...s.fields)
+    let results
+    try {
+      results = await timed(pipeline.exec(), this._timeoutMs)
+    } catch (err) {
+      for (const s of batch) s.reject(new StoreUnavailableError(this.partner, err, true))
+      return
+    }
+    let stored = 0
+    batch.forEach((s, i) => {
+      const [err, id] = Array.isArray(results?.[i]) ? results[i] : [new Error('no reply'), null]
+      if (err === null && typeof id === 'string') {
+        stored += 1
+        s.resolve({ id, key: s.key ?? id })
+      } else {
+        // Redis answered with an error: it did not store it.
+        s.reject(new StoreUnavailableError(this.partner, err, err?.name !== 'ReplyError'))
+      }
+    })
+    this._stats.submitted += stored
+    if (stored > 0) {
+      this._native.appended()
+      this._tick()
+    }
+  }
+
+  /** Whether this process delivers now (it holds the lease). */
+  isDeliverer() {
+    return this._dispatcher !== null
+  }
+
+  /** Counters of this process: submitted (stored), delivered, dead, removed (from the log), storeErrors; and its role. */
+  stats() {
+    return { ...this._stats, deliverer: this.isDeliverer(), epoch: this._epoch, held: this._held, removing: this._removing.size }
+  }
+
+  /** The dispatcher's state, while this process delivers: 'CLOSED', 'OPEN', 'HALF_OPEN'; else null. */
+  getState() {
+    return this._dispatcher?.getState() ?? null
+  }
+
+  /** Does what is due, then sets the timer for what is next. */
+  _tick() {
+    if (this._closed) return
+    const n = this._native
+    n.handleTimeout(now())
+    this._roles()
+    if (!this._leaseOut && n.leaseCall(now()) !== null) this._leaseCall()
+    this._readIfDue()
+    this._schedule()
+  }
+
+  _schedule() {
+    if (this._timer !== null) clearTimeout(this._timer)
+    this._timer = null
+    const at = this._native.nextTimeoutMs()
+    if (at === null || this._closed) return
+    this._timer = setTimeout(() => {
+      this._timer = null
+      this._tick()
+    }, Math.min(Math.max(0, at - now()), 2 ** 31 - 1))
+  }
+
+  /** One lease call (to take or renew it), with the store timeout. */
+  async _leaseCall() {
+    this._leaseOut = true
+    let reply
+    let failed = false
+    try {
+      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseMs())), this._timeoutMs)
+    } catch (err) {
+      failed = true
+      this._storeError('lease', err)
+    } finally {
+      this._leaseOut = false
+    }
+    if (this._closed) return
+    const n = this._native
+    if (failed) n.leaseFailed(now())
+    else {
+      let fits = false
+      try {
+        fits = n.leaseAnswered(now(), reply)
+      } catch {
+        n.leaseFailed(now())
+      }
+      if (!fits) this._storeError('lease', new Error('the lease script answered something it cannot have'))
+    }
+    this._tick()
+  }
+
+  /** Applies the deliverer's role changes: a grant starts a dispatcher from the log's start; a loss closes it. */
+  _roles() {
+    for (let e = this._native.pollEvent(); e !== null && e !== undefined; e = this._native.pollEvent()) {
+      if (e.kind === 'lost') {
+        const d = this._dispatcher
+        this._dispatcher = null
+        this._epoch = null
+        this._held = 0
+        // Its sends in flight end (the core starts none until they are
+        // over); a delivery among them is still removed from the log.
+        if (d !== null) d.close().catch((err) => warnCallback(err, `the outbox '${this.partner}', closing its dispatcher`))
+        this._emit('lost', { reason: e.reason })
+      } else {
+        this._epoch = e.epoch
+        this._cursor = null
+        this._dispatcher = this._spare ?? this._newDispatcher()
+        this._spare = null
+        this._emit('acquired', { epoch: e.epoch })
+      }
+    }
+  }
+
+  /** A dispatcher of the outbox's options, whose sends start only while the core says they may. */
+  _newDispatcher() {
+    const userSend = this._dispatcherOptions.send
+    const d = new Dispatcher({
+      ...this._dispatcherOptions,
+      send: (event, { signal, key }) => userSend(event, { signal, key, epoch: this._epoch }),
+    })
+    d._mayStart = () => this._dispatcher === d && this._native.maySend(now())
+    for (const name of ['open', 'close', 'halfOpen', 'stateChange']) d.on(name, (payload) => this._emit(name, payload))
+    return d
+  }
+
+  /** Reads a page of the log if one is due. */
+  _readIfDue() {
+    const d = this._dispatcher
+    if (d === null) return
+    const count = this._native.readDue(now(), this._held)
+    if (count === null || count === undefined) return
+    this._read(d, this._epoch, count)
+  }
+
+  async _read(d, epoch, count) {
+    let entries
+    const from = this._cursor === null ? '-' : `(${this._cursor}`
+    try {
+      entries = await timed(this._redis.xrange(this._log, from, '+', 'COUNT', count), this._timeoutMs)
+      if (!Array.isArray(entries)) throw new Error('XRANGE answered something else than entries')
+    } catch (err) {
+      this._storeError('read', err)
+      if (!this._closed) this._native.readFailed(now(), epoch)
+      return this._tick()
+    }
+    if (this._closed || this._dispatcher !== d || !this._native.readAnswered(now(), epoch, entries.length)) return this._tick()
+    for (const [id, list] of entries) {
+      this._cursor = id
+      if (this._removing.has(id)) continue
+      const fields = fieldsOf(list)
+      const key = fields[FIELD_KEY] ?? id
+      let event
+      try {
+        event = this._serializer.decode(fields[FIELD_PAYLOAD])
+      } catch (err) {
+        this._deadLetter(id, fields, key, 'undecodable', err)
+        continue
+      }
+      let delivery
+      try {
+        delivery = d.submit(event, { key })
+      } catch (err) {
+        this._deadLetter(id, fields, key, 'refused', err)
+        continue
+      }
+      this._held += 1
+      delivery.then(
+        () => {
+          if (this._dispatcher === d) this._held -= 1
+          this._stats.delivered += 1
+          this._remove(id)
+          this._emit('delivered', { id, key })
+          this._tick()
+        },
+        (err) => {
+          if (this._dispatcher === d) this._held -= 1
+          if (err instanceof DeadLetterError) this._deadLetter(id, fields, key, err.reason, err)
+          this._tick()
+        },
+      )
+    }
+    this._tick()
+  }
+
+  /** An event delivered: removed from the log (retried until Redis confirms it). */
+  _remove(id) {
+    this._removing.add(id)
+    this._removals.push(id)
+    this._flushRemovalsSoon()
+  }
+
+  /** An event given up: to the dead letters with its reason, out of the log, in one transaction. */
+  _deadLetter(id, fields, key, reason, cause) {
+    this._removing.add(id)
+    this._stats.dead += 1
+    this._deadLetters.push({ id, fields, reason })
+    this._emit('dead', { id, key, reason, error: cause })
+    this._flushRemovalsSoon()
+  }
+
+  _flushRemovalsSoon() {
+    if (this._removalTimer !== null) return
+    const delay = Math.max(0, this._removalAt - now())
+    this._removalTimer = delay === 0 ? setImmediate(() => this._flushRemovals()) : setTimeout(() => this._flushRemovals(), delay)
+  }
+
+  /** Every removal and dead letter due, in one transaction; a failure is retried with the core's backoff. */
+  _flushRemovals() {
+    this._removalTimer = null
+    const flush = this._removeNow()
+    this._flushing = flush
+    return flush.finally(() => {
+      if (this._flushing === flush) this._flushing = null
+    })
+  }
+
+  async _removeNow() {
+    const ids = this._removals
+    const dead = this._deadLetters
+    if (ids.length === 0 && dead.length === 0) return
+    this._removals = []
+    this._deadLetters = []
+    const multi = this._redis.multi()
+    for (const { id, fields, reason } of dead) {
+      multi.xadd(this._dead, '*', ...Object.entries(fields).flat(), FIELD_REASON, reason, FIELD_ID, id)
+    }
+    const all = ids.concat(dead.map((d) => d.id))
+    multi.xdel(this._log, ...all)
+    try {
+      const results = await timed(multi.exec(), this._timeoutMs)
+      const failed = Array.isArray(results) ? results.find(([err]) => err !== null) : [new Error('the transaction was discarded')]
+      if (failed !== undefined) throw failed[0]
+    } catch (err) {
+      this._storeError('remove', err)
+      this._removals = ids.concat(this._removals)
+      this._deadLetters = dead.concat(this._deadLetters)
+      this._removalAt = this._native.removalFailed(now())
+      if (!this._closed) this._flushRemovalsSoon()
+      return
+    }
+    this._native.removalDone()
+    this._removalAt = 0
+    for (const id of all) this._removing.delete(id)
+    this._stats.removed += all.length
+    if (this._removals.length > 0 || this._deadLetters.length > 0) this._flushRemovalsSoon()
+  }
+
+  /** A store call failed: said as a 'storeError' event (and counted), never only a warning. */
+  _storeError(operation, error) {
+    this._stats.storeErrors += 1
+    this._emit('storeError', { operation, error })
+  }
+
+  /** Emits `name`; a throwing listener is a warning, never a stop. */
+  _emit(name, payload) {
+    try {
+      this.emit(name, payload)
+    } catch (err) {
+      warnCallback(err, `a '${name}' listener of the outbox '${this.partner}'`)
+    }
+  }
+
+  /**
+   * Stops submitting and delivering: waits for this turn's submits to be
+   * stored (or refused), gives the lease up (another process takes over at
+   * once), waits for the sends in flight, then tries the pending removals
+   * once more. Resolves to `{ unremoved }`: events delivered whose removal
+   * Redis did not confirm (they stay in the log and will be sent again).
+   */
+  async close() {
+    if (this._closing !== null) return this._closing
+    this._closing = (async () => {
+      if (this._submits.length > 0) await this._appendAll()
+      this._closed = true
+      if (this._timer !== null) clearTimeout(this._timer)
+      this._timer = null
+      const d = this._dispatcher
+      const held = this._native.release(now())
+      this._roles()
+      if (d !== null) await d.close()
+      if (held) {
+        try {
+          await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0'), this._timeoutMs)
+        } catch (err) {
+          // It lapses by itself after its TTL.
+          this._storeError('lease', err)
+        }
+      }
+      if (this._removalTimer !== null) {
+        clearTimeout(this._removalTimer)
+        clearImmediate(this._removalTimer)
+        this._removalTimer = null
+      }
+      // The transaction out first: its events come back to the lists if it fails.
+      if (this._flushing !== null) await this._flushing
+      await this._flushRemovals()
+      return { unremoved: this._removals.length + this._deadLetters.length }
+    })()
+    return this._closing
+  }
+}
+
+const WARNED = new WeakSet()
+
+module.exports = { Outbox }

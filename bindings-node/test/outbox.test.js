@@ -1,0 +1,216 @@
+'use strict'
+// An Outbox against a real redis-server (issue 24): what submit promises
+// (stored, or a typed rejection: never an acceptance that is not stored),
+// delivery in the log's order with removal, dead letters with their reason,
+// a Redis down or full, a closed process handing the log over, a Redis
+// killed and restarted with AOF, and every option checked. Every wait is
+// for the outbox's own words or Redis's answers.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { once } = require('node:events')
+const Redis = require('ioredis')
+const { Outbox, StoreUnavailableError } = require('..')
+const { freePort, startRedis } = require('./support/redis-server.js')
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-outbox-'))
+let port
+let server
+const clients = []
+
+before(async () => {
+  port = await freePort()
+  server = await startRedis(port, ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir])
+})
+
+after(() => {
+  for (const c of clients) c.disconnect()
+  server.kill()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** A client as a sender configures one: no offline queue (a Redis that is down fails a command at once). */
+async function client(p = port) {
+  const r = new Redis({ host: '127.0.0.1', port: p, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+  r.on('error', () => {})
+  clients.push(r)
+  await once(r, 'ready')
+  return r
+}
+
+const FAST = { concurrencyLimit: 1, timeoutMs: 200, storeTimeoutMs: 500, pollIntervalMs: 20, failureThreshold: 3, openTimeoutMs: 100, maxOpenTimeoutMs: 100 }
+
+async function until(check) {
+  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
+const logKey = (partner) => `halfopen:outbox:v1:{${partner}}:log`
+const deadKey = (partner) => `halfopen:outbox:v1:{${partner}}:dead`
+
+test('options and events are checked: a typed error names the option, nothing reaches Redis', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const send = async () => {}
+  const base = { redis, partner: 'checked', send, concurrencyLimit: 1 }
+  const wrong = (options, check) => assert.throws(() => new Outbox({ ...base, ...options }), check)
+  wrong({ redis: {} }, (e) => e instanceof TypeError && e.option === 'redis')
+  wrong({ partner: 'a{b' }, (e) => e instanceof RangeError && e.option === 'partner')
+  wrong({ partner: 7 }, (e) => e instanceof TypeError && e.option === 'partner')
+  wrong({ send: 1 }, (e) => e instanceof TypeError && e.option === 'send')
+  for (const option of ['store', 'maxBytes', 'overflow']) wrong({ [option]: 1 }, (e) => e instanceof TypeError && e.option === option)
+  wrong({ timeoutMs: null }, (e) => e instanceof TypeError && e.option === 'timeoutMs')
+  wrong({ serializer: { encode: () => '' } }, (e) => e instanceof TypeError && e.option === 'serializer')
+  wrong({ pageSize: 11, maxMessages: 10 }, (e) => e instanceof RangeError && e.option === 'pageSize' && e.problem === 'too_large')
+  wrong({ pageSize: 0 }, (e) => e instanceof RangeError && e.option === 'pageSize' && e.problem === 'zero')
+  wrong({ pageSize: 1.5 }, (e) => e instanceof RangeError && e.option === 'pageSize')
+  wrong({ leaseMs: 1_000, timeoutMs: 1_000 }, (e) => e instanceof RangeError && e.option === 'leaseMs' && e.problem === 'too_small')
+  wrong({ pollIntervalMs: Number.NaN }, (e) => e instanceof RangeError && e.option === 'pollIntervalMs' && e.problem === 'not_finite')
+  wrong({ pollIntervalMs: 5 }, (e) => e instanceof RangeError && e.option === 'pollIntervalMs' && e.problem === 'too_small')
+  wrong({ storeTimeoutMs: '1' }, (e) => e instanceof TypeError && e.option === 'storeTimeoutMs')
+
+  const outbox = new Outbox({ ...base, partner: 'events' })
+  // Values JSON does not write as themselves are refused at submit, never kept in memory only.
+  for (const event of [() => 1, Symbol('s'), undefined, new Map([[1, 2]]), 1n]) {
+    assert.throws(() => outbox.submit(event), (e) => e instanceof TypeError && e.option === 'serializer')
+  }
+  const cyclic = {}
+  cyclic.self = cyclic
+  assert.throws(() => outbox.submit(cyclic), (e) => e instanceof TypeError && e.option === 'serializer' && e.cause instanceof TypeError)
+  for (const key of ['', 1, null]) assert.throws(() => outbox.submit({}, { key }), (e) => e instanceof TypeError && e.option === 'key')
+  const bad = new Outbox({ ...base, partner: 'events', serializer: { encode: () => 1, decode: JSON.parse } })
+  assert.throws(() => bad.submit({}), (e) => e instanceof TypeError && e.option === 'serializer')
+  await Promise.all([outbox.close(), bad.close()])
+  assert.equal(await redis.exists(logKey('events')), 0, 'nothing refused was stored')
+  await assert.rejects(outbox.submit({}), /closed/)
+})
+
+test('submit fulfils once the event is in the log; the holder delivers in the log order with its key and removes it', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const sent = []
+  const outbox = await Outbox.open({ redis, partner: 'ordered', ...FAST, send: async (event, { key, epoch, signal }) => sent.push({ event, key, epoch, aborts: signal instanceof AbortSignal }) })
+  const acquired = once(outbox, 'acquired')
+  const receipts = await Promise.all(Array.from({ length: 50 }, (_, n) => outbox.submit({ n }, n === 7 ? { key: 'seven' } : undefined)))
+  // In Redis, as said: its id, its key, its payload.
+  const stored = await redis.xrange(logKey('ordered'), '-', '+')
+  const ids = receipts.map((r) => r.id)
+  for (const [id] of stored) assert.ok(ids.includes(id))
+  assert.equal(receipts[7].key, 'seven')
+  assert.equal(receipts[8].key, receipts[8].id)
+  const [{ epoch }] = await acquired
+  await until(() => outbox.stats().removed === 50)
+  assert.deepEqual(sent.map((s) => s.event.n), Array.from({ length: 50 }, (_, n) => n))
+  assert.deepEqual(sent.map((s) => s.key), receipts.map((r) => r.key))
+  assert.ok(sent.every((s) => s.epoch === epoch && s.aborts))
+  assert.equal(await redis.xlen(logKey('ordered')), 0)
+  assert.deepEqual(await outbox.close(), { unremoved: 0 })
+})
+
+test('an event given up goes to the dead letters with its reason, out of the log; one the serializer cannot read too', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const refused = new Error('400 bad event')
+  const dead = []
+  const outbox = await Outbox.open({
+    redis,
+    partner: 'dead',
+    ...FAST,
+    isFailure: (err) => err !== refused,
+    send: async (event) => {
+      if (event.bad) throw refused
+    },
+  })
+  outbox.on('dead', (d) => dead.push(d))
+  const [good, bad] = await Promise.all([outbox.submit({ bad: false }), outbox.submit({ bad: true }, { key: 'bad-one' })])
+  // Written by another writer, in a form this one cannot read.
+  const garbled = await redis.xadd(logKey('dead'), '*', 'p', '{not json')
+  await until(() => outbox.stats().removed === 3)
+  assert.deepEqual(
+    dead.map((d) => [d.id, d.key, d.reason]),
+    [
+      [bad.id, 'bad-one', 'refused'],
+      [garbled, garbled, 'undecodable'],
+    ],
+  )
+  const letters = await redis.xrange(deadKey('dead'), '-', '+')
+  const fields = letters.map(([, list]) => {
+    const f = {}
+    for (let i = 0; i + 1 < list.length; i += 2) f[list[i]] = list[i + 1]
+    return f
+  })
+  assert.deepEqual(
+    fields.map((f) => [f.k, f.r, f.i]),
+    [
+      ['bad-one', 'refused', bad.id],
+      [undefined, 'undecodable', garbled],
+    ],
+  )
+  assert.equal(JSON.parse(fields[0].p).bad, true)
+  assert.equal(await redis.xlen(logKey('dead')), 0)
+  assert.ok(good.id < bad.id)
+  await outbox.close()
+})
+
+test('Redis down or full: submit rejects with StoreUnavailableError, never accepts what is not stored', { timeout: 30_000 }, async () => {
+  const fullPort = await freePort()
+  const full = await startRedis(fullPort, ['--maxmemory-policy', 'noeviction', '--appendonly', 'yes', '--dir', dir])
+  try {
+    const redis = await client(fullPort)
+    const admin = new Redis({ host: '127.0.0.1', port: fullPort, retryStrategy: () => null })
+    admin.on('error', () => {})
+    clients.push(admin)
+    // A partner that never answers: nothing is delivered, every event stays in the log.
+    const hang = (_event, { signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))
+    const outbox = await Outbox.open({ redis, partner: 'full', ...FAST, send: hang })
+    assert.ok((await outbox.submit({ n: 0 })).id)
+    // Well past its limit: Redis refuses the write (not ambiguous).
+    for (let i = 0; i < 10; i++) await admin.set(`filler:${i}`, 'x'.repeat(100_000))
+    await admin.config('SET', 'maxmemory', '100kb')
+    const err = await outbox.submit({ n: 1 }).then(
+      () => null,
+      (e) => e,
+    )
+    assert.ok(err instanceof StoreUnavailableError, String(err))
+    assert.equal(err.code, 'HALFOPEN_STORE_UNAVAILABLE')
+    assert.equal(err.ambiguous, false)
+    assert.match(err.cause.message, /OOM/)
+    await admin.config('SET', 'maxmemory', '0')
+    assert.ok((await outbox.submit({ n: 2 })).id, 'room again: stored')
+    // Redis gone: rejected at once (no offline queue), every one of a turn's.
+    full.kill('SIGKILL')
+    await once(full, 'exit')
+    const all = await Promise.allSettled([outbox.submit({ n: 3 }), outbox.submit({ n: 4 })])
+    assert.ok(all.every((r) => r.status === 'rejected' && r.reason instanceof StoreUnavailableError), JSON.stringify(all.map((r) => r.status)))
+    const closed = outbox.close()
+    await closed
+  } finally {
+    full.kill('SIGKILL')
+  }
+})
+
+test('a process that closes hands the log over: the next delivers what is left, in order; Redis killed and restarted with AOF keeps every accepted event', { timeout: 60_000 }, async () => {
+  const restartPort = await freePort()
+  const aofDir = fs.mkdtempSync(path.join(dir, 'restart-'))
+  const args = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', aofDir]
+  let redisServer = await startRedis(restartPort, args)
+  try {
+    const a = await Outbox.open({ redis: await client(restartPort), partner: 'handover', ...FAST, send: async () => Promise.reject(new Error('partner down')) })
+    const accepted = []
+    for (let n = 0; n < 100; n++) accepted.push(await a.submit({ n }))
+    await a.close()
+    // Killed, not stopped: what it acknowledged is in its append-only file.
+    redisServer.kill('SIGKILL')
+    await once(redisServer, 'exit')
+    redisServer = await startRedis(restartPort, args)
+    const got = []
+    const b = await Outbox.open({ redis: await client(restartPort), partner: 'handover', ...FAST, send: async (event, { key }) => got.push([event.n, key]) })
+    await until(() => b.stats().removed === 100)
+    assert.deepEqual(
+      got,
+      accepted.map((r, n) => [n, r.key]),
+    )
+    await b.close()
+  } finally {
+    redisServer.kill('SIGKILL')
+  }
+})

@@ -1,0 +1,62 @@
+'use strict'
+// One sender process of an outbox, driven by outbox-fleet.test.js over IPC.
+// Arguments: the Redis port, the partner's URL, the partner's name, how
+// many events to submit. It submits them ({ from: pid, n }, key pid-n), says
+// `{ what: 'submitted', retried }` (submits it made again), and delivers whenever it holds the
+// lease, saying `acquired` and `lost`; `{ what: 'close' }` closes it.
+
+const ipc = typeof process.send === 'function'
+if (!ipc) process.exit(0)
+
+const Redis = require('ioredis')
+const { Outbox } = require('../..')
+
+const [port, url, partner, count] = process.argv.slice(2)
+const redis = new Redis({ host: '127.0.0.1', port: Number(port), enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+redis.on('error', () => {})
+
+async function send(event, { signal, key, epoch }) {
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(event), headers: { 'x-key': key, 'x-epoch': String(epoch), 'x-pid': String(process.pid) }, signal })
+  await res.arrayBuffer()
+  if (res.status !== 200) throw new Error(`partner answered ${res.status}`)
+}
+
+async function main() {
+  await new Promise((resolve) => redis.once('ready', resolve))
+  const outbox = await Outbox.open({
+    redis,
+    partner,
+    send,
+    concurrencyLimit: 1,
+    failureThreshold: 5,
+    openTimeoutMs: 200,
+    maxOpenTimeoutMs: 200,
+    timeoutMs: 300,
+    storeTimeoutMs: 500,
+    pollIntervalMs: 50,
+    pageSize: 200,
+  })
+  outbox.on('acquired', ({ epoch }) => process.send({ what: 'acquired', epoch }))
+  outbox.on('lost', ({ reason }) => process.send({ what: 'lost', reason }))
+  process.on('message', async (m) => {
+    if (m.what === 'close') {
+      const closed = await outbox.close()
+      process.send({ what: 'closed', ...closed })
+    }
+  })
+  // In batches of 500 (one pipeline each); a batch Redis did not store (or
+  // did not say) is submitted again with the same keys, as a sender
+  // would: the partner deduplicates by key.
+  let retried = 0
+  for (let from = 0; from < Number(count); from += 500) {
+    let batch = Array.from({ length: Math.min(500, Number(count) - from) }, (_, i) => from + i)
+    while (batch.length > 0) {
+      const results = await Promise.all(batch.map((n) => outbox.submit({ from: process.pid, n }, { key: `${process.pid}-${n}` }).then(() => null, () => n)))
+      batch = results.filter((n) => n !== null)
+      retried += batch.length
+    }
+  }
+  process.send({ what: 'submitted', retried })
+}
+process.on('disconnect', () => process.exit(0))
+main()
