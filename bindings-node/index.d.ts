@@ -607,3 +607,74 @@ export declare class Dispatcher<M = unknown> extends EventEmitter {
   on(event: 'delivered' | 'dropped', listener: (e: { seq: number; message: M; key: string }) => void): this
   on(event: 'dead', listener: (e: DeadLetter<M> & { key: string }) => void): this
 }
+
+/**
+ * An event an Outbox did not store: Redis refused it (`ambiguous` false:
+ * not stored) or did not answer in time (`ambiguous` true: it may be;
+ * submit it again with the same key). `cause` is Redis's error.
+ */
+export declare class StoreUnavailableError extends Error {
+  readonly code: 'HALFOPEN_STORE_UNAVAILABLE'
+  readonly partner: string
+  readonly ambiguous: boolean
+  readonly cause: unknown
+}
+
+/** How an Outbox writes an event in its log and reads it back (default: JSON). */
+export interface OutboxSerializer<M = unknown> {
+  /** The event as a string; throw (or return anything else) to refuse it: `submit` throws a TypeError. */
+  encode(event: M): string
+  decode(text: string): M
+}
+
+export interface OutboxOptions<M = unknown> extends Omit<DispatcherOptions<M>, 'name' | 'send' | 'store' | 'maxBytes' | 'overflow' | 'timeoutMs'> {
+  /** The dispatcher's name (in metrics and errors; default: the partner's). */
+  name?: string
+  /** The ioredis client (Redis or Cluster) the log lives in. */
+  redis: unknown
+  /** The partner: one log, one lease, one deliverer (its keys: `halfopen:outbox:v1:{partner}:…`). */
+  partner: string
+  /**
+   * Sends one event; resolve when the partner took it. `key`: the same on
+   * every attempt, in every process (deduplicate by it); `epoch`: the
+   * lease's, larger at each new deliverer.
+   */
+  send: (event: M, context: { signal: AbortSignal | undefined; key: string; epoch: number }) => unknown
+  /** Ms a send may take (default 10,000); the lease must outlast it, so never null. */
+  timeoutMs?: number
+  serializer?: OutboxSerializer<M>
+  /** The deliverer's lease (default: the shortest that fits: 4 × timeoutMs + 2 × storeTimeoutMs). */
+  leaseMs?: number
+  /** Events one read takes (default 500, or maxMessages if lower); at most two pages are held. */
+  pageSize?: number
+  /** How often a deliverer that read the whole log reads it again (default 250). */
+  pollIntervalMs?: number
+  /** How long a Redis call may take (default 1,000). */
+  storeTimeoutMs?: number
+}
+
+/**
+ * A partner's durable, ordered log on Redis, shared by processes: any
+ * process submits; the one holding the lease delivers, through a
+ * Dispatcher (breaker, limit, pacing), and removes what it delivered.
+ */
+export declare class Outbox<M = unknown> extends EventEmitter {
+  constructor(options: OutboxOptions<M>)
+  /** An outbox that starts once its caller has it; warns once when Redis runs without AOF. */
+  static open<M>(options: OutboxOptions<M>): Promise<Outbox<M>>
+  readonly partner: string
+  /** Fulfils once Redis stored the event; rejects with a StoreUnavailableError when it did not (or did not say). */
+  submit(event: M, options?: { key?: string }): Promise<{ id: string; key: string }>
+  isDeliverer(): boolean
+  stats(): { submitted: number; delivered: number; dead: number; removed: number; storeErrors: number; deliverer: boolean; epoch: number | null; held: number; removing: number }
+  /** The dispatcher's state while this process delivers, else null. */
+  getState(): CircuitState | null
+  /** Stores this turn's submits, gives the lease up, waits for the sends in flight, retries pending removals once. */
+  close(): Promise<{ unremoved: number }>
+  on(event: 'acquired', listener: (e: { epoch: number }) => void): this
+  on(event: 'lost', listener: (e: { reason: 'taken' | 'expired' | 'released' }) => void): this
+  on(event: 'delivered', listener: (e: { id: string; key: string }) => void): this
+  on(event: 'dead', listener: (e: { id: string; key: string; reason: 'attempts' | 'age' | 'refused' | 'undecodable'; error: unknown }) => void): this
+  on(event: 'storeError', listener: (e: { operation: 'lease' | 'read' | 'remove'; error: unknown }) => void): this
+  on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
+}

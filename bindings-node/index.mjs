@@ -8,10 +8,12 @@ export const {
   CircuitBreakerTimeoutError,
   DeadLetterError,
   Dispatcher,
+  Outbox,
   Registry,
   RegistryFullError,
   RetentionFullError,
   RetentionQueue,
   SnapshotError,
+  StoreUnavailableError,
 } = halfopen
 export default halfopen

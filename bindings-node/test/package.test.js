@@ -70,7 +70,7 @@ test('the packed main and platform packages install offline, pick this machine\'
 
     fs.writeFileSync(
       path.join(dir, 'use.ts'),
-      `import { CircuitBreaker, CircuitBreakerOpenError, DeadLetterError, Dispatcher, RetentionFullError, RetentionQueue, type CircuitState } from 'halfopen'
+      `import { CircuitBreaker, CircuitBreakerOpenError, DeadLetterError, Dispatcher, Outbox, RetentionFullError, RetentionQueue, StoreUnavailableError, type CircuitState } from 'halfopen'
 import type { RedisStore } from 'halfopen/redis-store'
 const breaker = new CircuitBreaker({ name: 'ts', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 })
 const state: CircuitState = breaker.getState()
@@ -98,6 +98,22 @@ const submitted = queue.submit('m')
 if (submitted.status !== 'refused') console.log(queue.report(submitted.seq, 'success'))
 const store: RedisStore<{ id: number }> | undefined = undefined
 void store
+async function outbox(redis: unknown): Promise<string> {
+  const box = await Outbox.open<{ id: number }>({
+    redis, partner: 'partner-a', concurrencyLimit: 1, timeoutMs: 5_000,
+    send: async (event, { key, epoch, signal }) => { if (signal?.aborted) throw new Error(key + event.id + epoch) },
+  })
+  box.on('dead', (e) => console.log(e.id, e.reason))
+  try {
+    return (await box.submit({ id: 1 }, { key: 'k' })).id
+  } catch (err) {
+    if (err instanceof StoreUnavailableError) return String(err.ambiguous)
+    throw err
+  } finally {
+    await box.close()
+  }
+}
+void outbox
 `,
     )
     const typeRoots = path.join(PACKAGE, 'node_modules', '@types')
