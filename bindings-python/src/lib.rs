@@ -14,6 +14,7 @@ mod group;
 mod host;
 mod names;
 mod options;
+mod outbox;
 mod permit;
 mod registry;
 mod registry_group;
@@ -31,9 +32,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::NativeRegistry>()?;
     m.add_class::<retention::NativeRetentionQueue>()?;
     m.add_class::<group::GroupMemoryStore>()?;
+    m.add_class::<outbox::NativeOutbox>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
     for f in [
+        wrap_pyfunction!(outbox::_outbox_lease_script, m)?,
+        wrap_pyfunction!(outbox::_outbox_keys, m)?,
+        wrap_pyfunction!(outbox::_outbox_fields, m)?,
         wrap_pyfunction!(group::_group_script, m)?,
         wrap_pyfunction!(group::_group_keys, m)?,
         wrap_pyfunction!(group::_group_join, m)?,

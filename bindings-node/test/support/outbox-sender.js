@@ -5,8 +5,25 @@
 // `{ what: 'submitted', retried }` (submits it made again), and delivers whenever it holds the
 // lease, saying `acquired` and `lost`; `{ what: 'close' }` closes it.
 
+// Driven over IPC (forked by a Node test), or over stdio with a fifth
+// argument `stdio` (run by a Python test): messages as JSON lines on
+// stdout, commands as JSON lines on stdin. Run as a test file, it does
+// nothing.
 const ipc = typeof process.send === 'function'
-if (!ipc) process.exit(0)
+const stdio = process.argv[6] === 'stdio'
+if (!ipc && !stdio) process.exit(0)
+const say = ipc ? (m) => process.send(m) : (m) => process.stdout.write(`${JSON.stringify(m)}\n`)
+function onCommand(handle) {
+  if (ipc) return process.on('message', handle)
+  let buffered = ''
+  process.stdin.on('data', (d) => {
+    buffered += d
+    for (let i = buffered.indexOf('\n'); i >= 0; i = buffered.indexOf('\n')) {
+      handle(JSON.parse(buffered.slice(0, i)))
+      buffered = buffered.slice(i + 1)
+    }
+  })
+}
 
 const Redis = require('ioredis')
 const { Outbox } = require('../..')
@@ -36,12 +53,12 @@ async function main() {
     pollIntervalMs: 50,
     pageSize: 200,
   })
-  outbox.on('acquired', ({ epoch }) => process.send({ what: 'acquired', epoch }))
-  outbox.on('lost', ({ reason }) => process.send({ what: 'lost', reason }))
-  process.on('message', async (m) => {
+  outbox.on('acquired', ({ epoch }) => say({ what: 'acquired', epoch }))
+  outbox.on('lost', ({ reason }) => say({ what: 'lost', reason }))
+  onCommand(async (m) => {
     if (m.what === 'close') {
       const closed = await outbox.close()
-      process.send({ what: 'closed', ...closed })
+      say({ what: 'closed', ...closed })
     }
   })
   // In batches of 500 (one pipeline each); a batch Redis did not store (or
@@ -56,7 +73,8 @@ async function main() {
       retried += batch.length
     }
   }
-  process.send({ what: 'submitted', retried })
+  say({ what: 'submitted', retried })
 }
 process.on('disconnect', () => process.exit(0))
+if (stdio) process.stdin.on('end', () => process.exit(0))
 main()

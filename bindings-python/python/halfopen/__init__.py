@@ -16,6 +16,7 @@ from . import _native
 from . import group as _group
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from .group import GroupStatus, RedisGroup, RegistryGroupStatus
+from .outbox import Outbox, OutboxEvent, PersistenceWarning, Receipt, StoreUnavailableError
 from .retention import (
     DeadLetterError,
     Dispatcher,
@@ -44,7 +45,11 @@ __all__ = [
     "DispatcherClosedError",
     "GroupStatus",
     "KeyedBreaker",
+    "Outbox",
+    "OutboxEvent",
     "Permit",
+    "PersistenceWarning",
+    "Receipt",
     "Registry",
     "RedisGroup",
     "RegistryGroupStatus",
@@ -55,6 +60,7 @@ __all__ = [
     "SnapshotError",
     "State",
     "StateChange",
+    "StoreUnavailableError",
 ]
 
 T = TypeVar("T")

@@ -262,6 +262,10 @@ class Dispatcher(Generic[M]):
         self._closing = False
         self._outbox: List[RetentionEvent] = []  # events not yet handed to on_event
         self._delivering = False
+        # None, or whether a send may start now (an Outbox's lease): a
+        # message handed out when it may not goes back to its place, not an
+        # attempt.
+        self._may_start: Optional[Callable[[], bool]] = None
 
     async def submit(self, message: M) -> None:
         """Returns once ``message`` is delivered; raises ``DeadLetterError``
@@ -281,6 +285,9 @@ class Dispatcher(Generic[M]):
         await done
 
     def _start(self, seq: int, message: M) -> None:
+        if self._may_start is not None and not self._may_start():
+            self.queue.report(seq, "cancelled")
+            return
         task = asyncio.ensure_future(self._run(seq, message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -410,7 +417,7 @@ class Dispatcher(Generic[M]):
         """Sends what may go now (if ``start``), settles what the events
         say, sets the timer (if ``start``)."""
         try:
-            if start and not self._closing:
+            if start and not self._closing and (self._may_start is None or self._may_start()):
                 for seq, message in self.queue.next():
                     self._start(seq, message)
             for event in self.queue.events():

@@ -1,0 +1,540 @@
+"""Retention across processes (issue 24): ``Outbox``, a partner's durable,
+ordered log on Redis (a Stream) that any process submits to, delivered by
+one process at a time (the holder of a lease with a TTL and an epoch)
+through a ``Dispatcher`` (breaker, limit, pacing). The core's deliverer
+(``_native.NativeOutbox``, ``core/src/outbox/``) decides everything: when
+to ask for the lease, whether a send may start, when to read a page, when
+to retry a removal. This module does the I/O with the user's
+``redis.asyncio`` client: ``XADD`` (a loop iteration's submits in one
+pipeline), the lease script, ``XRANGE``, ``XDEL``, and a dead letter's
+``XADD`` with its ``XDEL`` in one transaction. The log is the Node
+package's (the same keys, fields and JSON): processes of both languages
+can share one partner.
+
+What is guaranteed (the top README, "Retention across processes"):
+``await submit()`` returns only once Redis stored the event, and raises
+``StoreUnavailableError`` otherwise (``ambiguous``: Redis did not answer,
+it may be stored); delivery is at least once, with the event's key the
+same on every attempt in every process; one process sends at a time, and
+the sends of one that lost the lease are over before another starts; with
+``concurrency_limit=1``, in the log's order.
+
+An ``Outbox`` belongs to the process and the event loop that made it: make
+one in each worker, after a fork (a forked copy refuses to submit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import warnings
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypeVar
+
+from . import _native
+from ._support import log_error, option_error
+from .retention import DEFAULT_TIMEOUT, DeadLetterError, Dispatcher, DispatcherClosedError, RetentionEvent
+
+M = TypeVar("M")
+
+__all__ = ["Outbox", "OutboxEvent", "PersistenceWarning", "Receipt", "StoreUnavailableError"]
+
+_KEY, _PAYLOAD, _REASON, _ID = _native._outbox_fields()
+
+#: Dispatcher options an outbox refuses: its log is the store, its pages the bound.
+_REFUSED = {
+    "max_bytes": "an Outbox holds at most two pages (and max_messages) in memory",
+    "overflow": "an Outbox never drops an event it accepted",
+}
+
+
+class StoreUnavailableError(Exception):
+    """An event an ``Outbox`` did not store: Redis refused it (``ambiguous``
+    false: it is not stored) or did not answer in time (``ambiguous`` true:
+    it may be; submit it again with the same key). ``__cause__`` is Redis's
+    error."""
+
+    code = "HALFOPEN_STORE_UNAVAILABLE"
+
+    def __init__(self, partner: str, cause: BaseException, ambiguous: bool) -> None:
+        maybe = " (Redis did not say: it may be)" if ambiguous else ""
+        super().__init__(f"Outbox[{partner}]: the event was not stored{maybe}: {cause!r}")
+        self.partner = partner
+        self.ambiguous = ambiguous
+        self.__cause__ = cause
+
+
+class PersistenceWarning(UserWarning):
+    """Redis runs without AOF: a restart loses the events accepted since its
+    last snapshot."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """An event stored: its id in the log and its key."""
+
+    id: str
+    key: str
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """What an outbox did: ``kind`` is ``"acquired"`` (``epoch``), ``"lost"``
+    (``reason``: ``taken``, ``expired``, ``released``), ``"delivered"``
+    (``id``, ``key``), ``"dead"`` (``id``, ``key``, ``reason``, ``error``),
+    ``"store_error"`` (``operation``: ``lease``, ``read``, ``remove``;
+    ``error``; each retried), or ``"transition"`` (``transition``: the
+    breaker's)."""
+
+    kind: str
+    epoch: Optional[int] = None
+    reason: Optional[str] = None
+    id: Optional[str] = None
+    key: Optional[str] = None
+    error: Optional[BaseException] = None
+    operation: Optional[str] = None
+    transition: Any = None
+
+
+@dataclass(frozen=True)
+class _Entry(Generic[M]):
+    """An event in the dispatcher: what ``send`` gets, and its log entry."""
+
+    event: M
+    key: str
+    payload: str
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+class _Json:
+    """The default serializer: compact JSON; a value JSON does not write as
+    itself (a set, bytes, a function, NaN) is a ``TypeError``."""
+
+    @staticmethod
+    def encode(event: Any) -> str:
+        try:
+            return json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise option_error(TypeError, "serializer", f"serializer: the event ({type(event).__name__}) has no JSON form; give a serializer with encode and decode") from err
+
+    @staticmethod
+    def decode(text: str) -> Any:
+        return json.loads(text)
+
+
+class Outbox(Generic[M]):
+    """Partner ``partner``'s outbox in this process: ``await submit(event)``
+    stores it in the log; whenever this process holds the lease it delivers
+    the log through ``send`` (``async def send(event, *, key, epoch)``).
+    The dispatcher's options as for ``Dispatcher`` (``concurrency_limit``
+    or ``release_rate`` needed; ``timeout`` may not be ``None``: the lease
+    must outlast every send). ``serializer``: ``encode(event) -> str`` and
+    ``decode(str) -> event`` (default JSON). ``lease``, ``poll_interval``,
+    ``store_timeout``: seconds; ``page_size``: events a read takes.
+    ``on_event`` gets every ``OutboxEvent``. Use ``await Outbox.open(...)``.
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        partner: str,
+        send: Callable[..., Awaitable[Any]],
+        /,
+        *,
+        serializer: Any = None,
+        lease: Optional[float] = None,
+        page_size: Optional[int] = None,
+        poll_interval: Optional[float] = None,
+        store_timeout: Optional[float] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        on_event: Optional[Callable[[OutboxEvent], Any]] = None,
+        **options: Any,
+    ) -> None:
+        if not all(callable(getattr(redis, m, None)) for m in ("pipeline", "register_script", "xrange")):
+            raise option_error(TypeError, "redis", f"redis must be a redis.asyncio client, got {type(redis).__name__}")
+        keys = _native._outbox_keys(partner)
+        if not callable(send):
+            raise option_error(TypeError, "send", f"send must be a callable, got {type(send).__name__}")
+        if on_event is not None and not callable(on_event):
+            raise option_error(TypeError, "on_event", f"on_event must be a callable, got {type(on_event).__name__}")
+        if serializer is not None and not (callable(getattr(serializer, "encode", None)) and callable(getattr(serializer, "decode", None))):
+            raise option_error(TypeError, "serializer", "serializer must have encode(event) -> str and decode(str) -> event")
+        if timeout is None:
+            raise option_error(TypeError, "timeout", "timeout must be a number of seconds: the lease must outlast every send")
+        for option, words in _REFUSED.items():
+            if options.get(option) is not None:
+                raise option_error(TypeError, option, f"{option} must be absent: {words}")
+        name = options.pop("name", partner)
+        self._name: str = name
+        self._options = dict(options, timeout=timeout)
+        # Checks the dispatcher's options (a TypeError or ValueError naming one).
+        self._spare: Optional[Dispatcher[_Entry[M]]] = self._new_dispatcher()
+        self._native = _native.NativeOutbox(
+            secrets.randbits(64),
+            timeout,
+            options.get("max_messages"),
+            lease,
+            page_size,
+            poll_interval,
+            store_timeout,
+        )
+        self.partner = partner
+        self._redis = redis
+        self._log, self._dead, *self._lease_keys = keys
+        self._lease_script = redis.register_script(_native._outbox_lease_script())
+        self._token = secrets.token_hex(16)
+        self._serializer = serializer if serializer is not None else _Json
+        self._send = send
+        self._on_event = on_event
+        self._timeout = self._native.store_timeout()
+        self._pid = os.getpid()
+        self._submits: List[Tuple[List[Any], Optional[str], "asyncio.Future[Receipt]"]] = []
+        self._dispatcher: Optional[Dispatcher[_Entry[M]]] = None
+        self._epoch: Optional[int] = None
+        self._cursor: Optional[str] = None
+        self._held = 0
+        self._removing: Set[str] = set()
+        self._removals: List[str] = []
+        self._dead_letters: List[Tuple[str, Dict[str, str], str]] = []
+        self._removal_timer: Optional[asyncio.TimerHandle] = None
+        self._flushing: Optional["asyncio.Task[None]"] = None
+        self._lease_out = False
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._tasks: "set[asyncio.Task[Any]]" = set()
+        self._closed = False
+        self._stats = {"submitted": 0, "delivered": 0, "dead": 0, "removed": 0, "store_errors": 0}
+
+    @classmethod
+    async def open(cls, redis: Any, partner: str, send: Callable[..., Awaitable[Any]], /, **options: Any) -> "Outbox[M]":
+        """An outbox that starts delivering once its caller has it; warns
+        once (``PersistenceWarning``), with the fix, when Redis runs
+        without AOF."""
+        outbox: Outbox[M] = cls(redis, partner, send, **options)
+        await outbox._check_persistence()
+        asyncio.get_running_loop().call_soon(outbox._tick)
+        return outbox
+
+    async def _check_persistence(self) -> None:
+        try:
+            reply = await asyncio.wait_for(self._redis.config_get("appendonly"), self._timeout)
+        except Exception:  # noqa: BLE001 - a managed Redis may refuse CONFIG: not checked
+            return
+        values = {_text(k): _text(v) for k, v in dict(reply).items()}
+        if values.get("appendonly") != "yes" and id(self._redis) not in _WARNED:
+            _WARNED.add(id(self._redis))
+            warnings.warn(
+                f"Outbox[{self.partner}]: Redis runs without AOF (appendonly no): a Redis restart loses the events "
+                "accepted since its last RDB snapshot. Run it with --appendonly yes (appendfsync everysec loses at "
+                "most a second; always, nothing).",
+                PersistenceWarning,
+                stacklevel=3,
+            )
+
+    async def submit(self, event: M, *, key: Optional[str] = None) -> Receipt:
+        """Returns once Redis stored ``event`` (its id and key); raises
+        ``StoreUnavailableError`` when it did not (or did not say), a
+        ``TypeError`` for an event the serializer cannot write or a bad key."""
+        if key is not None and (not isinstance(key, str) or key == ""):
+            raise option_error(TypeError, "key", f"key must be a non-empty str, got {key!r}")
+        if os.getpid() != self._pid:
+            raise RuntimeError(f"Outbox[{self.partner}] was made in process {self._pid}: make one in each worker, after the fork")
+        if self._closed:
+            raise DispatcherClosedError(self.partner, event)
+        try:
+            payload = self._serializer.encode(event)
+        except TypeError as err:
+            if getattr(err, "option", None) == "serializer":
+                raise
+            raise option_error(TypeError, "serializer", f"serializer: encode raised {err!r}") from err
+        except Exception as err:  # noqa: BLE001 - any failure to encode refuses the event
+            raise option_error(TypeError, "serializer", f"serializer: encode raised {err!r}") from err
+        if not isinstance(payload, str):
+            raise option_error(TypeError, "serializer", f"serializer: encode must return a str, got {type(payload).__name__}")
+        fields = [_PAYLOAD, payload] if key is None else [_KEY, key, _PAYLOAD, payload]
+        loop = asyncio.get_running_loop()
+        done: "asyncio.Future[Receipt]" = loop.create_future()
+        self._submits.append((fields, key, done))
+        if len(self._submits) == 1:
+            loop.call_soon(self._spawn, self._append_all())
+        return await done
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _append_all(self) -> None:
+        """This iteration's submits, in one pipeline: each gets its id or why not."""
+        batch, self._submits = self._submits, []
+        if not batch:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for fields, _, _ in batch:
+            pipe.xadd(self._log, dict(zip(fields[::2], fields[1::2])))
+        try:
+            results = await asyncio.wait_for(pipe.execute(raise_on_error=False), self._timeout)
+        except Exception as err:  # noqa: BLE001 - no answer: each may be stored
+            for _, _, done in batch:
+                if not done.done():
+                    done.set_exception(StoreUnavailableError(self.partner, err, True))
+            return
+        stored = 0
+        for (_, key, done), result in zip(batch, results):
+            if done.done():
+                continue
+            if isinstance(result, BaseException):
+                # Redis answered with an error: not stored.
+                done.set_exception(StoreUnavailableError(self.partner, result, not _is_reply_error(result)))
+            else:
+                stored += 1
+                entry_id = _text(result)
+                done.set_result(Receipt(entry_id, key if key is not None else entry_id))
+        self._stats["submitted"] += stored
+        if stored:
+            self._native.appended()
+            self._tick()
+
+    def is_deliverer(self) -> bool:
+        """Whether this process delivers now (it holds the lease)."""
+        return self._dispatcher is not None
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters of this process (submitted, delivered, dead, removed,
+        store_errors) and its role (deliverer, epoch, held, removing)."""
+        return {**self._stats, "deliverer": self.is_deliverer(), "epoch": self._epoch, "held": self._held, "removing": len(self._removing)}
+
+    def _tick(self) -> None:
+        """Does what is due, then sets the timer for what is next."""
+        if self._closed:
+            return
+        n = self._native
+        n.handle_timeout()
+        self._roles()
+        if not self._lease_out and n.lease_call():
+            self._lease_out = True
+            self._spawn(self._lease_call())
+        self._read_if_due()
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = n.delay()
+        self._timer = None if delay is None else asyncio.get_running_loop().call_later(delay, self._tick)
+
+    async def _lease_call(self) -> None:
+        try:
+            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ms()]), self._timeout)
+        except Exception as err:  # noqa: BLE001 - retried with the core's backoff
+            failed: Optional[BaseException] = err
+        else:
+            failed = None
+        finally:
+            self._lease_out = False
+        if self._closed:
+            return
+        if failed is not None:
+            self._native.lease_failed()
+            self._store_error("lease", failed)
+        elif not self._native.lease_answered(reply):
+            self._store_error("lease", ValueError(f"the lease script answered {reply!r}, which it cannot have"))
+        self._tick()
+
+    def _roles(self) -> None:
+        """A grant starts a dispatcher from the log's start; a loss closes it."""
+        while (change := self._native.poll_event()) is not None:
+            kind, value = change
+            if kind == "lost":
+                d, self._dispatcher = self._dispatcher, None
+                self._epoch = None
+                self._held = 0
+                if d is not None:
+                    # Its sends in flight end (the core starts none until
+                    # they are over); a delivery among them is still removed.
+                    self._spawn(d.aclose())
+                self._emit(OutboxEvent("lost", reason=value))
+            else:
+                self._epoch = value
+                self._cursor = None
+                self._dispatcher = self._spare if self._spare is not None else self._new_dispatcher()
+                self._spare = None
+                self._emit(OutboxEvent("acquired", epoch=value))
+
+    def _new_dispatcher(self) -> Dispatcher[_Entry[M]]:
+        """A dispatcher of the outbox's options whose sends start only while the core says they may."""
+
+        async def send(entry: _Entry[M]) -> Any:
+            return await self._send(entry.event, key=entry.key, epoch=self._epoch)
+
+        def relay(event: RetentionEvent) -> None:
+            if event.kind == "transition":
+                self._emit(OutboxEvent("transition", transition=event.transition))
+
+        d: Dispatcher[_Entry[M]] = Dispatcher(
+            self._name,
+            send,
+            on_event=relay,
+            size=lambda entry: len(entry.payload.encode()),
+            **self._options,
+        )
+        d._may_start = lambda: self._dispatcher is d and self._native.may_send()
+        return d
+
+    def _read_if_due(self) -> None:
+        d = self._dispatcher
+        if d is None or self._epoch is None:
+            return
+        count = self._native.read_due(self._held)
+        if count is not None:
+            self._spawn(self._read(d, self._epoch, count))
+
+    async def _read(self, d: Dispatcher[_Entry[M]], epoch: int, count: int) -> None:
+        low = "-" if self._cursor is None else f"({self._cursor}"
+        try:
+            entries = await asyncio.wait_for(self._redis.xrange(self._log, min=low, max="+", count=count), self._timeout)
+        except Exception as err:  # noqa: BLE001 - read again a poll interval later
+            self._store_error("read", err)
+            if not self._closed:
+                self._native.read_failed(epoch)
+                self._tick()
+            return
+        if self._closed or self._dispatcher is not d or not self._native.read_answered(epoch, len(entries)):
+            return self._tick()
+        for raw_id, raw_fields in entries:
+            entry_id = _text(raw_id)
+            self._cursor = entry_id
+            if entry_id in self._removing:
+                continue
+            fields = {_text(k): _text(v) for k, v in dict(raw_fields).items()}
+            key = fields.get(_KEY, entry_id)
+            try:
+                event = self._serializer.decode(fields[_PAYLOAD])
+            except Exception as err:  # noqa: BLE001 - a payload this process cannot read is a dead letter
+                self._dead_letter(entry_id, fields, key, "undecodable", err)
+                continue
+            self._held += 1
+            delivery = asyncio.ensure_future(d.submit(_Entry(event, key, fields.get(_PAYLOAD, ""))))
+            delivery.add_done_callback(lambda f, i=entry_id, k=key, fs=fields: self._settled(d, f, i, k, fs))
+        self._tick()
+
+    def _settled(self, d: Dispatcher[_Entry[M]], done: "asyncio.Future[None]", entry_id: str, key: str, fields: Dict[str, str]) -> None:
+        if self._dispatcher is d:
+            self._held -= 1
+        error = None if done.cancelled() else done.exception()
+        if done.cancelled() or isinstance(error, DispatcherClosedError):
+            return  # this process stopped delivering: it stays in the log
+        if error is None:
+            self._stats["delivered"] += 1
+            self._remove(entry_id)
+            self._emit(OutboxEvent("delivered", id=entry_id, key=key))
+        elif isinstance(error, DeadLetterError):
+            self._dead_letter(entry_id, fields, key, error.reason, error)
+        self._tick()
+
+    def _remove(self, entry_id: str) -> None:
+        self._removing.add(entry_id)
+        self._removals.append(entry_id)
+        self._flush_soon(0.0)
+
+    def _dead_letter(self, entry_id: str, fields: Dict[str, str], key: str, reason: str, error: BaseException) -> None:
+        self._removing.add(entry_id)
+        self._stats["dead"] += 1
+        self._dead_letters.append((entry_id, fields, reason))
+        self._emit(OutboxEvent("dead", id=entry_id, key=key, reason=reason, error=error))
+        self._flush_soon(0.0)
+
+    def _flush_soon(self, delay: float) -> None:
+        if self._removal_timer is None and not self._closed:
+            self._removal_timer = asyncio.get_running_loop().call_later(delay, self._flush_removals)
+
+    def _flush_removals(self) -> None:
+        self._removal_timer = None
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.ensure_future(self._remove_now())
+
+    async def _remove_now(self) -> None:
+        """Every removal and dead letter due, in one transaction; a failure is retried with the core's backoff."""
+        ids, self._removals = self._removals, []
+        dead, self._dead_letters = self._dead_letters, []
+        if not ids and not dead:
+            return
+        pipe = self._redis.pipeline(transaction=True)
+        for entry_id, fields, reason in dead:
+            pipe.xadd(self._dead, {**fields, _REASON: reason, _ID: entry_id})
+        every = ids + [entry_id for entry_id, _, _ in dead]
+        pipe.xdel(self._log, *every)
+        try:
+            await asyncio.wait_for(pipe.execute(), self._timeout)
+        except Exception as err:  # noqa: BLE001 - retried; the events stay in the log meanwhile
+            self._store_error("remove", err)
+            self._removals = ids + self._removals
+            self._dead_letters = dead + self._dead_letters
+            self._flush_soon(self._native.removal_failed())
+            return
+        self._native.removal_done()
+        self._removing.difference_update(every)
+        self._stats["removed"] += len(every)
+        if self._removals or self._dead_letters:
+            self._flush_soon(0.0)
+
+    def _store_error(self, operation: str, error: BaseException) -> None:
+        """A store call failed: an event (and a count), never only a log line."""
+        self._stats["store_errors"] += 1
+        self._emit(OutboxEvent("store_error", operation=operation, error=error))
+
+    def _emit(self, event: OutboxEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception as err:  # noqa: BLE001 - a raising listener stops nothing
+            log_error("an outbox's on_event raised", err)
+
+    async def aclose(self) -> Dict[str, int]:
+        """Stores this iteration's submits, gives the lease up (another
+        process takes over at once), waits for the sends in flight, and
+        tries the pending removals once more: ``{"unremoved": n}``, events
+        delivered whose removal Redis did not confirm (they stay in the log
+        and will be sent again)."""
+        if self._submits:
+            await self._append_all()
+        if self._closed:
+            return {"unremoved": len(self._removals) + len(self._dead_letters)}
+        self._closed = True
+        for handle in (self._timer, self._removal_timer):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._removal_timer = None
+        d = self._dispatcher
+        held = self._native.release()
+        while self._native.poll_event() is not None:
+            pass
+        self._dispatcher = None
+        if d is not None:
+            await d.aclose()
+        if held:
+            try:
+                await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, 0]), self._timeout)
+            except Exception as err:  # noqa: BLE001 - it lapses by itself after its TTL
+                self._store_error("lease", err)
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        await self._remove_now()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return {"unremoved": len(self._removals) + len(self._dead_letters)}
+
+
+def _is_reply_error(err: BaseException) -> bool:
+    """Whether Redis itself answered the error (then it did not store)."""
+    try:
+        from redis.exceptions import ResponseError
+    except ImportError:  # pragma: no cover - redis-py is what the client is
+        return False
+    return isinstance(err, ResponseError)
+
+
+_WARNED: Set[int] = set()

@@ -1,0 +1,382 @@
+"""``Outbox`` against a real redis-server (issue 24): what ``submit``
+promises (stored, or a typed error: never an acceptance that is not
+stored), delivery in the log's order with removal, dead letters with their
+reason, a Redis down or full, a closed process handing the log over, a
+Redis killed and restarted with AOF, options checked, and one log shared
+with a Node process (Python submits, Node delivers; then the other way).
+Every wait is for the outbox's own word, Redis's or the partner's."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List
+
+import pytest
+import redis.asyncio
+import redis.exceptions
+
+from halfopen import Outbox, OutboxEvent, PersistenceWarning, StoreUnavailableError
+from test_group import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_SENDER = ROOT / "bindings-node" / "test" / "support" / "outbox-sender.js"
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server (make setup-redis)")
+
+FAST: Dict[str, Any] = dict(
+    concurrency_limit=1, timeout=0.2, store_timeout=0.5, poll_interval=0.02, failure_threshold=3, open_timeout=0.1, max_open_timeout=0.1
+)
+
+
+class AofServer:
+    """A redis-server with AOF (``appendfsync always``) in a directory of its own, killed and restarted at will."""
+
+    def __init__(self, *extra: str) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="halfopen-outbox-")
+        self.extra = extra
+        self.process: "subprocess.Popen[bytes] | None" = None
+        self.start()
+
+    def start(self) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
+        args += ["--appendfsync", "always", "--dir", self.dir, *self.extra]
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if b"Ready to accept" in line:
+                break
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def client(self) -> "redis.asyncio.Redis[bytes]":
+        return redis.asyncio.Redis(host="127.0.0.1", port=self.port, socket_timeout=2.0, socket_connect_timeout=0.5)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[AofServer]:
+    s = AofServer()
+    yield s
+    s.kill()
+    shutil.rmtree(s.dir, ignore_errors=True)
+
+
+async def until(check: Callable[[], Any], what: str, limit: float = 30.0) -> None:
+    """Waits for `check()` (the system's own answer); the limit only ends a broken test."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not await _value(check()):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def _value(v: Any) -> Any:
+    return await v if asyncio.iscoroutine(v) else v
+
+
+def log_key(partner: str) -> str:
+    return f"halfopen:outbox:v1:{{{partner}}}:log"
+
+
+def test_options_and_events_are_checked_and_nothing_refused_reaches_redis(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        base: Dict[str, Any] = dict(concurrency_limit=1)
+
+        def wrong(exc: type, option: str, *args: Any, **options: Any) -> None:
+            given = args or (client, "checked", send)
+            with pytest.raises(exc) as e:
+                Outbox(*given, **{**base, **options})
+            assert getattr(e.value, "option", None) == option, e.value
+
+        wrong(TypeError, "redis", object(), "p", send)
+        wrong(ValueError, "partner", client, "a{b", send)
+        wrong(TypeError, "partner", client, 7, send)
+        wrong(TypeError, "send", client, "p", 1)
+        wrong(TypeError, "max_bytes", max_bytes=10)
+        wrong(TypeError, "overflow", overflow="drop_oldest")
+        wrong(TypeError, "timeout", timeout=None)
+        wrong(TypeError, "serializer", serializer=object())
+        wrong(ValueError, "page_size", page_size=11, max_messages=10)
+        wrong(ValueError, "page_size", page_size=0)
+        wrong(TypeError, "page_size", page_size=1.5)
+        wrong(ValueError, "lease", lease=1.0, timeout=1.0)
+        wrong(ValueError, "poll_interval", poll_interval=float("nan"))
+        wrong(ValueError, "poll_interval", poll_interval=0.005)
+        wrong(TypeError, "store_timeout", store_timeout="1")
+        outbox: Outbox[Any] = Outbox(client, "events", send, concurrency_limit=1)
+        for event in (lambda: 1, {1, 2}, b"x", float("nan"), object()):
+            with pytest.raises(TypeError) as e:
+                await outbox.submit(event)
+            assert getattr(e.value, "option", None) == "serializer"
+        for key in ("", 1):
+            with pytest.raises(TypeError) as e:
+                await outbox.submit({}, key=key)  # type: ignore[arg-type]
+            assert getattr(e.value, "option", None) == "key"
+
+        class Bad:
+            @staticmethod
+            def encode(event: Any) -> Any:
+                return 1
+
+            @staticmethod
+            def decode(text: str) -> Any:
+                return text
+
+        with pytest.raises(TypeError):
+            await Outbox(client, "events", send, concurrency_limit=1, serializer=Bad).submit({})
+        assert await outbox.aclose() == {"unremoved": 0}
+        assert await client.exists(log_key("events")) == 0
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_submit_returns_once_stored_and_the_holder_delivers_in_order_and_removes(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        sent: List[Any] = []
+        events: List[OutboxEvent] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            sent.append((event["n"], key, epoch))
+
+        outbox: Outbox[Any] = await Outbox.open(client, "ordered", send, on_event=events.append, **FAST)
+        receipts = await asyncio.gather(*(outbox.submit({"n": n}, key="seven" if n == 7 else None) for n in range(50)))
+        stored = {e[0].decode() for e in await client.xrange(log_key("ordered"))}
+        assert stored <= {r.id for r in receipts}
+        assert receipts[7].key == "seven" and receipts[8].key == receipts[8].id
+        await until(lambda: outbox.stats()["removed"] == 50, "every event removed")
+        epoch = next(e.epoch for e in events if e.kind == "acquired")
+        assert sent == [(n, r.key, epoch) for n, r in enumerate(receipts)]
+        assert [e.id for e in events if e.kind == "delivered"] == [r.id for r in receipts]
+        assert await client.xlen(log_key("ordered")) == 0
+        assert await outbox.aclose() == {"unremoved": 0}
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_an_event_given_up_goes_to_the_dead_letters_and_one_that_cannot_be_read_too(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        events: List[OutboxEvent] = []
+
+        class Refused(Exception):
+            pass
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            if event["bad"]:
+                raise Refused("400")
+
+        outbox: Outbox[Any] = await Outbox.open(client, "dead", send, exclude=Refused, on_event=events.append, **FAST)
+        good, bad = await asyncio.gather(outbox.submit({"bad": False}), outbox.submit({"bad": True}, key="bad-one"))
+        garbled = (await client.xadd(log_key("dead"), {"p": "{not json"})).decode()
+        await until(lambda: outbox.stats()["removed"] == 3, "all three out of the log")
+        dead = [(e.id, e.key, e.reason) for e in events if e.kind == "dead"]
+        assert dead == [(bad.id, "bad-one", "refused"), (garbled, garbled, "undecodable")]
+        letters = [{k.decode(): v.decode() for k, v in f.items()} for _, f in await client.xrange("halfopen:outbox:v1:{dead}:dead")]
+        assert [(f.get("k"), f["r"], f["i"]) for f in letters] == [("bad-one", "refused", bad.id), (None, "undecodable", garbled)]
+        assert json.loads(letters[0]["p"]) == {"bad": True}
+        assert good.id < bad.id
+        await outbox.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_redis_down_or_full_submit_raises_store_unavailable_never_accepts() -> None:
+    full = AofServer("--maxmemory-policy", "noeviction")
+
+    async def main() -> None:
+        client = full.client()
+        admin = full.client()
+
+        async def hang(event: Any, *, key: str, epoch: int) -> None:
+            await asyncio.Event().wait()
+
+        outbox: Outbox[Any] = await Outbox.open(client, "full", hang, **FAST)
+        assert (await outbox.submit({"n": 0})).id
+        for i in range(10):
+            await admin.set(f"filler:{i}", "x" * 100_000)
+        await admin.config_set("maxmemory", "100kb")
+        with pytest.raises(StoreUnavailableError) as e:
+            await outbox.submit({"n": 1})
+        assert e.value.ambiguous is False and e.value.code == "HALFOPEN_STORE_UNAVAILABLE"
+        assert isinstance(e.value.__cause__, redis.exceptions.OutOfMemoryError)
+        await admin.config_set("maxmemory", "0")
+        assert (await outbox.submit({"n": 2})).id
+        full.kill()
+        results = await asyncio.gather(outbox.submit({"n": 3}), outbox.submit({"n": 4}), return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailableError) for r in results), results
+        await outbox.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        full.kill()
+        shutil.rmtree(full.dir, ignore_errors=True)
+
+
+def test_a_closed_process_hands_the_log_over_and_an_aof_restart_keeps_every_accepted_event() -> None:
+    restart = AofServer()
+
+    async def main() -> None:
+        async def down(event: Any, *, key: str, epoch: int) -> None:
+            raise ConnectionError("partner down")
+
+        a: Outbox[Any] = await Outbox.open(restart.client(), "handover", down, **FAST)
+        accepted = [await a.submit({"n": n}) for n in range(100)]
+        await a.aclose()
+        restart.kill()
+        restart.start()
+        got: List[Any] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            got.append((event["n"], key))
+
+        b: Outbox[Any] = await Outbox.open(restart.client(), "handover", send, **FAST)
+        await until(lambda: b.stats()["removed"] == 100, "every event delivered and removed")
+        assert got == [(n, r.key) for n, r in enumerate(accepted)]
+        await b.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        restart.kill()
+        shutil.rmtree(restart.dir, ignore_errors=True)
+
+
+def test_redis_without_aof_is_warned_once_with_the_fix() -> None:
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.PIPE)
+    assert p.stdout is not None
+    for line in p.stdout:
+        if b"Ready to accept" in line:
+            break
+
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=port)
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        with pytest.warns(PersistenceWarning, match="appendonly yes"):
+            first: Outbox[Any] = await Outbox.open(client, "volatile", send, concurrency_limit=1)
+        await first.aclose()
+        await client.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        p.kill()
+        p.wait()
+
+
+class _Partner(http.server.ThreadingHTTPServer):
+    """A partner recording every event it accepts, with who sent it."""
+
+    def __init__(self) -> None:
+        self.delivered: List[Dict[str, Any]] = []
+        self.lock = threading.Lock()
+        partner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                body = self.rfile.read(int(self.headers["content-length"]))
+                with partner.lock:
+                    partner.delivered.append({"key": self.headers["x-key"], "pid": int(self.headers["x-pid"]), "event": json.loads(body)})
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_way(server: AofServer) -> None:
+    partner = _Partner()
+    node = subprocess.Popen(
+        ["node", str(NODE_SENDER), str(server.port), partner.url, "mixed", "0", "stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert node.stdin is not None and node.stdout is not None
+
+    def heard(what: str) -> Dict[str, Any]:
+        assert node.stdout is not None
+        for line in node.stdout:
+            message: Dict[str, Any] = json.loads(line)
+            if message["what"] == what:
+                return message
+        raise AssertionError(f"node ended before saying {what}")
+
+    async def main() -> None:
+        heard("acquired")
+        acquired = asyncio.Event()
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            def post() -> None:
+                request = urllib.request.Request(partner.url, data=json.dumps(event).encode(), headers={"x-key": key, "x-pid": str(os.getpid())})
+                urllib.request.urlopen(request, timeout=5).read()
+
+            await asyncio.to_thread(post)
+
+        def on_event(e: OutboxEvent) -> None:
+            if e.kind == "acquired":
+                acquired.set()
+
+        outbox: Outbox[Any] = await Outbox.open(server.client(), "mixed", send, on_event=on_event, **FAST)
+        receipts = [await outbox.submit({"from": "python", "n": n, "text": "olá 🎉"}) for n in range(300)]
+        # Node holds the lease: it delivers what Python submitted, in order.
+        await until(lambda: len(partner.delivered) >= 300, "Node delivered Python's events")
+        assert [d["event"]["n"] for d in partner.delivered] == list(range(300))
+        assert {d["pid"] for d in partner.delivered} == {node.pid}
+        assert [d["key"] for d in partner.delivered] == [r.key for r in receipts]
+        assert partner.delivered[0]["event"]["text"] == "olá 🎉"
+        # Node closes: Python takes the lease over and delivers from here.
+        assert node.stdin is not None
+        node.stdin.write(json.dumps({"what": "close"}) + "\n")
+        node.stdin.flush()
+        assert heard("closed")["unremoved"] == 0
+        await asyncio.wait_for(acquired.wait(), 30)
+        for n in range(300, 350):
+            await outbox.submit({"from": "python", "n": n})
+        await until(lambda: len(partner.delivered) >= 350, "Python delivered its own events")
+        assert [d["event"]["n"] for d in partner.delivered] == list(range(350))
+        assert {d["pid"] for d in partner.delivered[300:]} == {os.getpid()}
+        await outbox.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        node.kill()
+        node.wait()
+        partner.shutdown()
