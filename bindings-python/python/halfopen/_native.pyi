@@ -253,8 +253,8 @@ class GroupMemoryStore:
 class NativeOutbox:
     """An outbox's deliverer: the core's lease, send, page and removal rules on this process's monotonic clock."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         seed: int,
         send_timeout: float,
         max_messages: Optional[int] = None,
@@ -262,7 +262,7 @@ class NativeOutbox:
         page_size: Optional[int] = None,
         poll_interval: Optional[float] = None,
         store_timeout: Optional[float] = None,
-    ) -> None: ...
+    ) -> "NativeOutbox": ...
     def lease_ms(self) -> int: ...
     def page_size(self) -> int: ...
     def store_timeout(self) -> float: ...

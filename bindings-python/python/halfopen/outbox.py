@@ -26,6 +26,7 @@ one in each worker, after a fork (a forked copy refuses to submit).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import secrets
@@ -86,7 +87,7 @@ class OutboxEvent:
     (``id``, ``key``), ``"dead"`` (``id``, ``key``, ``reason``, ``error``),
     ``"store_error"`` (``operation``: ``lease``, ``read``, ``remove``;
     ``error``; each retried), or ``"transition"`` (``transition``: the
-    breaker's)."""
+    breaker's ``StateChange``)."""
 
     kind: str
     epoch: Optional[int] = None
@@ -370,7 +371,7 @@ class Outbox(Generic[M]):
 
         def relay(event: RetentionEvent) -> None:
             if event.kind == "transition":
-                self._emit(OutboxEvent("transition", transition=event.transition))
+                self._emit(OutboxEvent("transition", transition=event.change))
 
         d: Dispatcher[_Entry[M]] = Dispatcher(
             self._name,
@@ -416,10 +417,10 @@ class Outbox(Generic[M]):
                 continue
             self._held += 1
             delivery = asyncio.ensure_future(d.submit(_Entry(event, key, fields.get(_PAYLOAD, ""))))
-            delivery.add_done_callback(lambda f, i=entry_id, k=key, fs=fields: self._settled(d, f, i, k, fs))
+            delivery.add_done_callback(functools.partial(self._settled, d, entry_id=entry_id, key=key, fields=fields))
         self._tick()
 
-    def _settled(self, d: Dispatcher[_Entry[M]], done: "asyncio.Future[None]", entry_id: str, key: str, fields: Dict[str, str]) -> None:
+    def _settled(self, d: Dispatcher[_Entry[M]], done: "asyncio.Future[None]", *, entry_id: str, key: str, fields: Dict[str, str]) -> None:
         if self._dispatcher is d:
             self._held -= 1
         error = None if done.cancelled() else done.exception()
