@@ -254,8 +254,8 @@ export declare class NativeOutbox {
    * for an invalid option (its field, its problem's code).
    */
   constructor(options: NativeOutboxOptions, now: number)
-  /** The lease's length in ms, as the store is asked for it. */
-  leaseMs(): number
+  /** The lease's TTL in Redis: whole ms, rounded up. */
+  leaseTtlMs(): number
   /** How many events one read takes. */
   pageSize(): number
   /** How long a store call may take, in ms. */
@@ -646,6 +646,9 @@ export interface NativeTransition {
   reason: string
   atMs: number
 }
+
+/** The dead-letter script (Lua). */
+export declare function outboxDeadScript(): string
 
 /** An entry's fields in the streams: key, payload, reason, id. */
 export declare function outboxFields(): Array<string>

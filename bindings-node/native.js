@@ -46,7 +46,7 @@ function load() {
     try {
       const addon = require('./addon.js')
       const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore } = addon
-      const { NativeOutbox, outboxFields, outboxKeys, outboxLeaseScript } = addon
+      const { NativeOutbox, outboxDeadScript, outboxFields, outboxKeys, outboxLeaseScript } = addon
       return {
         NativeBreaker,
         NativeDispatcher,
@@ -56,6 +56,7 @@ function load() {
         groupScript,
         NativeGroupMemoryStore,
         NativeOutbox,
+        outboxDeadScript,
         outboxFields,
         outboxKeys,
         outboxLeaseScript,

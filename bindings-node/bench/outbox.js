@@ -22,20 +22,17 @@ const RUNS = 3
 const EVENTS = 100_000
 const BACKLOG = 1_000_000
 
-if (process.argv[2] === 'submitter') {
-  // A child: submits EVENTS to partner argv[4], then says how long it took.
+/** A child: submits EVENTS to partner argv[4] when told, then says how long it took. */
+async function submitter() {
   const redis = new Redis({ host: '127.0.0.1', port: Number(process.argv[3]) })
   const outbox = new Outbox({ redis, partner: process.argv[4], concurrencyLimit: 1, send: async () => {}, leaseMs: 3_600_000 })
-  ;(async () => {
-    process.send({ what: 'ready' })
-    await new Promise((resolve) => process.once('message', resolve))
-    const started = performance.now()
-    await submitAll(outbox, EVENTS)
-    process.send({ what: 'done', ms: performance.now() - started })
-    await outbox.close()
-    redis.disconnect()
-  })()
-  return
+  process.send({ what: 'ready' })
+  await new Promise((resolve) => process.once('message', resolve))
+  const started = performance.now()
+  await submitAll(outbox, EVENTS)
+  process.send({ what: 'done', ms: performance.now() - started })
+  await outbox.close()
+  redis.disconnect()
 }
 
 async function freePort() {
@@ -150,4 +147,5 @@ async function main() {
   for (const [what, figure] of rows) console.log(`| ${what} | ${figure} |`)
 }
 
-main()
+if (process.argv[2] === 'submitter') submitter()
+else main()

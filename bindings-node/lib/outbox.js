@@ -20,17 +20,20 @@
 //   lost the lease are over before another starts. With `concurrencyLimit`
 //   1, events are delivered in the log's order.
 
-const { NativeOutbox, outboxFields, outboxKeys, outboxLeaseScript } = require('../native.js')
+const { NativeOutbox, outboxDeadScript, outboxFields, outboxKeys, outboxLeaseScript } = require('../native.js')
 const { Dispatcher } = require('./dispatcher.js')
 const { DeadLetterError, StoreUnavailableError, fromNative, typeError, warnCallback } = require('./errors.js')
+const { publish } = require('./events.js')
 const { checkName } = require('./options.js')
 const { EventEmitter, emitWarning, performance, randomHex64 } = require('./platform.js')
 
-/** The ioredis command each client gets, defined once per client. */
+/** The ioredis commands each client gets, defined once per client. */
 const LEASE = 'halfopenOutboxLease'
+const DEAD = 'halfopenOutboxDead'
 const DEFINED = new WeakSet()
 
-const [FIELD_KEY, FIELD_PAYLOAD, FIELD_REASON, FIELD_ID] = typeof outboxFields === 'function' ? outboxFields() : []
+// (The reason and id fields of a dead letter are the dead-letter script's to write.)
+const [FIELD_KEY, FIELD_PAYLOAD] = typeof outboxFields === 'function' ? outboxFields() : []
 
 /** The outbox's own options (the rest are the dispatcher's). */
 const OWN = { redis: true, partner: true, serializer: true, leaseMs: true, pageSize: true, pollIntervalMs: true, storeTimeoutMs: true }
@@ -41,17 +44,38 @@ const REFUSED = {
   overflow: 'absent: an Outbox never drops an event it accepted',
 }
 
-/** An event's JSON text; a value JSON does not write as itself is a TypeError. */
+/** Why JSON would not write `holder[key]` as itself, or null. */
+function notJson(holder, key) {
+  const original = holder[key]
+  if (original === undefined) return 'undefined'
+  if (typeof original === 'function' || typeof original === 'symbol') return `a ${typeof original}`
+  if (typeof original === 'number' && !Number.isFinite(original)) return String(original)
+  if (original !== null && typeof original === 'object') {
+    const proto = Object.getPrototypeOf(original)
+    if (!Array.isArray(original) && proto !== Object.prototype && proto !== null) return `a ${original.constructor?.name ?? 'class instance'}`
+  }
+  return null
+}
+
+/**
+ * An event's JSON text, which reads back as the same event: a value JSON
+ * would change or drop (undefined, a function, a Symbol, NaN, a Map, a
+ * Date, any class instance, a cycle, a BigInt), at any depth, is a TypeError.
+ */
 function encodeJson(event) {
   let text
   let cause
+  let why = null
   try {
-    if (!(event instanceof Map || event instanceof Set || event instanceof Promise || typeof event === 'bigint')) text = JSON.stringify(event)
+    text = JSON.stringify(event, function check(key, value) {
+      if (why === null) why = notJson(this, key)
+      return value
+    })
   } catch (err) {
     cause = err
   }
-  if (typeof text !== 'string') {
-    const err = new TypeError(`serializer: the event (${typeof event}) has no JSON form; give a serializer { encode, decode }`)
+  if (why !== null || typeof text !== 'string') {
+    const err = new TypeError(`serializer: the event holds ${why ?? 'what JSON cannot write'}, which JSON would not give back; give a serializer { encode, decode }`)
     err.option = 'serializer'
     if (cause !== undefined) err.cause = cause
     throw err
@@ -127,13 +151,12 @@ class Outbox extends EventEmitter {
     }
     for (const key of ['leaseMs', 'pageSize', 'pollIntervalMs', 'storeTimeoutMs']) {
       const value = native[key]
-      if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (key === 'pageSize' && !Number.isInteger(value)))) {
-        throw typeof value === 'number'
-          ? Object.assign(new RangeError(`option ${key} must be a finite number from 0${key === 'pageSize' ? ', whole' : ''}, got ${value}`), {
-              option: key,
-              problem: Number.isFinite(value) ? 'out_of_range' : 'not_finite',
-            })
-          : typeError(key, 'a number', value)
+      if (value === undefined) continue
+      if (typeof value !== 'number') throw typeError(key, 'a number', value)
+      const whole = key === 'pageSize'
+      if (!Number.isFinite(value) || value < 0 || (whole && (!Number.isInteger(value) || value > 2 ** 32 - 1))) {
+        const problem = !Number.isFinite(value) ? 'not_finite' : whole && value > 2 ** 32 - 1 ? 'too_large' : 'out_of_range'
+        throw Object.assign(new RangeError(`option ${key} must be a finite number from 0${whole ? ', whole' : ''}, got ${value}`), { option: key, problem })
       }
     }
     try {
@@ -150,6 +173,7 @@ class Outbox extends EventEmitter {
     }
     if (!DEFINED.has(redis)) {
       redis.defineCommand(LEASE, { numberOfKeys: 2, lua: outboxLeaseScript() })
+      redis.defineCommand(DEAD, { numberOfKeys: 2, lua: outboxDeadScript() })
       DEFINED.add(redis)
     }
     this.partner = partner
@@ -170,11 +194,14 @@ class Outbox extends EventEmitter {
     this._deadLetters = [] // { id, fields, reason }
     this._removalTimer = null
     this._removalAt = 0
-    this._flushing = null // the removal transaction out
-    this._leaseOut = false
+    this._flushing = null // the removals out
+    this._leaseOut = null // the lease call out
+    this._appending = new Set() // the submit pipelines out
+    this._retired = new Set() // dispatchers of earlier grants, closing: their sends in flight end
     this._timer = null
     this._closed = false
     this._closing = null
+    this._queue = null // events (lib/events.js)
     this._stats = { submitted: 0, delivered: 0, dead: 0, removed: 0, storeErrors: 0 }
     // Started after this turn: listeners added now hear the first grant.
     if (deferred !== DEFERRED) setImmediate(() => this._tick())
@@ -204,7 +231,7 @@ class Outbox extends EventEmitter {
     if (!on && !WARNED.has(this._redis)) {
       WARNED.add(this._redis)
       const warning = new Error(
-        `halfopen: Outbox[${this.partner}]: Redis runs without AOF (appendonly no): a Redis restart loses the events accepted since its last RDB snapshot. Run it with --appendonly yes (appendfsync everysec loses at most a second; always, nothing).`,
+        `halfopen: Outbox[${this.partner}]: Redis runs without AOF (appendonly no): a Redis restart loses the events accepted since its last RDB snapshot, and the lease (until the old holder's runs out, two processes may deliver; epochs start again). Run it with --appendonly yes (appendfsync everysec loses at most a second; always, nothing).`,
       )
       warning.name = 'HalfopenPersistenceWarning'
       warning.code = 'HALFOPEN_NOT_DURABLE'
@@ -234,8 +261,15 @@ class Outbox extends EventEmitter {
     const fields = key === undefined ? [FIELD_PAYLOAD, payload] : [FIELD_KEY, key, FIELD_PAYLOAD, payload]
     return new Promise((resolve, reject) => {
       this._submits.push({ fields, key, resolve, reject })
-      if (this._submits.length === 1) setImmediate(() => this._appendAll())
+      if (this._submits.length === 1) setImmediate(() => this._track(this._appending, this._appendAll()))
     })
+  }
+
+  /** Keeps `promise` in `set` until it settles (what `close()` waits for). */
+  _track(set, promise) {
+    set.add(promise)
+    promise.finally(() => set.delete(promise))
+    return promise
   }
 
   /** This turn's submits, in one pipeline: each fulfils with its id or rejects with why. */
@@ -291,7 +325,7 @@ class Outbox extends EventEmitter {
     const n = this._native
     n.handleTimeout(now())
     this._roles()
-    if (!this._leaseOut && n.leaseCall(now()) !== null) this._leaseCall()
+    if (this._leaseOut === null && n.leaseCall(now()) !== null) this._leaseOut = this._leaseCall()
     this._readIfDue()
     this._schedule()
   }
@@ -307,20 +341,16 @@ class Outbox extends EventEmitter {
     }, Math.min(Math.max(0, at - now()), 2 ** 31 - 1))
   }
 
-  /** One lease call (to take or renew it), with the store timeout. */
+  /** One lease call (to take or renew it), with the store timeout; its answer applies even while closing (a grant is then given back). */
   async _leaseCall() {
-    this._leaseOut = true
     let reply
     let failed = false
     try {
-      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseMs())), this._timeoutMs)
+      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs())), this._timeoutMs)
     } catch (err) {
       failed = true
       this._storeError('lease', err)
-    } finally {
-      this._leaseOut = false
     }
-    if (this._closed) return
     const n = this._native
     if (failed) n.leaseFailed(now())
     else {
@@ -332,6 +362,7 @@ class Outbox extends EventEmitter {
       }
       if (!fits) this._storeError('lease', new Error('the lease script answered something it cannot have'))
     }
+    this._leaseOut = null
     this._tick()
   }
 
@@ -345,7 +376,7 @@ class Outbox extends EventEmitter {
         this._held = 0
         // Its sends in flight end (the core starts none until they are
         // over); a delivery among them is still removed from the log.
-        if (d !== null) d.close().catch((err) => warnCallback(err, `the outbox '${this.partner}', closing its dispatcher`))
+        if (d !== null) this._track(this._retired, d.close().catch((err) => warnCallback(err, `the outbox '${this.partner}', closing its dispatcher`)))
         this._emit('lost', { reason: e.reason })
       } else {
         this._epoch = e.epoch
@@ -357,12 +388,17 @@ class Outbox extends EventEmitter {
     }
   }
 
-  /** A dispatcher of the outbox's options, whose sends start only while the core says they may. */
+  /**
+   * A dispatcher of the outbox's options, whose sends start only while the
+   * core says they may. Its messages are `{ event, payload }`: their size is
+   * the payload's (whatever the event is).
+   */
   _newDispatcher() {
     const userSend = this._dispatcherOptions.send
     const d = new Dispatcher({
       ...this._dispatcherOptions,
-      send: (event, { signal, key }) => userSend(event, { signal, key, epoch: this._epoch }),
+      size: (entry) => Buffer.byteLength(entry.payload),
+      send: (entry, { signal, key }) => userSend(entry.event, { signal, key, epoch: this._epoch }),
     })
     d._mayStart = () => this._dispatcher === d && this._native.maySend(now())
     for (const name of ['open', 'close', 'halfOpen', 'stateChange']) d.on(name, (payload) => this._emit(name, payload))
@@ -404,7 +440,7 @@ class Outbox extends EventEmitter {
       }
       let delivery
       try {
-        delivery = d.submit(event, { key })
+        delivery = d.submit({ event, payload: fields[FIELD_PAYLOAD] }, { key })
       } catch (err) {
         this._deadLetter(id, fields, key, 'refused', err)
         continue
@@ -444,13 +480,14 @@ class Outbox extends EventEmitter {
     this._flushRemovalsSoon()
   }
 
+  /** Removals and dead letters at the next turn (or when their retry is due); closing, `close()` does the last ones. */
   _flushRemovalsSoon() {
-    if (this._removalTimer !== null) return
+    if (this._removalTimer !== null || this._closed) return
     const delay = Math.max(0, this._removalAt - now())
     this._removalTimer = delay === 0 ? setImmediate(() => this._flushRemovals()) : setTimeout(() => this._flushRemovals(), delay)
   }
 
-  /** Every removal and dead letter due, in one transaction; a failure is retried with the core's backoff. */
+  /** Every removal and dead letter due; what fails is retried with the core's backoff. */
   _flushRemovals() {
     this._removalTimer = null
     const flush = this._removeNow()
@@ -460,35 +497,58 @@ class Outbox extends EventEmitter {
     })
   }
 
+  /**
+   * One `XDEL` of the delivered events (a plain command: Redis at
+   * `maxmemory` still takes it) and one dead-letter script call each (it
+   * moves an event once, however often it is retried).
+   */
   async _removeNow() {
     const ids = this._removals
     const dead = this._deadLetters
     if (ids.length === 0 && dead.length === 0) return
     this._removals = []
     this._deadLetters = []
-    const multi = this._redis.multi()
-    for (const { id, fields, reason } of dead) {
-      multi.xadd(this._dead, '*', ...Object.entries(fields).flat(), FIELD_REASON, reason, FIELD_ID, id)
-    }
-    const all = ids.concat(dead.map((d) => d.id))
-    multi.xdel(this._log, ...all)
+    const pipeline = this._redis.pipeline()
+    if (ids.length > 0) pipeline.xdel(this._log, ...ids)
+    for (const { id, fields, reason } of dead) pipeline[DEAD](this._log, this._dead, id, reason, ...Object.entries(fields).flat())
+    let results
     try {
-      const results = await timed(multi.exec(), this._timeoutMs)
-      const failed = Array.isArray(results) ? results.find(([err]) => err !== null) : [new Error('the transaction was discarded')]
-      if (failed !== undefined) throw failed[0]
+      results = await timed(pipeline.exec(), this._timeoutMs)
+      if (!Array.isArray(results)) throw new Error('the pipeline was discarded')
     } catch (err) {
-      this._storeError('remove', err)
-      this._removals = ids.concat(this._removals)
-      this._deadLetters = dead.concat(this._deadLetters)
-      this._removalAt = this._native.removalFailed(now())
-      if (!this._closed) this._flushRemovalsSoon()
-      return
+      results = [[err], ...dead.map(() => [err])]
+      if (ids.length === 0) results.shift()
     }
-    this._native.removalDone()
-    this._removalAt = 0
-    for (const id of all) this._removing.delete(id)
-    this._stats.removed += all.length
-    if (this._removals.length > 0 || this._deadLetters.length > 0) this._flushRemovalsSoon()
+    let i = 0
+    let failed = null
+    if (ids.length > 0) {
+      const [err] = results[i++] ?? [new Error('no reply')]
+      if (err) {
+        failed = err
+        this._removals = ids.concat(this._removals)
+      } else this._removed(ids)
+    }
+    for (const letter of dead) {
+      const [err] = results[i++] ?? [new Error('no reply')]
+      if (err) {
+        failed = err
+        this._deadLetters.push(letter)
+      } else this._removed([letter.id])
+    }
+    if (failed !== null) {
+      this._storeError('remove', failed)
+      this._removalAt = this._native.removalFailed(now())
+    } else {
+      this._native.removalDone()
+      this._removalAt = 0
+    }
+    if (!this._closed && (this._removals.length > 0 || this._deadLetters.length > 0)) this._flushRemovalsSoon()
+  }
+
+  /** Redis confirmed these ids are out of the log. */
+  _removed(ids) {
+    for (const id of ids) this._removing.delete(id)
+    this._stats.removed += ids.length
   }
 
   /** A store call failed: said as a 'storeError' event (and counted), never only a warning. */
@@ -497,13 +557,9 @@ class Outbox extends EventEmitter {
     this._emit('storeError', { operation, error })
   }
 
-  /** Emits `name`; a throwing listener is a warning, never a stop. */
+  /** Emits `name` to each listener in turn; one that throws (or rejects) is a warning, never a stop. */
   _emit(name, payload) {
-    try {
-      this.emit(name, payload)
-    } catch (err) {
-      warnCallback(err, `a '${name}' listener of the outbox '${this.partner}'`)
-    }
+    publish(this, name, payload)
   }
 
   /**
@@ -516,14 +572,20 @@ class Outbox extends EventEmitter {
   async close() {
     if (this._closing !== null) return this._closing
     this._closing = (async () => {
-      if (this._submits.length > 0) await this._appendAll()
+      await this._appendAll()
+      await Promise.all(this._appending)
       this._closed = true
       if (this._timer !== null) clearTimeout(this._timer)
       this._timer = null
+      // A lease call out: its answer applies first (a grant is given back below).
+      while (this._leaseOut !== null) await this._leaseOut
       const d = this._dispatcher
       const held = this._native.release(now())
       this._roles()
+      // Every send this process started, under any grant, is over before
+      // another process may hold the lease.
       if (d !== null) await d.close()
+      await Promise.all(this._retired)
       if (held) {
         try {
           await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0'), this._timeoutMs)
@@ -537,7 +599,7 @@ class Outbox extends EventEmitter {
         clearImmediate(this._removalTimer)
         this._removalTimer = null
       }
-      // The transaction out first: its events come back to the lists if it fails.
+      // The removals out first: what fails comes back to the lists.
       if (this._flushing !== null) await this._flushing
       await this._flushRemovals()
       return { unremoved: this._removals.length + this._deadLetters.length }

@@ -28,6 +28,6 @@ pub use error::PlainError;
 pub use group::{NativeGroupOptions, group_keys, group_script};
 pub use options::NativeOptions;
 #[cfg(feature = "node")]
-pub use outbox::{NativeOutbox, outbox_fields, outbox_keys, outbox_lease_script};
+pub use outbox::{NativeOutbox, outbox_dead_script, outbox_fields, outbox_keys, outbox_lease_script};
 pub use registry::{NativeRefusal, NativeRegistry};
 pub use wire::{WireCodes, wire_codes};

@@ -62,10 +62,10 @@ impl NativeOutbox {
         Ok(NativeOutbox { deliverer })
     }
 
-    /// The lease's length in ms, as the store is asked for it.
+    /// The lease's TTL in Redis: whole ms, rounded up.
     #[napi]
-    pub fn lease_ms(&self) -> f64 {
-        ms(self.deliverer.lease())
+    pub fn lease_ttl_ms(&self) -> f64 {
+        redis::lease_ttl_ms(self.deliverer.lease()) as f64
     }
 
     /// How many events one read takes.
@@ -198,6 +198,12 @@ impl NativeOutbox {
 #[napi]
 pub fn outbox_lease_script() -> String {
     redis::LEASE_SCRIPT.into()
+}
+
+/// The dead-letter script (Lua).
+#[napi]
+pub fn outbox_dead_script() -> String {
+    redis::DEAD_SCRIPT.into()
 }
 
 /// Partner `partner`'s keys: the log, the dead letters, the lease and its

@@ -214,3 +214,152 @@ test('a process that closes hands the log over: the next delivers what is left, 
     redisServer.kill('SIGKILL')
   }
 })
+
+// Regressions from the hostile review (issue 24).
+
+test('lease, send and store timeouts in fractions of a millisecond still deliver (the lease is whole ms in Redis, rounded up)', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const sent = []
+  const outbox = await Outbox.open({ redis, partner: 'fractions', concurrencyLimit: 1, timeoutMs: 250.3, storeTimeoutMs: 333.3, leaseMs: 3000.5, send: async (e) => sent.push(e.n) })
+  await outbox.submit({ n: 1 })
+  await until(() => outbox.stats().removed === 1)
+  assert.deepEqual(sent, [1])
+  assert.equal(outbox.stats().storeErrors, 0)
+  assert.equal(await redis.pttl('halfopen:outbox:v1:{fractions}:epoch'), -1, 'the epoch counter is kept: epochs only grow')
+  await outbox.close()
+})
+
+test('close waits for the sends of every grant: a successor never sends while one of them runs', { timeout: 60_000 }, async () => {
+  const [ra, rb, admin] = [await client(), await client(), await client()]
+  const running = new Set()
+  const overlaps = []
+  const sender = (name, ms) => async (event) => {
+    for (const other of running) if (!other.startsWith(name)) overlaps.push(`${name}:${event.n} started while ${other} ran`)
+    running.add(`${name}:${event.n}`)
+    await new Promise((resolve) => setTimeout(resolve, ms))
+    running.delete(`${name}:${event.n}`)
+  }
+  const a = await Outbox.open({ redis: ra, partner: 'regrant', concurrencyLimit: 1, timeoutMs: 600, storeTimeoutMs: 200, pollIntervalMs: 20, send: sender('A', 550) })
+  await until(() => a.isDeliverer())
+  for (let n = 1; n <= 8; n++) await a.submit({ n })
+  await until(() => running.size > 0)
+  // Redis takes no writes for a while (a failover, a slow fsync): A's
+  // renewals fail and it stops at its lease's stop, a send in flight.
+  const lost = once(a, 'lost')
+  await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
+  const [{ reason }] = await lost
+  assert.equal(reason, 'expired')
+  assert.ok(running.size > 0, 'a send of the lost grant runs on')
+  const again = once(a, 'acquired')
+  await admin.call('CLIENT', 'UNPAUSE')
+  await again
+  const b = await Outbox.open({ redis: rb, partner: 'regrant', concurrencyLimit: 1, timeoutMs: 100, storeTimeoutMs: 100, pollIntervalMs: 20, send: sender('B', 5) })
+  await a.close()
+  assert.equal(running.size, 0, 'close resolved after every send it started')
+  await until(() => b.stats().removed > 0 && running.size === 0)
+  assert.deepEqual(overlaps, [])
+  await b.close()
+})
+
+test('a full Redis (maxmemory, noeviction) is drained by its holder: the lease and the removals still go through', { timeout: 30_000 }, async () => {
+  const fullPort = await freePort()
+  const full = await startRedis(fullPort, ['--maxmemory-policy', 'noeviction', '--appendonly', 'yes', '--dir', dir])
+  try {
+    const admin = await client(fullPort)
+    let up = false
+    const outbox = await Outbox.open({
+      redis: await client(fullPort),
+      partner: 'drained',
+      ...FAST,
+      send: async () => {
+        if (!up) throw new Error('partner down')
+      },
+    })
+    for (let n = 0; n < 200; n++) await outbox.submit({ n })
+    for (let i = 0; i < 10; i++) await admin.set(`filler:${i}`, 'x'.repeat(100_000))
+    await admin.config('SET', 'maxmemory', '100kb')
+    await assert.rejects(outbox.submit({ n: 200 }), (e) => e instanceof StoreUnavailableError && !e.ambiguous)
+    up = true
+    await until(() => outbox.stats().removed === 200)
+    assert.equal(await admin.xlen(logKey('drained')), 0)
+    assert.ok(outbox.isDeliverer(), 'it kept its lease, renewed at maxmemory')
+    await outbox.close()
+  } finally {
+    full.kill('SIGKILL')
+  }
+})
+
+test('a lease granted while closing is given back: the next process delivers at once', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const a = await Outbox.open({ redis, partner: 'brief', ...FAST, send: async () => {} })
+  await new Promise((resolve) => setImmediate(resolve))
+  await a.close()
+  assert.equal(await redis.exists('halfopen:outbox:v1:{brief}:lease'), 0)
+  const b = await Outbox.open({ redis, partner: 'brief', ...FAST, send: async () => {} })
+  await once(b, 'acquired')
+  await b.close()
+})
+
+test('listeners: one that throws or rejects is a warning; the others still hear, the event is still removed', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const warnings = []
+  const onWarning = (w) => warnings.push(w.code)
+  process.on('warning', onWarning)
+  try {
+    const outbox = await Outbox.open({ redis, partner: 'listeners', ...FAST, send: async () => {} })
+    let second = 0
+    outbox.on('delivered', () => {
+      throw new Error('listener bug')
+    })
+    outbox.on('delivered', async () => {
+      throw new Error('async listener bug')
+    })
+    outbox.on('delivered', () => second++)
+    await outbox.submit({ n: 1 })
+    await until(() => outbox.stats().removed === 1 && warnings.length >= 2)
+    assert.equal(second, 1)
+    assert.deepEqual(warnings, ['HALFOPEN_CALLBACK_ERROR', 'HALFOPEN_CALLBACK_ERROR'])
+    await outbox.close()
+  } finally {
+    process.off('warning', onWarning)
+  }
+})
+
+test('a serializer for values JSON cannot hold: events go through as themselves; the default refuses them at any depth', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const got = []
+  const serializer = { encode: (m) => JSON.stringify([...m]), decode: (text) => new Map(JSON.parse(text)) }
+  const outbox = await Outbox.open({ redis, partner: 'maps', ...FAST, serializer, send: async (m) => got.push(m) })
+  await outbox.submit(new Map([['a', 1]]))
+  await until(() => outbox.stats().removed === 1)
+  assert.ok(got[0] instanceof Map && got[0].get('a') === 1)
+  assert.equal(outbox.stats().dead, 0)
+  await outbox.close()
+  const plain = new Outbox({ redis, partner: 'maps', concurrencyLimit: 1, send: async () => {} })
+  for (const event of [{ at: new Date() }, { n: Number.NaN }, { u: undefined }, [undefined], { nested: { m: new Map() } }, { f: () => 1 }]) {
+    assert.throws(() => plain.submit(event), (e) => e instanceof TypeError && e.option === 'serializer')
+  }
+  assert.throws(() => new Outbox({ redis, partner: 'x', concurrencyLimit: 1, send: async () => {}, pageSize: 2 ** 32 + 5 }), (e) => e.option === 'pageSize' && e.problem === 'too_large')
+  assert.throws(() => new Outbox({ redis, partner: 'x', concurrencyLimit: 1, send: async () => {}, storeTimeoutMs: 0.5 }), (e) => e.option === 'storeTimeoutMs' && e.problem === 'too_small')
+  await plain.close()
+})
+
+test('a dead letter retried after a late answer is written once; close waits for a pipeline already sent', { timeout: 30_000 }, async () => {
+  const [redis, admin] = [await client(), await client()]
+  const refused = new Error('400')
+  const outbox = await Outbox.open({ redis, partner: 'once', ...FAST, storeTimeoutMs: 200, isFailure: (e) => e !== refused, send: async () => Promise.reject(refused) })
+  await once(outbox, 'acquired')
+  const dead = once(outbox, 'dead')
+  await outbox.submit({ n: 1 })
+  await dead
+  // Its move to the dead letters answered late (writes paused past the store timeout), then retried.
+  await admin.call('CLIENT', 'PAUSE', '500', 'WRITE')
+  await until(() => outbox.stats().removed === 1)
+  assert.equal(await admin.xlen(deadKey('once')), 1)
+  let settled = false
+  const late = outbox.submit({ n: 2 }).finally(() => (settled = true))
+  await new Promise((resolve) => setImmediate(resolve))
+  await outbox.close()
+  assert.ok(settled, 'the submit out settled before close resolved')
+  await late.catch(() => {})
+})

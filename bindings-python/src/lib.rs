@@ -38,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(outbox::_outbox_lease_script, m)?,
         wrap_pyfunction!(outbox::_outbox_keys, m)?,
+        wrap_pyfunction!(outbox::_outbox_dead_script, m)?,
         wrap_pyfunction!(outbox::_outbox_fields, m)?,
         wrap_pyfunction!(group::_group_script, m)?,
         wrap_pyfunction!(group::_group_keys, m)?,

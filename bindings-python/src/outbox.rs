@@ -49,20 +49,22 @@ impl NativeOutbox {
             store_timeout: period(py, "store_timeout", store_timeout)?.unwrap_or(defaults.store_timeout),
             ..defaults
         };
-        let names = |field: &str| match field {
-            "page" => "page_size",
-            "send_timeout" => "timeout",
-            other => other,
-        }
-        .to_owned();
+        let names = |field: &str| {
+            match field {
+                "page" => "page_size",
+                "send_timeout" => "timeout",
+                other => other,
+            }
+            .to_owned()
+        };
         let deliverer = Deliverer::new(c, max_messages, seed, monotonic())
             .map_err(|e| config_error(py, &names(e.field.name()), e.problem))?;
         Ok(NativeOutbox { deliverer })
     }
 
-    /// The lease's length in ms, as the store is asked for it.
-    fn lease_ms(&self) -> u64 {
-        self.deliverer.lease().as_millis().max(1)
+    /// The lease's TTL in Redis: whole ms, rounded up.
+    fn lease_ttl_ms(&self) -> u64 {
+        redis::lease_ttl_ms(self.deliverer.lease())
     }
 
     /// How many events one read takes.
@@ -115,8 +117,12 @@ impl NativeOutbox {
     /// The next change of role: `("acquired", epoch)` or `("lost", reason)`.
     fn poll_event(&mut self, py: Python<'_>) -> Option<(&'static str, Py<PyAny>)> {
         self.deliverer.poll_event().map(|e| match e {
-            OutboxEvent::Acquired { epoch } => ("acquired", epoch.into_pyobject(py).map(|o| o.into_any().unbind()).unwrap_or_else(|_| py.None())),
-            OutboxEvent::Lost { reason } => ("lost", reason.code().into_pyobject(py).map(|o| o.into_any().unbind()).unwrap_or_else(|_| py.None())),
+            OutboxEvent::Acquired { epoch } => {
+                ("acquired", epoch.into_pyobject(py).map(|o| o.into_any().unbind()).unwrap_or_else(|_| py.None()))
+            }
+            OutboxEvent::Lost { reason } => {
+                ("lost", reason.code().into_pyobject(py).map(|o| o.into_any().unbind()).unwrap_or_else(|_| py.None()))
+            }
         })
     }
 
@@ -171,6 +177,12 @@ impl NativeOutbox {
 #[pyfunction]
 pub(crate) fn _outbox_lease_script() -> &'static str {
     redis::LEASE_SCRIPT
+}
+
+/// The dead-letter script (Lua).
+#[pyfunction]
+pub(crate) fn _outbox_dead_script() -> &'static str {
+    redis::DEAD_SCRIPT
 }
 
 /// Partner `partner`'s keys: the log, the dead letters, the lease and its

@@ -380,3 +380,25 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
         node.kill()
         node.wait()
         partner.shutdown()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_copy_refuses_to_submit(server: AofServer) -> None:
+    async def send(event: Any, *, key: str, epoch: int) -> None:
+        pass
+
+    async def made() -> "Outbox[Any]":
+        return Outbox(server.client(), "forked", send, concurrency_limit=1)
+
+    outbox = asyncio.run(made())
+    pid = os.fork()
+    if pid == 0:  # the child: its copy (and its lease, if it held one) is not its own
+        try:
+            asyncio.run(outbox.submit({"n": 1}))
+        except RuntimeError as err:
+            os._exit(0 if "after the fork" in str(err) else 2)
+        except BaseException:  # noqa: BLE001
+            os._exit(3)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

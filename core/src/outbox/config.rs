@@ -56,6 +56,9 @@ pub const MAX_OUTBOX_PERIOD: Duration = Duration::from_secs(3_600);
 /// The shortest poll interval (10 ms): more often hammers the store.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The shortest store timeout (1 ms): no store call answers sooner.
+pub const MIN_STORE_TIMEOUT: Duration = Duration::from_millis(1);
+
 /// The largest page (10,000 events read in one store call).
 pub const MAX_PAGE: u32 = 10_000;
 
@@ -115,6 +118,9 @@ impl OutboxConfig {
         }
         if self.poll_interval < MIN_POLL_INTERVAL {
             return wrong(OutboxField::PollInterval, Problem::TooSmall);
+        }
+        if self.store_timeout < MIN_STORE_TIMEOUT {
+            return wrong(OutboxField::StoreTimeout, Problem::TooSmall);
         }
         if self.lease.is_some_and(|l| l < super::policy::shortest_lease(self)) {
             return wrong(OutboxField::Lease, Problem::TooSmall);

@@ -32,7 +32,8 @@ pub(crate) mod policy;
 pub mod redis;
 
 pub use config::{
-    DEFAULT_PAGE, MAX_OUTBOX_PERIOD, MAX_PAGE, MIN_POLL_INTERVAL, OutboxConfig, OutboxConfigError, OutboxField,
+    DEFAULT_PAGE, MAX_OUTBOX_PERIOD, MAX_PAGE, MIN_POLL_INTERVAL, MIN_STORE_TIMEOUT, OutboxConfig, OutboxConfigError,
+    OutboxField,
 };
 
 use crate::time::{Duration, Instant};

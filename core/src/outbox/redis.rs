@@ -8,9 +8,14 @@
 //!   delivered or dead. It has no TTL: it is the durable log, kept as long
 //!   as it holds an event.
 //! - `…:dead`, a Stream of the events given up: the same fields, plus
-//!   [`FIELD_REASON`] and [`FIELD_ID`] (its id in the log); written with the
-//!   removal from the log in one transaction.
-//! - `…:lease` and `…:epoch`: the lease (`lease.lua`).
+//!   [`FIELD_REASON`] and [`FIELD_ID`] (its id in the log); moved from the
+//!   log by one script (`dead.lua`), once however often it is retried.
+//! - `…:lease` and `…:epoch`: the lease (`lease.lua`); the epoch counter
+//!   is kept (epochs only grow).
+//!
+//! Removal is a plain `XDEL`: Redis at `maxmemory` (noeviction) refuses a
+//! transaction but not a deletion, so a full Redis can still be drained.
+//! Both scripts are flagged `allow-oom` for the same reason (Redis 7).
 //!
 //! `{partner}` is the hash tag: one outbox's keys are in one Redis Cluster
 //! slot (a transaction may write two of them).
@@ -21,8 +26,11 @@ use alloc::string::{String, ToString};
 use crate::group::redis::BadName;
 use crate::time::Duration;
 
-/// The lease script, for Redis `EVAL` / `EVALSHA`.
+/// The lease script, for Redis `EVAL` / `EVALSHA` (Redis 7: its flags).
 pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
+
+/// The dead-letter script (Redis 7).
+pub const DEAD_SCRIPT: &str = include_str!("dead.lua");
 
 /// An event's field: its idempotency key.
 pub const FIELD_KEY: &str = "k";
@@ -58,11 +66,16 @@ pub fn keys(partner: &str) -> Result<OutboxKeys, BadName> {
 }
 
 /// The lease script's arguments: `token`, then the lease's length in
-/// milliseconds (`None`: give it up).
+/// whole milliseconds, rounded up (Redis's TTL never ends before the lease
+/// the holder counts; `None`: give it up, "0").
 pub fn lease_args(token: &str, lease: Option<Duration>) -> [String; 2] {
-    // A lease of less than a millisecond is refused by validation (at
-    // least a poll interval, 10 ms): a grant is never "0", which releases.
-    [token.to_string(), lease.map_or(0, |l| l.as_millis().max(1)).to_string()]
+    [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string()]
+}
+
+/// The lease's TTL in Redis: whole milliseconds, rounded up, at least 1
+/// ("0" releases).
+pub fn lease_ttl_ms(lease: Duration) -> u64 {
+    lease.as_micros().div_ceil(1000).max(1)
 }
 
 /// A lease script reply that it cannot have given.
@@ -93,6 +106,12 @@ mod tests {
     }
 
     #[test]
+    fn the_dead_letter_script_writes_the_fields_named_here() {
+        assert!(DEAD_SCRIPT.contains(&format!("'{FIELD_REASON}'")) && DEAD_SCRIPT.contains(&format!("'{FIELD_ID}'")));
+        assert!(DEAD_SCRIPT.starts_with("#!lua flags=allow-oom") && LEASE_SCRIPT.starts_with("#!lua flags=allow-oom"));
+    }
+
+    #[test]
     fn replies_are_read_strictly() {
         assert_eq!(lease_reply(&[1, 3]), Ok((true, 3)));
         assert_eq!(lease_reply(&[0, 0]), Ok((false, 0)));
@@ -101,5 +120,6 @@ mod tests {
         assert_eq!(lease_reply(&[1]), Err(BadLeaseReply));
         assert_eq!(lease_args("t", None)[1], "0");
         assert_eq!(lease_args("t", Some(Duration::from_micros(10)))[1], "1");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(3_000_500)))[1], "3001");
     }
 }
