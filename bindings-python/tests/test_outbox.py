@@ -402,3 +402,177 @@ def test_a_forked_copy_refuses_to_submit(server: AofServer) -> None:
         os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# Regressions from the hostile review of the Node package, checked here too.
+
+
+def test_fractions_of_a_millisecond_still_deliver_and_the_epoch_counter_is_kept(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        sent: List[int] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            sent.append(event["n"])
+
+        outbox: Outbox[Any] = await Outbox.open(client, "fractions", send, concurrency_limit=1, timeout=0.2503, store_timeout=0.3333, lease=3.0005)
+        await outbox.submit({"n": 1})
+        await until(lambda: outbox.stats()["removed"] == 1, "delivered")
+        assert sent == [1] and outbox.stats()["store_errors"] == 0
+        assert await client.pttl("halfopen:outbox:v1:{fractions}:epoch") == -1
+        await outbox.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_close_waits_for_the_sends_of_every_grant_and_a_successor_never_overlaps(server: AofServer) -> None:
+    async def main() -> None:
+        admin = server.client()
+        running: set[str] = set()
+        overlaps: List[str] = []
+        events: List[OutboxEvent] = []
+
+        def sender(name: str, seconds: float) -> Callable[..., Any]:
+            async def send(event: Any, *, key: str, epoch: int) -> None:
+                overlaps.extend(f"{name}:{event['n']} while {o}" for o in running if not o.startswith(name))
+                running.add(f"{name}:{event['n']}")
+                try:
+                    await asyncio.sleep(seconds)
+                finally:
+                    running.discard(f"{name}:{event['n']}")
+
+            return send
+
+        options = dict(concurrency_limit=1, timeout=0.6, store_timeout=0.2, poll_interval=0.02)
+        a: Outbox[Any] = await Outbox.open(server.client(), "regrant", sender("A", 0.55), on_event=events.append, **options)
+        await until(a.is_deliverer, "A delivers")
+        for n in range(8):
+            await a.submit({"n": n})
+        await until(lambda: running, "a send runs")
+        await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        await until(lambda: any(e.kind == "lost" for e in events), "A lost its lease")
+        assert running, "a send of the lost grant runs on"
+        await admin.execute_command("CLIENT", "UNPAUSE")
+        await until(lambda: [e.kind for e in events].count("acquired") == 2, "A holds it again")
+        b: Outbox[Any] = await Outbox.open(server.client(), "regrant", sender("B", 0.005), **options)
+        await a.aclose()
+        assert not running, "aclose returned after every send it started"
+        await until(lambda: b.stats()["removed"] > 0 and not running, "B delivers")
+        assert overlaps == []
+        await b.aclose()
+        await admin.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_full_redis_is_drained_by_its_holder() -> None:
+    full = AofServer("--maxmemory-policy", "noeviction")
+
+    async def main() -> None:
+        admin = full.client()
+        up = False
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            if not up:
+                raise ConnectionError("partner down")
+
+        outbox: Outbox[Any] = await Outbox.open(full.client(), "drained", send, **FAST)
+        for n in range(200):
+            await outbox.submit({"n": n})
+        for i in range(10):
+            await admin.set(f"filler:{i}", "x" * 100_000)
+        await admin.config_set("maxmemory", "100kb")
+        with pytest.raises(StoreUnavailableError):
+            await outbox.submit({"n": 200})
+        up = True
+        await until(lambda: outbox.stats()["removed"] == 200, "the backlog delivered and removed")
+        assert await admin.xlen(log_key("drained")) == 0
+        assert outbox.is_deliverer()
+        await outbox.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        full.kill()
+        shutil.rmtree(full.dir, ignore_errors=True)
+
+
+def test_a_grant_while_closing_is_given_back_and_close_waits_for_a_pipeline_sent(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        a: Outbox[Any] = await Outbox.open(client, "brief", send, **FAST)
+        await asyncio.sleep(0)
+        submitted = asyncio.ensure_future(a.submit({"n": 1}))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await a.aclose()
+        assert submitted.done(), "the submit out settled before aclose returned"
+        assert await client.exists("halfopen:outbox:v1:{brief}:lease") == 0
+        got = asyncio.Event()
+        b: Outbox[Any] = await Outbox.open(client, "brief", send, on_event=lambda e: e.kind == "acquired" and got.set(), **FAST)
+        await asyncio.wait_for(got.wait(), 5)
+        await b.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serializers(server: AofServer) -> None:
+    async def main() -> None:
+        client, admin = server.client(), server.client()
+        events: List[OutboxEvent] = []
+
+        class Refused(Exception):
+            pass
+
+        async def refuse(event: Any, *, key: str, epoch: int) -> None:
+            raise Refused("400")
+
+        outbox: Outbox[Any] = await Outbox.open(client, "once", refuse, exclude=Refused, on_event=events.append, **{**FAST, "store_timeout": 0.2})
+        await outbox.submit({"n": 1})
+        await until(lambda: any(e.kind == "dead" for e in events), "given up")
+        await admin.execute_command("CLIENT", "PAUSE", "500", "WRITE")
+        await until(lambda: outbox.stats()["removed"] == 1, "out of the log")
+        assert await admin.xlen("halfopen:outbox:v1:{once}:dead") == 1
+        # JSON would change these: refused; a serializer of its own carries them.
+        for event in ((1, 2), {1: "a"}, {"s": {1}}):
+            with pytest.raises(TypeError) as e:
+                await outbox.submit(event)
+            assert getattr(e.value, "option", None) == "serializer"
+        await outbox.aclose()
+
+        class Sets:
+            @staticmethod
+            def encode(event: Any) -> str:
+                return json.dumps(sorted(event))
+
+            @staticmethod
+            def decode(text: str) -> Any:
+                return set(json.loads(text))
+
+        got: List[Any] = []
+
+        async def keep(event: Any, *, key: str, epoch: int) -> None:
+            got.append(event)
+
+        sets: Outbox[Any] = await Outbox.open(client, "sets", keep, serializer=Sets, **FAST)
+        await sets.submit({3, 1})
+        await until(lambda: sets.stats()["removed"] == 1, "delivered")
+        assert got == [{1, 3}]
+
+        async def listener(e: OutboxEvent) -> None:
+            pass
+
+        with pytest.raises(TypeError) as e:
+            Outbox(client, "x", keep, concurrency_limit=1, on_event=listener)  # type: ignore[arg-type]
+        assert getattr(e.value, "option", None) == "on_event"
+        await sets.aclose()
+        await client.aclose()
+        await admin.aclose()
+
+    asyncio.run(main())

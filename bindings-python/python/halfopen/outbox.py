@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypeVar
 
 from . import _native
-from ._support import log_error, option_error
+from ._support import check_sync, log_error, option_error
 from .retention import DEFAULT_TIMEOUT, DeadLetterError, Dispatcher, DispatcherClosedError, RetentionEvent
 
 M = TypeVar("M")
@@ -119,9 +119,14 @@ class _Json:
     @staticmethod
     def encode(event: Any) -> str:
         try:
-            return json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as err:
+            text = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            same = json.loads(text) == event
+        except (TypeError, ValueError, RecursionError) as err:
             raise option_error(TypeError, "serializer", f"serializer: the event ({type(event).__name__}) has no JSON form; give a serializer with encode and decode") from err
+        if not same:
+            # A tuple comes back a list, an int key a str: not the event.
+            raise option_error(TypeError, "serializer", "serializer: JSON would not give the event back as it is (a tuple, a non-str key); give a serializer with encode and decode")
+        return text
 
     @staticmethod
     def decode(text: str) -> Any:
@@ -163,6 +168,7 @@ class Outbox(Generic[M]):
             raise option_error(TypeError, "send", f"send must be a callable, got {type(send).__name__}")
         if on_event is not None and not callable(on_event):
             raise option_error(TypeError, "on_event", f"on_event must be a callable, got {type(on_event).__name__}")
+        check_sync("on_event", on_event, "events are handed over, never awaited (start a task from a plain one)")
         if serializer is not None and not (callable(getattr(serializer, "encode", None)) and callable(getattr(serializer, "decode", None))):
             raise option_error(TypeError, "serializer", "serializer must have encode(event) -> str and decode(str) -> event")
         if timeout is None:
@@ -188,6 +194,7 @@ class Outbox(Generic[M]):
         self._redis = redis
         self._log, self._dead, *self._lease_keys = keys
         self._lease_script = redis.register_script(_native._outbox_lease_script())
+        self._dead_script = redis.register_script(_native._outbox_dead_script())
         self._token = secrets.token_hex(16)
         self._serializer = serializer if serializer is not None else _Json
         self._send = send
@@ -204,7 +211,9 @@ class Outbox(Generic[M]):
         self._dead_letters: List[Tuple[str, Dict[str, str], str]] = []
         self._removal_timer: Optional[asyncio.TimerHandle] = None
         self._flushing: Optional["asyncio.Task[None]"] = None
-        self._lease_out = False
+        self._lease_out: Optional["asyncio.Task[None]"] = None
+        self._appending: "set[asyncio.Task[None]]" = set()
+        self._retired: "set[asyncio.Task[None]]" = set()
         self._timer: Optional[asyncio.TimerHandle] = None
         self._tasks: "set[asyncio.Task[Any]]" = set()
         self._closed = False
@@ -261,13 +270,16 @@ class Outbox(Generic[M]):
         done: "asyncio.Future[Receipt]" = loop.create_future()
         self._submits.append((fields, key, done))
         if len(self._submits) == 1:
-            loop.call_soon(self._spawn, self._append_all())
+            loop.call_soon(self._spawn, self._append_all(), self._appending)
         return await done
 
-    def _spawn(self, work: Awaitable[Any]) -> None:
+    def _spawn(self, work: Awaitable[Any], into: "Optional[set[asyncio.Task[Any]]]" = None) -> "asyncio.Task[Any]":
+        """Runs ``work`` as a task, kept in ``into`` (what ``aclose`` waits for) or in the tasks it may cancel."""
         task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        kept = self._tasks if into is None else into
+        kept.add(task)
+        task.add_done_callback(kept.discard)
+        return task
 
     async def _append_all(self) -> None:
         """This iteration's submits, in one pipeline: each gets its id or why not."""
@@ -316,9 +328,8 @@ class Outbox(Generic[M]):
         n = self._native
         n.handle_timeout()
         self._roles()
-        if not self._lease_out and n.lease_call():
-            self._lease_out = True
-            self._spawn(self._lease_call())
+        if self._lease_out is None and n.lease_call():
+            self._lease_out = self._spawn(self._lease_call())
         self._read_if_due()
         if self._timer is not None:
             self._timer.cancel()
@@ -326,16 +337,15 @@ class Outbox(Generic[M]):
         self._timer = None if delay is None else asyncio.get_running_loop().call_later(delay, self._tick)
 
     async def _lease_call(self) -> None:
+        """One lease call; its answer applies even while closing (a grant is then given back)."""
         try:
-            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ms()]), self._timeout)
+            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ttl_ms()]), self._timeout)
         except Exception as err:  # noqa: BLE001 - retried with the core's backoff
             failed: Optional[BaseException] = err
         else:
             failed = None
         finally:
-            self._lease_out = False
-        if self._closed:
-            return
+            self._lease_out = None
         if failed is not None:
             self._native.lease_failed()
             self._store_error("lease", failed)
@@ -354,7 +364,7 @@ class Outbox(Generic[M]):
                 if d is not None:
                     # Its sends in flight end (the core starts none until
                     # they are over); a delivery among them is still removed.
-                    self._spawn(d.aclose())
+                    self._spawn(d.aclose(), self._retired)
                 self._emit(OutboxEvent("lost", reason=value))
             else:
                 self._epoch = value
@@ -456,29 +466,51 @@ class Outbox(Generic[M]):
             self._flushing = asyncio.ensure_future(self._remove_now())
 
     async def _remove_now(self) -> None:
-        """Every removal and dead letter due, in one transaction; a failure is retried with the core's backoff."""
+        """One ``XDEL`` of the delivered events (a plain command: Redis at
+        ``maxmemory`` still takes it) and one dead-letter script call each
+        (it moves an event once, however often it is retried); what fails
+        is retried with the core's backoff."""
         ids, self._removals = self._removals, []
         dead, self._dead_letters = self._dead_letters, []
         if not ids and not dead:
             return
-        pipe = self._redis.pipeline(transaction=True)
-        for entry_id, fields, reason in dead:
-            pipe.xadd(self._dead, {**fields, _REASON: reason, _ID: entry_id})
-        every = ids + [entry_id for entry_id, _, _ in dead]
-        pipe.xdel(self._log, *every)
+        pipe = self._redis.pipeline(transaction=False)
+        if ids:
+            pipe.xdel(self._log, *ids)
         try:
-            await asyncio.wait_for(pipe.execute(), self._timeout)
-        except Exception as err:  # noqa: BLE001 - retried; the events stay in the log meanwhile
-            self._store_error("remove", err)
-            self._removals = ids + self._removals
-            self._dead_letters = dead + self._dead_letters
-            self._flush_soon(self._native.removal_failed())
-            return
-        self._native.removal_done()
-        self._removing.difference_update(every)
-        self._stats["removed"] += len(every)
+            for entry_id, fields, reason in dead:
+                # (Through the pipeline: it loads the script if Redis lacks it.)
+                await self._dead_script(keys=[self._log, self._dead], args=[entry_id, reason, *[v for kv in fields.items() for v in kv]], client=pipe)
+            results: List[Any] = await asyncio.wait_for(pipe.execute(raise_on_error=False), self._timeout)
+        except Exception as err:  # noqa: BLE001 - all of it retried
+            results = [err] * (len(dead) + (1 if ids else 0))
+        failed: Optional[BaseException] = None
+        if ids:
+            outcome = results.pop(0)
+            if isinstance(outcome, BaseException):
+                failed = outcome
+                self._removals = ids + self._removals
+            else:
+                self._removed(ids)
+        for letter, outcome in zip(dead, results):
+            if isinstance(outcome, BaseException):
+                failed = outcome
+                self._dead_letters.append(letter)
+            else:
+                self._removed([letter[0]])
+        if failed is not None:
+            self._store_error("remove", failed)
+            delay = self._native.removal_failed()
+        else:
+            self._native.removal_done()
+            delay = 0.0
         if self._removals or self._dead_letters:
-            self._flush_soon(0.0)
+            self._flush_soon(delay)
+
+    def _removed(self, ids: List[str]) -> None:
+        """Redis confirmed these ids are out of the log."""
+        self._removing.difference_update(ids)
+        self._stats["removed"] += len(ids)
 
     def _store_error(self, operation: str, error: BaseException) -> None:
         """A store call failed: an event (and a count), never only a log line."""
@@ -494,13 +526,15 @@ class Outbox(Generic[M]):
             log_error("an outbox's on_event raised", err)
 
     async def aclose(self) -> Dict[str, int]:
-        """Stores this iteration's submits, gives the lease up (another
-        process takes over at once), waits for the sends in flight, and
-        tries the pending removals once more: ``{"unremoved": n}``, events
-        delivered whose removal Redis did not confirm (they stay in the log
-        and will be sent again)."""
+        """Stores this iteration's submits (and waits for those sent),
+        gives the lease up (another process takes over at once) once every
+        send this process started, under any grant, is over, and tries the
+        pending removals once more: ``{"unremoved": n}``, events delivered
+        whose removal Redis did not confirm (they stay in the log and will
+        be sent again)."""
         if self._submits:
             await self._append_all()
+        await asyncio.gather(*self._appending, return_exceptions=True)
         if self._closed:
             return {"unremoved": len(self._removals) + len(self._dead_letters)}
         self._closed = True
@@ -508,6 +542,9 @@ class Outbox(Generic[M]):
             if handle is not None:
                 handle.cancel()
         self._timer = self._removal_timer = None
+        # A lease call out: its answer applies first (a grant is given back below).
+        while self._lease_out is not None:
+            await asyncio.gather(self._lease_out, return_exceptions=True)
         d = self._dispatcher
         held = self._native.release()
         while self._native.poll_event() is not None:
@@ -515,6 +552,7 @@ class Outbox(Generic[M]):
         self._dispatcher = None
         if d is not None:
             await d.aclose()
+        await asyncio.gather(*self._retired, return_exceptions=True)
         if held:
             try:
                 await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, 0]), self._timeout)
