@@ -199,6 +199,8 @@ class Outbox extends EventEmitter {
     this._appending = new Set() // the submit pipelines out
     this._retired = new Set() // dispatchers of earlier grants, closing: their sends in flight end
     this._timer = null
+    this._tickDue = false // a `_tickSoon` is set
+    this._sent = 0 // sends started since the last turn given back (see `_newDispatcher`)
     this._closed = false
     this._closing = null
     this._queue = null // events (lib/events.js)
@@ -330,6 +332,16 @@ class Outbox extends EventEmitter {
     this._schedule()
   }
 
+  /** One `_tick` at the next turn for every settlement of this one (a page's deliveries, say). */
+  _tickSoon() {
+    if (this._tickDue) return
+    this._tickDue = true
+    setImmediate(() => {
+      this._tickDue = false
+      this._tick()
+    })
+  }
+
   _schedule() {
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null
@@ -398,7 +410,13 @@ class Outbox extends EventEmitter {
     const d = new Dispatcher({
       ...this._dispatcherOptions,
       size: (entry) => Buffer.byteLength(entry.payload),
-      send: (entry, { signal, key }) => userSend(entry.event, { signal, key, epoch: this._epoch }),
+      send: async (entry, { signal, key }) => {
+        // Sends that settle at once (a queue, a buffer) would run a whole
+        // page in one turn: every 64th waits for the next, so that the
+        // event loop is never held for long.
+        if (++this._sent % 64 === 0) await new Promise((resolve) => setImmediate(resolve))
+        return userSend(entry.event, { signal, key, epoch: this._epoch })
+      },
     })
     d._mayStart = () => this._dispatcher === d && this._native.maySend(now())
     for (const name of ['open', 'close', 'halfOpen', 'stateChange']) d.on(name, (payload) => this._emit(name, payload))
@@ -452,12 +470,12 @@ class Outbox extends EventEmitter {
           this._stats.delivered += 1
           this._remove(id)
           this._emit('delivered', { id, key })
-          this._tick()
+          this._tickSoon()
         },
         (err) => {
           if (this._dispatcher === d) this._held -= 1
           if (err instanceof DeadLetterError) this._deadLetter(id, fields, key, err.reason, err)
-          this._tick()
+          this._tickSoon()
         },
       )
     }

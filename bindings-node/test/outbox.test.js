@@ -363,3 +363,23 @@ test('a dead letter retried after a late answer is written once; close waits for
   assert.ok(settled, 'the submit out settled before close resolved')
   await late.catch(() => {})
 })
+
+test('a restart into a backlog of 20,000 (40 pages) holds at most two pages in memory and delivers it all in order', { timeout: 60_000 }, async () => {
+  const redis = await client()
+  const log = logKey('backlog')
+  for (let i = 0; i < 20_000; i += 10_000) {
+    const pipe = redis.pipeline()
+    for (let j = i; j < i + 10_000; j++) pipe.xadd(log, '*', 'p', JSON.stringify({ n: j }))
+    await pipe.exec()
+  }
+  let next = 0
+  let outOfOrder = 0
+  const outbox = await Outbox.open({ redis, partner: 'backlog', ...FAST, pageSize: 500, send: async (e) => (e.n === next++ ? null : outOfOrder++) })
+  let most = 0
+  outbox.on('delivered', () => (most = Math.max(most, outbox.stats().held)))
+  await until(() => outbox.stats().removed === 20_000)
+  assert.equal(outOfOrder, 0)
+  assert.ok(most <= 1_000, `${most} events held at most`)
+  assert.equal(await redis.xlen(log), 0)
+  await outbox.close()
+})

@@ -44,15 +44,16 @@ def free_port() -> int:
 
 
 class Server:
-    """A redis-server on loopback, killed and restarted at will."""
+    """A redis-server on loopback (with `extra` options), killed and restarted at will."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         self.port = free_port()
+        self.extra = extra  # options after the defaults (later ones win)
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
 
     def start(self) -> None:
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *self.extra]
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert self.process.stdout is not None
         for line in self.process.stdout:

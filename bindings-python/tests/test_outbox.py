@@ -9,6 +9,7 @@ Every wait is for the outbox's own word, Redis's or the partner's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import os
@@ -25,7 +26,7 @@ import redis.asyncio
 import redis.exceptions
 
 from halfopen import Outbox, OutboxEvent, PersistenceWarning, StoreUnavailableError
-from test_group import free_port
+from test_group import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_SENDER = ROOT / "bindings-node" / "test" / "support" / "outbox-sender.js"
@@ -37,33 +38,33 @@ FAST: Dict[str, Any] = dict(
 )
 
 
-class AofServer:
+class AofServer(Server):
     """A redis-server with AOF (``appendfsync always``) in a directory of its own, killed and restarted at will."""
 
     def __init__(self, *extra: str) -> None:
-        self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="halfopen-outbox-")
-        self.extra = extra
-        self.process: "subprocess.Popen[bytes] | None" = None
-        self.start()
+        super().__init__("--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir, *extra)
 
-    def start(self) -> None:
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
-        args += ["--appendfsync", "always", "--dir", self.dir, *self.extra]
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if b"Ready to accept" in line:
-                break
-        threading.Thread(target=self.process.stdout.read, daemon=True).start()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-
-    def client(self) -> "redis.asyncio.Redis[bytes]":
+    def client(self) -> "redis.asyncio.Redis[bytes]":  # type: ignore[override]
         return redis.asyncio.Redis(host="127.0.0.1", port=self.port, socket_timeout=2.0, socket_connect_timeout=0.5)
+
+
+@contextlib.contextmanager
+def full_redis() -> Iterator[AofServer]:
+    """A redis-server of its own that refuses writes past ``maxmemory`` (``noeviction``)."""
+    full = AofServer("--maxmemory-policy", "noeviction")
+    try:
+        yield full
+    finally:
+        full.kill()
+        shutil.rmtree(full.dir, ignore_errors=True)
+
+
+async def overfill(admin: "redis.asyncio.Redis[bytes]") -> None:
+    """Well past its limit: 1 MB held, a limit of 100 kB."""
+    for i in range(10):
+        await admin.set(f"filler:{i}", "x" * 100_000)
+    await admin.config_set("maxmemory", "100kb")
 
 
 @pytest.fixture(scope="module")
@@ -204,9 +205,7 @@ def test_an_event_given_up_goes_to_the_dead_letters_and_one_that_cannot_be_read_
 
 
 def test_redis_down_or_full_submit_raises_store_unavailable_never_accepts() -> None:
-    full = AofServer("--maxmemory-policy", "noeviction")
-
-    async def main() -> None:
+    async def main(full: AofServer) -> None:
         client = full.client()
         admin = full.client()
 
@@ -215,9 +214,7 @@ def test_redis_down_or_full_submit_raises_store_unavailable_never_accepts() -> N
 
         outbox: Outbox[Any] = await Outbox.open(client, "full", hang, **FAST)
         assert (await outbox.submit({"n": 0})).id
-        for i in range(10):
-            await admin.set(f"filler:{i}", "x" * 100_000)
-        await admin.config_set("maxmemory", "100kb")
+        await overfill(admin)
         with pytest.raises(StoreUnavailableError) as e:
             await outbox.submit({"n": 1})
         assert e.value.ambiguous is False and e.value.code == "HALFOPEN_STORE_UNAVAILABLE"
@@ -229,11 +226,8 @@ def test_redis_down_or_full_submit_raises_store_unavailable_never_accepts() -> N
         assert all(isinstance(r, StoreUnavailableError) for r in results), results
         await outbox.aclose()
 
-    try:
-        asyncio.run(main())
-    finally:
-        full.kill()
-        shutil.rmtree(full.dir, ignore_errors=True)
+    with full_redis() as full:
+        asyncio.run(main(full))
 
 
 def test_a_closed_process_hands_the_log_over_and_an_aof_restart_keeps_every_accepted_event() -> None:
@@ -467,9 +461,7 @@ def test_close_waits_for_the_sends_of_every_grant_and_a_successor_never_overlaps
 
 
 def test_a_full_redis_is_drained_by_its_holder() -> None:
-    full = AofServer("--maxmemory-policy", "noeviction")
-
-    async def main() -> None:
+    async def main(full: AofServer) -> None:
         admin = full.client()
         up = False
 
@@ -480,9 +472,7 @@ def test_a_full_redis_is_drained_by_its_holder() -> None:
         outbox: Outbox[Any] = await Outbox.open(full.client(), "drained", send, **FAST)
         for n in range(200):
             await outbox.submit({"n": n})
-        for i in range(10):
-            await admin.set(f"filler:{i}", "x" * 100_000)
-        await admin.config_set("maxmemory", "100kb")
+        await overfill(admin)
         with pytest.raises(StoreUnavailableError):
             await outbox.submit({"n": 200})
         up = True
@@ -491,11 +481,8 @@ def test_a_full_redis_is_drained_by_its_holder() -> None:
         assert outbox.is_deliverer()
         await outbox.aclose()
 
-    try:
-        asyncio.run(main())
-    finally:
-        full.kill()
-        shutil.rmtree(full.dir, ignore_errors=True)
+    with full_redis() as full:
+        asyncio.run(main(full))
 
 
 def test_a_grant_while_closing_is_given_back_and_close_waits_for_a_pipeline_sent(server: AofServer) -> None:
