@@ -40,6 +40,7 @@ const OWN = { redis: true, partner: true, serializer: true, leaseMs: true, pageS
 /** Dispatcher options an outbox refuses: its log is the store, its pages the bound. */
 const REFUSED = {
   store: 'absent: an Outbox keeps its events in Redis',
+  size: 'absent: an Outbox sizes an event by its payload',
   maxBytes: 'absent: an Outbox holds at most two pages (and maxMessages) in memory',
   overflow: 'absent: an Outbox never drops an event it accepted',
 }

@@ -563,3 +563,115 @@ def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serialize
         await admin.aclose()
 
     asyncio.run(main())
+
+
+# Regressions from the hostile review of the Python package.
+
+
+def test_submits_keep_their_order_across_loop_iterations_and_bad_text_is_refused_alone(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+
+        def send(event: Any, *, key: str, epoch: int) -> None:  # a plain function: its value is its outcome
+            sent.append(event["n"])
+
+        sent: List[int] = []
+        outbox: Outbox[Any] = await Outbox.open(client, "in-order", send, **FAST)
+        receipts = []
+        for n in range(200):
+            receipts.append(asyncio.ensure_future(outbox.submit({"n": n})))
+            await asyncio.sleep(0)
+        ids = [(await r).id for r in receipts]
+        assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+        await until(lambda: outbox.stats()["removed"] == 200, "delivered")
+        assert sent == list(range(200))
+        # A lone surrogate is refused by itself; the others of its iteration are stored.
+        results = await asyncio.gather(outbox.submit({"n": 1}), outbox.submit({"s": "\ud800"}), outbox.submit({"n": 2}), return_exceptions=True)
+        assert isinstance(results[1], TypeError) and getattr(results[1], "option", None) == "serializer"
+        assert all(not isinstance(r, BaseException) for r in (results[0], results[2])), results
+        with pytest.raises(TypeError) as e:
+            await outbox.submit({}, key="\udc80")
+        assert getattr(e.value, "option", None) == "key"
+        with pytest.raises(TypeError) as e:
+            Outbox(client, "x", send, concurrency_limit=1, size=len)
+        assert getattr(e.value, "option", None) == "size"
+        await outbox.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_aclose_is_one_close_says_released_and_a_foreign_entry_is_a_dead_letter(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        events: List[OutboxEvent] = []
+
+        async def slow(event: Any, *, key: str, epoch: int) -> None:
+            await asyncio.sleep(0.1)
+
+        outbox: Outbox[Any] = await Outbox.open(client, "one-close", slow, on_event=events.append, **FAST)
+        await client.xadd(log_key("one-close"), {b"p": b"\xff\xfe"})
+        await outbox.submit({"n": 1})
+        await until(lambda: any(e.kind == "dead" for e in events), "the foreign entry given up")
+        assert [e.reason for e in events if e.kind == "dead"] == ["undecodable"]
+        await until(lambda: outbox.stats()["held"] == 1, "the send out")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(outbox.aclose(), 0.01)
+        first, second = await asyncio.gather(outbox.aclose(), outbox.aclose())
+        assert first == second == {"unremoved": 0}
+        assert await client.exists("halfopen:outbox:v1:{one-close}:lease") == 0
+        assert await client.xlen(log_key("one-close")) == 0
+        assert [(e.kind, e.reason) for e in events if e.kind == "lost"] == [("lost", "released")]
+        assert outbox.stats()["epoch"] is None and outbox.stats()["held"] == 0
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_copy_leaves_the_lease_alone_and_another_loop_is_refused(server: AofServer) -> None:
+    async def send(event: Any, *, key: str, epoch: int) -> None:
+        pass
+
+    async def holder() -> "Outbox[Any]":
+        outbox: Outbox[Any] = await Outbox.open(server.client(), "fork-lease", send, **FAST)
+        await until(outbox.is_deliverer, "it delivers")
+        return outbox
+
+    outbox = asyncio.run(holder())
+    pid = os.fork()
+    if pid == 0:
+        try:
+            closed = asyncio.run(outbox.aclose())
+            os._exit(0 if closed == {"unremoved": 0} else 2)
+        except BaseException:  # noqa: BLE001
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    async def check() -> None:
+        client = server.client()
+        assert (await client.get("halfopen:outbox:v1:{fork-lease}:lease")) is not None, "the parent's lease is still there"
+        with pytest.raises(RuntimeError, match="another event loop"):
+            await outbox.submit({"n": 1})
+        await client.aclose()
+
+    asyncio.run(check())
+
+
+def test_a_client_that_raises_at_once_is_a_store_error_never_a_hung_submit(server: AofServer) -> None:
+    class Broken(redis.asyncio.Redis):  # type: ignore[type-arg]
+        def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+            raise redis.exceptions.ConnectionError("no connection to give")
+
+    async def main() -> None:
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        outbox: Outbox[Any] = await Outbox.open(Broken(host="127.0.0.1", port=server.port), "broken", send, **FAST)
+        with pytest.raises(StoreUnavailableError) as e:
+            await asyncio.wait_for(outbox.submit({"n": 1}), 5)
+        assert e.value.ambiguous and isinstance(e.value.__cause__, redis.exceptions.ConnectionError)
+        await outbox.aclose()
+
+    asyncio.run(main())

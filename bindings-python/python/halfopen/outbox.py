@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import os
 import secrets
@@ -46,6 +47,7 @@ _KEY, _PAYLOAD, _REASON, _ID = _native._outbox_fields()
 
 #: Dispatcher options an outbox refuses: its log is the store, its pages the bound.
 _REFUSED = {
+    "size": "an Outbox sizes an event by its payload",
     "max_bytes": "an Outbox holds at most two pages (and max_messages) in memory",
     "overflow": "an Outbox never drops an event it accepted",
 }
@@ -108,8 +110,17 @@ class _Entry(Generic[M]):
     payload: str
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+def _text(value: Any, errors: str = "strict") -> str:
+    return value.decode("utf-8", errors) if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is UTF-8 (no lone surrogate): what Redis is sent."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Json:
@@ -201,6 +212,9 @@ class Outbox(Generic[M]):
         self._on_event = on_event
         self._timeout = self._native.store_timeout()
         self._pid = os.getpid()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None  # the loop it runs in, from its first use
+        self._append_lock: Optional[asyncio.Lock] = None  # one pipeline out at a time: the log keeps the submits' order
+        self._closing: "Optional[asyncio.Task[Dict[str, int]]]" = None
         self._submits: List[Tuple[List[Any], Optional[str], "asyncio.Future[Receipt]"]] = []
         self._dispatcher: Optional[Dispatcher[_Entry[M]]] = None
         self._epoch: Optional[int] = None
@@ -225,9 +239,21 @@ class Outbox(Generic[M]):
         once (``PersistenceWarning``), with the fix, when Redis runs
         without AOF."""
         outbox: Outbox[M] = cls(redis, partner, send, **options)
+        outbox._own_loop()
         await outbox._check_persistence()
         asyncio.get_running_loop().call_soon(outbox._tick)
         return outbox
+
+    def _own_loop(self) -> None:
+        """This process's outbox, in the event loop of its first use: a
+        forked copy, or another loop, is a ``RuntimeError``."""
+        if os.getpid() != self._pid:
+            raise RuntimeError(f"Outbox[{self.partner}] was made in process {self._pid}: make one in each worker, after the fork")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError(f"Outbox[{self.partner}] runs in another event loop: make one in each loop")
 
     async def _check_persistence(self) -> None:
         try:
@@ -249,10 +275,9 @@ class Outbox(Generic[M]):
         """Returns once Redis stored ``event`` (its id and key); raises
         ``StoreUnavailableError`` when it did not (or did not say), a
         ``TypeError`` for an event the serializer cannot write or a bad key."""
-        if key is not None and (not isinstance(key, str) or key == ""):
-            raise option_error(TypeError, "key", f"key must be a non-empty str, got {key!r}")
-        if os.getpid() != self._pid:
-            raise RuntimeError(f"Outbox[{self.partner}] was made in process {self._pid}: make one in each worker, after the fork")
+        if key is not None and (not isinstance(key, str) or key == "" or not _utf8(key)):
+            raise option_error(TypeError, "key", f"key must be a non-empty str of UTF-8 (no lone surrogate), got {key!r}")
+        self._own_loop()
         if self._closed:
             raise DispatcherClosedError(self.partner, event)
         try:
@@ -263,8 +288,9 @@ class Outbox(Generic[M]):
             raise option_error(TypeError, "serializer", f"serializer: encode raised {err!r}") from err
         except Exception as err:  # noqa: BLE001 - any failure to encode refuses the event
             raise option_error(TypeError, "serializer", f"serializer: encode raised {err!r}") from err
-        if not isinstance(payload, str):
-            raise option_error(TypeError, "serializer", f"serializer: encode must return a str, got {type(payload).__name__}")
+        if not isinstance(payload, str) or not _utf8(payload):
+            what = type(payload).__name__ if not isinstance(payload, str) else "a str with a lone surrogate"
+            raise option_error(TypeError, "serializer", f"serializer: encode must return a str of UTF-8, got {what}")
         fields = [_PAYLOAD, payload] if key is None else [_KEY, key, _PAYLOAD, payload]
         loop = asyncio.get_running_loop()
         done: "asyncio.Future[Receipt]" = loop.create_future()
@@ -282,14 +308,21 @@ class Outbox(Generic[M]):
         return task
 
     async def _append_all(self) -> None:
-        """This iteration's submits, in one pipeline: each gets its id or why not."""
-        batch, self._submits = self._submits, []
-        if not batch:
-            return
-        pipe = self._redis.pipeline(transaction=False)
-        for fields, _, _ in batch:
-            pipe.xadd(self._log, dict(zip(fields[::2], fields[1::2])))
+        """This iteration's submits, in one pipeline, after the pipeline
+        before it (the log keeps each process's order): each gets its id or
+        why not."""
+        if self._append_lock is None:
+            self._append_lock = asyncio.Lock()
+        async with self._append_lock:
+            batch, self._submits = self._submits, []
+            if batch:
+                await self._append(batch)
+
+    async def _append(self, batch: List[Tuple[List[Any], Optional[str], "asyncio.Future[Receipt]"]]) -> None:
         try:
+            pipe = self._redis.pipeline(transaction=False)
+            for fields, _, _ in batch:
+                pipe.xadd(self._log, dict(zip(fields[::2], fields[1::2])))
             results = await asyncio.wait_for(pipe.execute(raise_on_error=False), self._timeout)
         except Exception as err:  # noqa: BLE001 - no answer: each may be stored
             for _, _, done in batch:
@@ -298,17 +331,18 @@ class Outbox(Generic[M]):
             return
         stored = 0
         for (_, key, done), result in zip(batch, results):
-            if done.done():
-                continue
             if isinstance(result, BaseException):
                 # Redis answered with an error: not stored.
-                done.set_exception(StoreUnavailableError(self.partner, result, not _is_reply_error(result)))
-            else:
-                stored += 1
-                entry_id = _text(result)
+                if not done.done():
+                    done.set_exception(StoreUnavailableError(self.partner, result, not _is_reply_error(result)))
+                continue
+            # Stored, whether its submitter still waits or not.
+            stored += 1
+            entry_id = _text(result)
+            if not done.done():
                 done.set_result(Receipt(entry_id, key if key is not None else entry_id))
         self._stats["submitted"] += stored
-        if stored:
+        if stored and not self._closed:
             self._native.appended()
             self._tick()
 
@@ -377,7 +411,9 @@ class Outbox(Generic[M]):
         """A dispatcher of the outbox's options whose sends start only while the core says they may."""
 
         async def send(entry: _Entry[M]) -> Any:
-            return await self._send(entry.event, key=entry.key, epoch=self._epoch)
+            sent = self._send(entry.event, key=entry.key, epoch=self._epoch)
+            # A plain function's value is its outcome, as the Dispatcher takes it.
+            return await sent if inspect.isawaitable(sent) else sent
 
         def relay(event: RetentionEvent) -> None:
             if event.kind == "transition":
@@ -418,7 +454,13 @@ class Outbox(Generic[M]):
             self._cursor = entry_id
             if entry_id in self._removing:
                 continue
-            fields = {_text(k): _text(v) for k, v in dict(raw_fields).items()}
+            try:
+                fields = {_text(k): _text(v) for k, v in dict(raw_fields).items()}
+            except UnicodeDecodeError as err:
+                # Not written by an outbox: its bytes go to the dead letters as they are.
+                raw = {_text(k, "replace"): v for k, v in dict(raw_fields).items()}
+                self._dead_letter(entry_id, raw, entry_id, "undecodable", err)
+                continue
             key = fields.get(_KEY, entry_id)
             try:
                 event = self._serializer.decode(fields[_PAYLOAD])
@@ -449,7 +491,7 @@ class Outbox(Generic[M]):
         self._removals.append(entry_id)
         self._flush_soon(0.0)
 
-    def _dead_letter(self, entry_id: str, fields: Dict[str, str], key: str, reason: str, error: BaseException) -> None:
+    def _dead_letter(self, entry_id: str, fields: Dict[str, Any], key: str, reason: str, error: BaseException) -> None:
         self._removing.add(entry_id)
         self._stats["dead"] += 1
         self._dead_letters.append((entry_id, fields, reason))
@@ -474,16 +516,19 @@ class Outbox(Generic[M]):
         dead, self._dead_letters = self._dead_letters, []
         if not ids and not dead:
             return
-        pipe = self._redis.pipeline(transaction=False)
-        if ids:
-            pipe.xdel(self._log, *ids)
+        results: List[Any] = []
         try:
-            for entry_id, fields, reason in dead:
-                # (Through the pipeline: it loads the script if Redis lacks it.)
-                await self._dead_script(keys=[self._log, self._dead], args=[entry_id, reason, *[v for kv in fields.items() for v in kv]], client=pipe)
-            results: List[Any] = await asyncio.wait_for(pipe.execute(raise_on_error=False), self._timeout)
-        except Exception as err:  # noqa: BLE001 - all of it retried
-            results = [err] * (len(dead) + (1 if ids else 0))
+            if ids:
+                results.append(await asyncio.wait_for(self._redis.xdel(self._log, *ids), self._timeout))
+        except Exception as err:  # noqa: BLE001 - retried
+            results.append(err)
+        # Each dead letter its own script call (a cluster client runs no script in a pipeline).
+        for entry_id, fields, reason in dead:
+            try:
+                args = [entry_id, reason, *[v for kv in fields.items() for v in kv]]
+                results.append(await asyncio.wait_for(self._dead_script(keys=[self._log, self._dead], args=args), self._timeout))
+            except Exception as err:  # noqa: BLE001 - retried
+                results.append(err)
         failed: Optional[BaseException] = None
         if ids:
             outcome = results.pop(0)
@@ -531,12 +576,19 @@ class Outbox(Generic[M]):
         send this process started, under any grant, is over, and tries the
         pending removals once more: ``{"unremoved": n}``, events delivered
         whose removal Redis did not confirm (they stay in the log and will
-        be sent again)."""
-        if self._submits:
-            await self._append_all()
+        be sent again). Every call waits for the one close (a cancelled
+        wait does not stop it). A forked copy touches nothing in Redis (the
+        lease is its parent's)."""
+        if os.getpid() != self._pid:
+            self._closed = True
+            return {"unremoved": 0}
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+        return await asyncio.shield(self._closing)
+
+    async def _close(self) -> Dict[str, int]:
+        await self._append_all()
         await asyncio.gather(*self._appending, return_exceptions=True)
-        if self._closed:
-            return {"unremoved": len(self._removals) + len(self._dead_letters)}
         self._closed = True
         for handle in (self._timer, self._removal_timer):
             if handle is not None:
@@ -547,9 +599,7 @@ class Outbox(Generic[M]):
             await asyncio.gather(self._lease_out, return_exceptions=True)
         d = self._dispatcher
         held = self._native.release()
-        while self._native.poll_event() is not None:
-            pass
-        self._dispatcher = None
+        self._roles()
         if d is not None:
             await d.aclose()
         await asyncio.gather(*self._retired, return_exceptions=True)
