@@ -363,5 +363,5 @@ impl Deliverer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "alloc"))]
 mod tests;

@@ -2,6 +2,8 @@
 //! live): one process sends at a time, with every send over before the next
 //! holder starts; renewals, lost and late calls, a dead holder, pages.
 
+use alloc::vec::Vec;
+
 use super::*;
 
 const SEND: Duration = Duration::from_secs(1);
