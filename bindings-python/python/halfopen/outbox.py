@@ -265,8 +265,9 @@ class Outbox(Generic[M]):
             _WARNED.add(id(self._redis))
             warnings.warn(
                 f"Outbox[{self.partner}]: Redis runs without AOF (appendonly no): a Redis restart loses the events "
-                "accepted since its last RDB snapshot. Run it with --appendonly yes (appendfsync everysec loses at "
-                "most a second; always, nothing).",
+                "accepted since its last RDB snapshot, and the lease (until the old holder's runs out, two processes "
+                "may deliver; epochs start again). Run it with --appendonly yes (appendfsync everysec loses at most a "
+                "second; always, nothing).",
                 PersistenceWarning,
                 stacklevel=3,
             )
