@@ -669,7 +669,7 @@ export declare class Outbox<M = unknown> extends EventEmitter {
   stats(): { submitted: number; delivered: number; dead: number; removed: number; storeErrors: number; deliverer: boolean; epoch: number | null; held: number; removing: number }
   /** The dispatcher's state while this process delivers, else null. */
   getState(): CircuitState | null
-  /** Stores this turn's submits, gives the lease up, waits for the sends in flight, retries pending removals once. */
+  /** Stores this turn's submits, waits for the sends in flight, retries pending removals once, then gives the lease up. */
   close(): Promise<{ unremoved: number }>
   on(event: 'acquired', listener: (e: { epoch: number }) => void): this
   on(event: 'lost', listener: (e: { reason: 'taken' | 'expired' | 'released' }) => void): this

@@ -583,9 +583,9 @@ class Outbox extends EventEmitter {
 
   /**
    * Stops submitting and delivering: waits for this turn's submits to be
-   * stored (or refused), gives the lease up (another process takes over at
-   * once), waits for the sends in flight, then tries the pending removals
-   * once more. Resolves to `{ unremoved }`: events delivered whose removal
+   * stored (or refused) and for the sends in flight, tries the pending
+   * removals once more, then gives the lease up (another process takes
+   * over at once, without what this one delivered). Resolves to `{ unremoved }`: events delivered whose removal
    * Redis did not confirm (they stay in the log and will be sent again).
    */
   async close() {
@@ -605,6 +605,16 @@ class Outbox extends EventEmitter {
       // another process may hold the lease.
       if (d !== null) await d.close()
       await Promise.all(this._retired)
+      if (this._removalTimer !== null) {
+        clearTimeout(this._removalTimer)
+        clearImmediate(this._removalTimer)
+        this._removalTimer = null
+      }
+      // The removals before the lease goes back: the next holder reads the
+      // log without what this one delivered (a handover sends nothing
+      // twice). The removals out first: what fails comes back to the lists.
+      if (this._flushing !== null) await this._flushing
+      await this._flushRemovals()
       if (held) {
         try {
           await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0'), this._timeoutMs)
@@ -613,14 +623,6 @@ class Outbox extends EventEmitter {
           this._storeError('lease', err)
         }
       }
-      if (this._removalTimer !== null) {
-        clearTimeout(this._removalTimer)
-        clearImmediate(this._removalTimer)
-        this._removalTimer = null
-      }
-      // The removals out first: what fails comes back to the lists.
-      if (this._flushing !== null) await this._flushing
-      await this._flushRemovals()
       return { unremoved: this._removals.length + this._deadLetters.length }
     })()
     return this._closing

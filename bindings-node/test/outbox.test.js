@@ -300,6 +300,47 @@ test('a lease granted while closing is given back: the next process delivers at 
   await b.close()
 })
 
+test('a holder that closes removes what it delivered before it gives the lease back: the next holder sends nothing twice', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const admin = await client()
+  const sent = []
+  const a = await Outbox.open({ redis, partner: 'handback', ...FAST, send: async (event) => sent.push(event.n) })
+  // What the log holds when the lease goes back (the release is the lease script with TTL 0).
+  let atRelease = null
+  const lease = redis.halfopenOutboxLease
+  redis.halfopenOutboxLease = async (...args) => {
+    if (args[3] === '0') atRelease = await admin.xlen(logKey('handback'))
+    return lease.apply(redis, args)
+  }
+  // The first removal fails (its retry is then pending), and the holder closes at once.
+  const pipeline = redis.pipeline.bind(redis)
+  let failed = false
+  redis.pipeline = () => {
+    const p = pipeline()
+    const xdel = p.xdel.bind(p)
+    p.xdel = (...args) => {
+      if (!failed) {
+        failed = true
+        p.exec = async () => Promise.reject(new Error('the removal is lost'))
+      }
+      return xdel(...args)
+    }
+    return p
+  }
+  const closed = new Promise((resolve) => a.on('storeError', ({ operation }) => operation === 'remove' && resolve(a.close())))
+  for (let n = 0; n < 50; n++) a.submit({ n })
+  assert.deepEqual(await closed, { unremoved: 0 })
+  assert.ok(sent.length >= 1 && sent.every((n, i) => n === i), `${sent.length} delivered in order`)
+  assert.equal(atRelease, 50 - sent.length, 'every delivered event was out of the log before the lease went back')
+  const again = []
+  const b = await Outbox.open({ redis: admin, partner: 'handback', ...FAST, send: async (event) => again.push(event.n) })
+  await once(b, 'acquired')
+  await b.submit({ n: 50 })
+  await until(() => again.includes(50))
+  assert.deepEqual(again, Array.from({ length: 51 - sent.length }, (_, i) => sent.length + i), 'the rest, once each')
+  await b.close()
+})
+
 test('listeners: one that throws or rejects is a warning; the others still hear, the event is still removed', { timeout: 30_000 }, async () => {
   const redis = await client()
   const warnings = []

@@ -509,6 +509,62 @@ def test_a_grant_while_closing_is_given_back_and_close_waits_for_a_pipeline_sent
     asyncio.run(main())
 
 
+def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_lease_back(server: AofServer) -> None:
+    async def main() -> None:
+        client, admin = server.client(), server.client()
+        sent: List[int] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            sent.append(event["n"])
+
+        closing: List["asyncio.Future[Dict[str, int]]"] = []
+
+        def on_event(e: OutboxEvent) -> None:
+            if e.kind == "store_error" and e.operation == "remove" and not closing:
+                closing.append(asyncio.ensure_future(a.aclose()))
+
+        a: Outbox[Any] = await Outbox.open(client, "handback", send, on_event=on_event, **FAST)
+        # What the log holds when the lease goes back (the lease script with TTL 0).
+        at_release: List[int] = []
+        lease = a._lease_script
+
+        async def watched(*, keys: Any, args: Any) -> Any:
+            if args[1] == 0:
+                at_release.append(await admin.xlen(log_key("handback")))
+            return await lease(keys=keys, args=args)
+
+        a._lease_script = watched  # type: ignore[assignment]
+        # The first removal fails (its retry is then pending), and the holder closes at once.
+        xdel = client.xdel
+
+        async def lost_once(*args: Any) -> Any:
+            if not closing:
+                raise redis.exceptions.ConnectionError("the removal is lost")
+            return await xdel(*args)
+
+        client.xdel = lost_once  # type: ignore[method-assign]
+        for n in range(50):
+            asyncio.ensure_future(a.submit({"n": n}))
+        await until(lambda: bool(closing), "the failed removal")
+        assert await closing[0] == {"unremoved": 0}
+        assert sent and sent == list(range(len(sent)))
+        assert at_release == [50 - len(sent)], "every delivered event was out of the log before the lease went back"
+        again: List[int] = []
+
+        async def send_again(event: Any, *, key: str, epoch: int) -> None:
+            again.append(event["n"])
+
+        b: Outbox[Any] = await Outbox.open(admin, "handback", send_again, **FAST)
+        await b.submit({"n": 50})
+        await until(lambda: 50 in again, "the next holder's delivery")
+        assert again == list(range(len(sent), 51)), "the rest, once each"
+        await b.aclose()
+        for c in (client, admin):
+            await c.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serializers(server: AofServer) -> None:
     async def main() -> None:
         client, admin = server.client(), server.client()

@@ -228,6 +228,8 @@ class Outbox(Generic[M]):
         self._lease_out: Optional["asyncio.Task[None]"] = None
         self._appending: "set[asyncio.Task[None]]" = set()
         self._retired: "set[asyncio.Task[None]]" = set()
+        # Deliveries handed to a dispatcher, not yet settled (their callback not yet run).
+        self._deliveries: "set[asyncio.Future[None]]" = set()
         self._timer: Optional[asyncio.TimerHandle] = None
         self._tasks: "set[asyncio.Task[Any]]" = set()
         self._closed = False
@@ -471,9 +473,11 @@ class Outbox(Generic[M]):
             self._held += 1
             delivery = asyncio.ensure_future(d.submit(_Entry(event, key, fields.get(_PAYLOAD, ""))))
             delivery.add_done_callback(functools.partial(self._settled, d, entry_id=entry_id, key=key, fields=fields))
+            self._deliveries.add(delivery)
         self._tick()
 
     def _settled(self, d: Dispatcher[_Entry[M]], done: "asyncio.Future[None]", *, entry_id: str, key: str, fields: Dict[str, str]) -> None:
+        self._deliveries.discard(done)
         if self._dispatcher is d:
             self._held -= 1
         error = None if done.cancelled() else done.exception()
@@ -573,9 +577,10 @@ class Outbox(Generic[M]):
 
     async def aclose(self) -> Dict[str, int]:
         """Stores this iteration's submits (and waits for those sent),
-        gives the lease up (another process takes over at once) once every
-        send this process started, under any grant, is over, and tries the
-        pending removals once more: ``{"unremoved": n}``, events delivered
+        waits for every send this process started, under any grant, tries
+        the pending removals once more, then gives the lease up (another
+        process takes over at once, without what this one delivered):
+        ``{"unremoved": n}``, events delivered
         whose removal Redis did not confirm (they stay in the log and will
         be sent again). Every call waits for the one close (a cancelled
         wait does not stop it). A forked copy touches nothing in Redis (the
@@ -604,14 +609,19 @@ class Outbox(Generic[M]):
         if d is not None:
             await d.aclose()
         await asyncio.gather(*self._retired, return_exceptions=True)
+        # Every delivery's callback has run (they are called before
+        # gather's): what was delivered is in the removals.
+        await asyncio.gather(*self._deliveries, return_exceptions=True)
+        # The removals before the lease goes back: the next holder reads the
+        # log without what this one delivered (a handover sends nothing twice).
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        await self._remove_now()
         if held:
             try:
                 await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, 0]), self._timeout)
             except Exception as err:  # noqa: BLE001 - it lapses by itself after its TTL
                 self._store_error("lease", err)
-        if self._flushing is not None:
-            await asyncio.gather(self._flushing, return_exceptions=True)
-        await self._remove_now()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
