@@ -669,8 +669,12 @@ export declare class Outbox<M = unknown> extends EventEmitter {
   stats(): { submitted: number; delivered: number; dead: number; removed: number; storeErrors: number; deliverer: boolean; epoch: number | null; held: number; removing: number }
   /** The dispatcher's state while this process delivers, else null. */
   getState(): CircuitState | null
-  /** Stores this turn's submits, waits for the sends in flight, retries pending removals once, then gives the lease up. */
-  close(): Promise<{ unremoved: number }>
+  /**
+   * Stores this turn's submits, waits for the sends in flight, retries pending removals once, then gives the lease up.
+   * `unremoved`: deliveries whose removal Redis did not confirm (sent again later); `lapsed`: Redis did not confirm the
+   * lease's last renewal, so it may have run out first (the next holder may send again what this one delivered last).
+   */
+  close(): Promise<{ unremoved: number; lapsed: boolean }>
   on(event: 'acquired', listener: (e: { epoch: number }) => void): this
   on(event: 'lost', listener: (e: { reason: 'taken' | 'expired' | 'released' }) => void): this
   on(event: 'delivered', listener: (e: { id: string; key: string }) => void): this

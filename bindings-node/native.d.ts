@@ -258,6 +258,8 @@ export declare class NativeOutbox {
   leaseTtlMs(): number
   /** How many events one read takes. */
   pageSize(): number
+  /** At most how many events are handed on, or sends started, in one turn of the event loop. */
+  turnEvents(): number
   /** How long a store call may take, in ms. */
   storeTimeoutMs(): number
   /** The lease call due now ("acquire" or "renew"), or null. */

@@ -185,10 +185,12 @@ class Outbox extends EventEmitter {
     this._token = randomHex64() + randomHex64()
     this._serializer = serializer ?? JSON_SERIALIZER
     this._timeoutMs = this._native.storeTimeoutMs()
+    this._turnEvents = this._native.turnEvents()
     this._submits = [] // this turn's submits: { fields, key, resolve, reject }
     this._dispatcher = null // while it holds the lease
     this._epoch = null
     this._cursor = null // the last id read under this grant
+    this._handing = false // a page is being handed to the dispatcher
     this._held = 0 // events handed to the dispatcher, not yet settled
     this._removing = new Set() // ids delivered or dead, removal not confirmed
     this._removals = [] // ids to remove
@@ -201,7 +203,8 @@ class Outbox extends EventEmitter {
     this._retired = new Set() // dispatchers of earlier grants, closing: their sends in flight end
     this._timer = null
     this._tickDue = false // a `_tickSoon` is set
-    this._sent = 0 // sends started since the last turn given back (see `_newDispatcher`)
+    this._sent = 0 // sends started (see `_newDispatcher`)
+    this._nextTurn = null // while set, sends wait for the next turn (see `_newDispatcher`)
     this._closed = false
     this._closing = null
     this._queue = null // events (lib/events.js)
@@ -413,10 +416,17 @@ class Outbox extends EventEmitter {
       size: (entry) => Buffer.byteLength(entry.payload),
       send: async (entry, { signal, key }) => {
         // Sends that settle at once (a queue, a buffer) would run a whole
-        // page in one turn: every 64th waits for the next, so that the
-        // event loop is never held for long.
-        if (++this._sent % 64 === 0) await new Promise((resolve) => setImmediate(resolve))
-        return userSend(entry.event, { signal, key, epoch: this._epoch })
+        // page in one turn: every `turnEvents`-th waits for the next, and
+        // the sends after it behind it, in their order (so that the event
+        // loop is never held for long, and sends start in the log's order).
+        const epoch = this._epoch
+        if (++this._sent % this._turnEvents === 0 && this._nextTurn === null) {
+          this._nextTurn = new Promise((resolve) => setImmediate(resolve)).then(() => {
+            this._nextTurn = null
+          })
+        }
+        if (this._nextTurn !== null) await this._nextTurn
+        return userSend(entry.event, { signal, key, epoch })
       },
     })
     d._mayStart = () => this._dispatcher === d && this._native.maySend(now())
@@ -427,7 +437,7 @@ class Outbox extends EventEmitter {
   /** Reads a page of the log if one is due. */
   _readIfDue() {
     const d = this._dispatcher
-    if (d === null) return
+    if (d === null || this._handing) return
     const count = this._native.readDue(now(), this._held)
     if (count === null || count === undefined) return
     this._read(d, this._epoch, count)
@@ -445,7 +455,28 @@ class Outbox extends EventEmitter {
       return this._tick()
     }
     if (this._closed || this._dispatcher !== d || !this._native.readAnswered(now(), epoch, entries.length)) return this._tick()
-    for (const [id, list] of entries) {
+    // No read while a page is handed on: the next starts after its last entry.
+    this._handing = true
+    try {
+      await this._handOn(d, entries)
+    } finally {
+      this._handing = false
+    }
+    this._tick()
+  }
+
+  /**
+   * Hands a page's entries to dispatcher `d`, `turnEvents` at a time, a
+   * turn each (the event loop is never held for long); a grant that ended
+   * meanwhile takes no more.
+   */
+  async _handOn(d, entries) {
+    for (let i = 0; i < entries.length; i++) {
+      if (i > 0 && i % this._turnEvents === 0) {
+        await new Promise((resolve) => setImmediate(resolve))
+        if (this._closed || this._dispatcher !== d) return
+      }
+      const [id, list] = entries[i]
       this._cursor = id
       if (this._removing.has(id)) continue
       const fields = fieldsOf(list)
@@ -480,7 +511,6 @@ class Outbox extends EventEmitter {
         },
       )
     }
-    this._tick()
   }
 
   /** An event delivered: removed from the log (retried until Redis confirms it). */
@@ -501,7 +531,7 @@ class Outbox extends EventEmitter {
 
   /** Removals and dead letters at the next turn (or when their retry is due); closing, `close()` does the last ones. */
   _flushRemovalsSoon() {
-    if (this._removalTimer !== null || this._closed) return
+    if (this._removalTimer !== null || this._flushing !== null || this._closed) return
     const delay = Math.max(0, this._removalAt - now())
     this._removalTimer = delay === 0 ? setImmediate(() => this._flushRemovals()) : setTimeout(() => this._flushRemovals(), delay)
   }
@@ -512,7 +542,9 @@ class Outbox extends EventEmitter {
     const flush = this._removeNow()
     this._flushing = flush
     return flush.finally(() => {
+      // One removal call out at a time: what came meanwhile goes next.
       if (this._flushing === flush) this._flushing = null
+      if (!this._closed && (this._removals.length > 0 || this._deadLetters.length > 0)) this._flushRemovalsSoon()
     })
   }
 
@@ -561,7 +593,6 @@ class Outbox extends EventEmitter {
       this._native.removalDone()
       this._removalAt = 0
     }
-    if (!this._closed && (this._removals.length > 0 || this._deadLetters.length > 0)) this._flushRemovalsSoon()
   }
 
   /** Redis confirmed these ids are out of the log. */
@@ -585,8 +616,12 @@ class Outbox extends EventEmitter {
    * Stops submitting and delivering: waits for this turn's submits to be
    * stored (or refused) and for the sends in flight, tries the pending
    * removals once more, then gives the lease up (another process takes
-   * over at once, without what this one delivered). Resolves to `{ unremoved }`: events delivered whose removal
-   * Redis did not confirm (they stay in the log and will be sent again).
+   * over at once, without what this one delivered). Resolves to
+   * `{ unremoved, lapsed }`: events delivered whose removal Redis did not
+   * confirm (they stay in the log and will be sent again), and whether the
+   * lease could have run out before it was given back (Redis did not
+   * confirm its last renewal: the next holder may send again what this
+   * one delivered last).
    */
   async close() {
     if (this._closing !== null) return this._closing
@@ -599,8 +634,14 @@ class Outbox extends EventEmitter {
       // A lease call out: its answer applies first (a grant is given back below).
       while (this._leaseOut !== null) await this._leaseOut
       const d = this._dispatcher
+      const epoch = this._epoch
       const held = this._native.release(now())
       this._roles()
+      // Held: renewed once more, so that it outlasts the sends still out
+      // and their removals (a lease fits two send timeouts and two store
+      // timeouts); if Redis does not confirm this grant, it may lapse
+      // before it is given back, and close says so (`lapsed`).
+      const kept = held && (await this._renewOnce(epoch))
       // Every send this process started, under any grant, is over before
       // another process may hold the lease.
       if (d !== null) await d.close()
@@ -623,9 +664,20 @@ class Outbox extends EventEmitter {
           this._storeError('lease', err)
         }
       }
-      return { unremoved: this._removals.length + this._deadLetters.length }
+      return { unremoved: this._removals.length + this._deadLetters.length, lapsed: held && !kept }
     })()
     return this._closing
+  }
+
+  /** One renewal of grant `epoch` (closing): whether Redis confirmed it. */
+  async _renewOnce(epoch) {
+    try {
+      const reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs())), this._timeoutMs)
+      return Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
+    } catch (err) {
+      this._storeError('lease', err)
+      return false
+    }
   }
 }
 

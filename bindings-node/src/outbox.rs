@@ -74,6 +74,12 @@ impl NativeOutbox {
         self.deliverer.page()
     }
 
+    /// At most how many events are handed on, or sends started, in one turn of the event loop.
+    #[napi]
+    pub fn turn_events(&self) -> u32 {
+        halfopen::outbox::TURN_EVENTS
+    }
+
     /// How long a store call may take, in ms.
     #[napi]
     pub fn store_timeout_ms(&self) -> f64 {

@@ -104,7 +104,7 @@ test('submit fulfils once the event is in the log; the holder delivers in the lo
   assert.deepEqual(sent.map((s) => s.key), receipts.map((r) => r.key))
   assert.ok(sent.every((s) => s.epoch === epoch && s.aborts))
   assert.equal(await redis.xlen(logKey('ordered')), 0)
-  assert.deepEqual(await outbox.close(), { unremoved: 0 })
+  assert.deepEqual(await outbox.close(), { unremoved: 0, lapsed: false })
 })
 
 test('an event given up goes to the dead letters with its reason, out of the log; one the serializer cannot read too', { timeout: 30_000 }, async () => {
@@ -329,7 +329,7 @@ test('a holder that closes removes what it delivered before it gives the lease b
   }
   const closed = new Promise((resolve) => a.on('storeError', ({ operation }) => operation === 'remove' && resolve(a.close())))
   for (let n = 0; n < 50; n++) a.submit({ n })
-  assert.deepEqual(await closed, { unremoved: 0 })
+  assert.deepEqual(await closed, { unremoved: 0, lapsed: false })
   assert.ok(sent.length >= 1 && sent.every((n, i) => n === i), `${sent.length} delivered in order`)
   assert.equal(atRelease, 50 - sent.length, 'every delivered event was out of the log before the lease went back')
   const again = []
@@ -339,6 +339,35 @@ test('a holder that closes removes what it delivered before it gives the lease b
   await until(() => again.includes(50))
   assert.deepEqual(again, Array.from({ length: 51 - sent.length }, (_, i) => sent.length + i), 'the rest, once each')
   await b.close()
+})
+
+test('a lease that ran out before close gave it back is said (lapsed), and the next holder keeps its lease', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const admin = await client()
+  const leaseKey = 'halfopen:outbox:v1:{lapsed}:lease'
+  const a = await Outbox.open({ redis, partner: 'lapsed', ...FAST, send: async () => {} })
+  await once(a, 'acquired')
+  // As the close renews it, the lease has run out and another process holds it.
+  const lease = redis.halfopenOutboxLease
+  let closing = false
+  redis.halfopenOutboxLease = async (...args) => {
+    if (closing && args[3] !== '0') await admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000)
+    return lease.apply(redis, args)
+  }
+  closing = true
+  assert.deepEqual(await a.close(), { unremoved: 0, lapsed: true })
+  assert.equal(await admin.get(leaseKey), 'elsewhere 99', "close gave back only its own lease")
+  // A renewal Redis does not answer: it may lapse, and close says so.
+  redis.halfopenOutboxLease = lease
+  await admin.del(leaseKey)
+  const b = await Outbox.open({ redis, partner: 'lapsed', ...FAST, send: async () => {} })
+  await once(b, 'acquired')
+  redis.halfopenOutboxLease = async (...args) => (args[3] === '0' ? lease.apply(redis, args) : Promise.reject(new Error('no answer')))
+  const errors = []
+  b.on('storeError', ({ operation }) => errors.push(operation))
+  assert.deepEqual(await b.close(), { unremoved: 0, lapsed: true })
+  assert.deepEqual(errors, ['lease'])
+  assert.equal(await admin.exists(leaseKey), 0)
 })
 
 test('listeners: one that throws or rejects is a warning; the others still hear, the event is still removed', { timeout: 30_000 }, async () => {

@@ -72,6 +72,11 @@ impl NativeOutbox {
         self.deliverer.page()
     }
 
+    /// At most how many events are handed on, or sends started, in one iteration of the event loop.
+    fn turn_events(&self) -> u32 {
+        halfopen::outbox::TURN_EVENTS
+    }
+
     /// How long a store call may take, in seconds.
     fn store_timeout(&self) -> f64 {
         secs(self.deliverer.config().store_timeout)

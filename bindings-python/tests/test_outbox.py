@@ -144,7 +144,7 @@ def test_options_and_events_are_checked_and_nothing_refused_reaches_redis(server
 
         with pytest.raises(TypeError):
             await Outbox(client, "events", send, concurrency_limit=1, serializer=Bad).submit({})
-        assert await outbox.aclose() == {"unremoved": 0}
+        assert await outbox.aclose() == {"unremoved": 0, "lapsed": False}
         assert await client.exists(log_key("events")) == 0
         await client.aclose()
 
@@ -170,7 +170,7 @@ def test_submit_returns_once_stored_and_the_holder_delivers_in_order_and_removes
         assert sent == [(n, r.key, epoch) for n, r in enumerate(receipts)]
         assert [e.id for e in events if e.kind == "delivered"] == [r.id for r in receipts]
         assert await client.xlen(log_key("ordered")) == 0
-        assert await outbox.aclose() == {"unremoved": 0}
+        assert await outbox.aclose() == {"unremoved": 0, "lapsed": False}
         await client.aclose()
 
     asyncio.run(main())
@@ -546,7 +546,7 @@ def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_leas
         for n in range(50):
             asyncio.ensure_future(a.submit({"n": n}))
         await until(lambda: bool(closing), "the failed removal")
-        assert await closing[0] == {"unremoved": 0}
+        assert await closing[0] == {"unremoved": 0, "lapsed": False}
         assert sent and sent == list(range(len(sent)))
         assert at_release == [50 - len(sent)], "every delivered event was out of the log before the lease went back"
         again: List[int] = []
@@ -559,6 +559,60 @@ def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_leas
         await until(lambda: 50 in again, "the next holder's delivery")
         assert again == list(range(len(sent), 51)), "the rest, once each"
         await b.aclose()
+        for c in (client, admin):
+            await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_its_lease(server: AofServer) -> None:
+    async def main() -> None:
+        client, admin = server.client(), server.client()
+        lease_key = "halfopen:outbox:v1:{lapsed}:lease"
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        acquired = asyncio.Event()
+        a: Outbox[Any] = await Outbox.open(client, "lapsed", send, on_event=lambda e: e.kind == "acquired" and acquired.set(), **FAST)
+        await asyncio.wait_for(acquired.wait(), 5)
+        # As aclose renews it, the lease has run out and another process holds it.
+        lease = a._lease_script
+        closing = [False]
+
+        async def taken(*, keys: Any, args: Any) -> Any:
+            if closing[0] and args[1] != 0:
+                await admin.set(lease_key, "elsewhere 99", px=60_000)
+            return await lease(keys=keys, args=args)
+
+        a._lease_script = taken  # type: ignore[assignment]
+        closing[0] = True
+        assert await a.aclose() == {"unremoved": 0, "lapsed": True}
+        assert await admin.get(lease_key) == b"elsewhere 99", "aclose gave back only its own lease"
+        # A renewal Redis does not answer: it may lapse, and aclose says so.
+        await admin.delete(lease_key)
+        acquired.clear()
+        errors: List[str] = []
+
+        def on_event(e: OutboxEvent) -> None:
+            if e.kind == "acquired":
+                acquired.set()
+            elif e.kind == "store_error":
+                errors.append(str(e.operation))
+
+        b: Outbox[Any] = await Outbox.open(client, "lapsed", send, on_event=on_event, **FAST)
+        await asyncio.wait_for(acquired.wait(), 5)
+        lease_b = b._lease_script
+
+        async def unanswered(*, keys: Any, args: Any) -> Any:
+            if args[1] != 0:
+                raise redis.exceptions.ConnectionError("no answer")
+            return await lease_b(keys=keys, args=args)
+
+        b._lease_script = unanswered  # type: ignore[assignment]
+        assert await b.aclose() == {"unremoved": 0, "lapsed": True}
+        assert errors == ["lease"]
+        assert await admin.exists(lease_key) == 0
         for c in (client, admin):
             await c.aclose()
 
@@ -674,7 +728,7 @@ def test_aclose_is_one_close_says_released_and_a_foreign_entry_is_a_dead_letter(
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(outbox.aclose(), 0.01)
         first, second = await asyncio.gather(outbox.aclose(), outbox.aclose())
-        assert first == second == {"unremoved": 0}
+        assert first == second == {"unremoved": 0, "lapsed": False}
         assert await client.exists("halfopen:outbox:v1:{one-close}:lease") == 0
         assert await client.xlen(log_key("one-close")) == 0
         assert [(e.kind, e.reason) for e in events if e.kind == "lost"] == [("lost", "released")]
@@ -699,7 +753,7 @@ def test_a_forked_copy_leaves_the_lease_alone_and_another_loop_is_refused(server
     if pid == 0:
         try:
             closed = asyncio.run(outbox.aclose())
-            os._exit(0 if closed == {"unremoved": 0} else 2)
+            os._exit(0 if closed == {"unremoved": 0, "lapsed": False} else 2)
         except BaseException:  # noqa: BLE001
             os._exit(3)
     _, status = os.waitpid(pid, 0)

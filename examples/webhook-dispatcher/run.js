@@ -1,114 +1,314 @@
 'use strict'
-// Seed 001's story for real: a redis-server, two local partner endpoints,
-// and the sender (sender.js). Partner A goes down; 100,000 events (half for
-// each partner) are submitted meanwhile; B stays healthy and gets its half
-// while A is still down; then A comes back and gets its backlog, in order.
-// Prints a summary (`--json`: one JSON line, for the test). Times are seed
-// 001's scaled by 0.05 (10 s -> 500 ms).
+// Seed 001's story for real, with a fleet: a redis-server with AOF, two
+// local partner endpoints, and three sender processes (sender.js), each
+// with an Outbox per partner. Partner A is down while the three submit
+// 100,000 events for it (and 3,000 each for B, which is healthy); midway
+// Redis is killed (SIGKILL) and restarted from its AOF. A comes back and
+// gets its backlog, in order; midway the process delivering it is killed
+// (SIGKILL) and another takes over. Then a rolling deploy: a fourth
+// process starts, old and new both submit for 5 s, and the old holder is
+// stopped (SIGTERM: it closes, the new one takes over). Prints what each
+// step did (`--json`: one JSON line, for the test). Seed 001's times
+// scaled by 0.05 (10 s -> 500 ms).
 //
 //   node run.js [--events 100000] [--json]
 
+const { fork } = require('node:child_process')
+const path = require('node:path')
 const Redis = require('ioredis')
 const { startPartners } = require('./partner.js')
 const { startRedis } = require('./redis.js')
-const { startSender } = require('./sender.js')
 
-const MAX_MESSAGES = 60_000
+const B_EACH = 3_000
+/** The outbox's page (its default). */
+const PAGE = 500
+const OVERLAP_MS = 5_000
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(name)
   return i === -1 ? fallback : Number(process.argv[i + 1])
 }
 
-/** Ids in arrival order -> delivered (distinct), twice or more, out of order. */
-function check(received, expected) {
-  const seen = new Set()
-  let twice = 0
-  let outOfOrder = 0
-  let last = -1
-  for (const id of received) {
-    if (seen.has(id)) twice += 1
-    seen.add(id)
-    if (id < last) outOfOrder += 1
-    last = id
+/** Wakes every wait at each message from a sender. */
+const waiters = []
+const changed = () => {
+  for (const wake of waiters.splice(0)) wake()
+}
+async function until(check) {
+  while (!check()) await new Promise((resolve) => waiters.push(resolve))
+}
+
+/** A sender process (sender.js), and what it said. */
+class Sender {
+  constructor(name, redisPort, base) {
+    this.name = name
+    this.child = fork(path.join(__dirname, 'sender.js'), [name, String(redisPort), base, 'a,b'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    this.epoch = { a: null, b: null } // the lease it holds, per partner
+    this.ended = [] // grants that ended: { partner, epoch, how, unconfirmed }
+    this.opens = 0
+    this.refused = false
+    this.timedOut = { a: new Set(), b: new Set() } // keys of sends given up at their timeout
+    this.replies = []
+    this.exited = new Promise((resolve) => this.child.once('exit', resolve))
+    this.child.on('message', (m) => {
+      if (m.acquired) this.epoch[m.acquired.partner] = m.acquired.epoch
+      if (m.lost) {
+        // A grant given back by `close` is told by its `closed` reply (its removals come first).
+        const { partner, reason, removing } = m.lost
+        // A loss: its removals not yet confirmed, and its sends in flight (they end, unconfirmed), are ambiguous.
+        if (reason !== 'released')
+          this.ended.push({
+            partner,
+            epoch: this.epoch[partner],
+            how: `lost (${reason})`,
+            unconfirmed: null,
+            removing,
+          })
+        this.epoch[partner] = null
+      }
+      if (m.opened) this.opens += 1
+      if (m.refusedFirst) this.refused = true
+      if (m.timedOut) this.timedOut[m.timedOut.partner].add(m.timedOut.key)
+      if (m.ready || m.submitted || m.closed || m.armed) this.replies.push(m)
+      changed()
+    })
+    this.child.on('exit', changed)
   }
-  const missing = expected.filter((id) => !seen.has(id)).length
-  return { delivered: seen.size, twice, outOfOrder, missing }
+
+  /** The next reply that has `what`. */
+  async reply(what) {
+    await until(() => this.replies.some((m) => m[what] !== undefined))
+    const i = this.replies.findIndex((m) => m[what] !== undefined)
+    return this.replies.splice(i, 1)[0][what]
+  }
+
+  /** From now on, says its first refused submit (`refused`). */
+  async arm() {
+    this.refused = false
+    this.child.send({ arm: true })
+    await this.reply('armed')
+  }
+
+  /** Submits n in [from, from + count) to `partner`; resolves with `{ count, refused, ambiguous, ambiguousKeys }`. */
+  async submit(partner, from, count) {
+    this.child.send({ submit: { partner, from, count } })
+    await until(() => this.replies.some((m) => m.submitted?.partner === partner))
+    const i = this.replies.findIndex((m) => m.submitted?.partner === partner)
+    return this.replies.splice(i, 1)[0].submitted
+  }
+}
+
+/** Each sender's events, in the order the partner first processed them: are they in the order submitted? */
+function inOrder(received) {
+  const last = new Map()
+  let outOfOrder = 0
+  for (const { event } of received) {
+    if (event.n <= (last.get(event.from) ?? -1)) outOfOrder += 1
+    last.set(event.from, event.n)
+  }
+  return outOfOrder
 }
 
 async function main() {
   const events = arg('--events', 100_000)
-  const half = events / 2
+  const json = process.argv.includes('--json')
+  const say = (line) => json || console.log(line)
   const redis = await startRedis()
-  const client = new Redis({ host: '127.0.0.1', port: redis.port })
+  // However the run ends (an error, a test's timeout), Redis goes with it;
+  // the senders exit when their channel closes.
+  process.on('exit', () => redis.stopNow())
+  process.on('SIGTERM', () => process.exit(1))
+  const admin = new Redis({
+    host: '127.0.0.1',
+    port: redis.port,
+    retryStrategy: () => 50,
+  })
+  admin.on('error', () => {})
   const web = await startPartners(['a', 'b'])
-  const sender = await startSender({ redis: client, urls: { a: web.url('a'), b: web.url('b') }, scale: 0.05, maxMessages: MAX_MESSAGES })
-  const { a, b } = sender
-  const opens = { a: 0, b: 0 }
-  for (const [name, d] of Object.entries(sender)) d.on('open', () => (opens[name] += 1))
-  let maxHeld = 0
+  const { a, b } = web.partners
+  const senders = ['s1', 's2', 's3'].map((name) => new Sender(name, redis.port, web.base))
+  await Promise.all(senders.map((s) => s.reply('ready')))
+  const per = senders.map((_, i) => Math.floor(events / 3) + (i < events % 3 ? 1 : 0))
+  const firstHalf = per.map((n) => Math.floor(n / 2))
+  const submits = []
+  const result = { events, b: {}, a: {} }
 
-  // A goes down; the events come, A's and B's interleaved, a thousand per turn.
-  web.partners.a.up = false
-  const started = performance.now()
-  const promises = []
-  for (let id = 0; id < half; id++) {
-    promises.push(a.submit({ id }))
-    promises.push(b.submit({ id }))
-    if (id % 1000 === 999) {
-      maxHeld = Math.max(maxHeld, a.stats().retained + a.stats().inFlight)
-      await new Promise((resolve) => setImmediate(resolve))
+  // 1. A is down; the three submit the first half of A's events, and B's.
+  a.up = false
+  say(`partner A down; three processes submit ${events.toLocaleString('en')} events for A, ${(3 * B_EACH).toLocaleString('en')} for B`)
+  submits.push(...(await Promise.all([...senders.map((s, i) => s.submit('a', 0, firstHalf[i])), ...senders.map((s) => s.submit('b', 0, B_EACH))])))
+
+  // 2. Redis crashes; the second halves are submitted meanwhile: each
+  // process is refused (never told "stored"), and submits again once
+  // Redis is back from its AOF.
+  const storedBeforeCrash = await admin.xlen('halfopen:outbox:v1:{a}:log')
+  await Promise.all(senders.map((s) => s.arm()))
+  await redis.kill()
+  const second = senders.map((s, i) => s.submit('a', firstHalf[i], per[i] - firstHalf[i]))
+  await until(() => senders.every((s) => s.refused))
+  await redis.restart()
+  submits.push(...(await Promise.all(second)))
+  const storedAfterCrash = await admin.xlen('halfopen:outbox:v1:{a}:log')
+  result.crash = {
+    storedBeforeCrash,
+    storedAfterCrash,
+    refused: submits.reduce((n, s) => n + s.refused, 0),
+    ambiguous: submits.reduce((n, s) => n + s.ambiguous, 0),
+  }
+  say(
+    `  Redis SIGKILLed after ${storedBeforeCrash.toLocaleString('en')} of A's events were stored, restarted from its AOF: ` +
+      `${result.crash.refused.toLocaleString('en')} submits refused meanwhile (StoreUnavailableError; ${result.crash.ambiguous} without an answer) and made again; ` +
+      `A's log holds ${storedAfterCrash.toLocaleString('en')}`,
+  )
+  await web.until('b', () => b.received.length === 3 * B_EACH)
+  result.b.deliveredWhileADown = b.received.length
+
+  // 3. A comes back: its holder sends the backlog, in order. Midway the
+  // holder is killed; another process takes over when the lease runs out.
+  const callsWhileDown = a.callsWhileDown
+  a.up = true
+  const back = performance.now()
+  await web.until('a', () => a.received.length >= Math.floor(events / 3))
+  const killed = senders.find((s) => s.name === a.received.at(-1).sender)
+  const killedEpoch = killed.epoch.a
+  killed.child.kill('SIGKILL')
+  const killedAt = performance.now()
+  await killed.exited
+  killed.ended.push({
+    partner: 'a',
+    epoch: killedEpoch,
+    how: 'killed',
+    unconfirmed: null,
+  })
+  await web.until('a', () => a.received.at(-1).sender !== killed.name)
+  const takeoverMs = performance.now() - killedAt
+  await web.until('a', () => a.received.length === events)
+  result.a.drainMs = Math.round(performance.now() - back)
+  result.a.takeover = {
+    killed: killed.name,
+    at: Math.floor(events / 3),
+    ms: Math.round(takeoverMs),
+    by: a.received.at(-1).sender,
+  }
+  say(`partner A back: its ${events.toLocaleString('en')} events delivered in ${result.a.drainMs} ms`)
+  say(
+    `  ${killed.name}, delivering, SIGKILLed after ${result.a.takeover.at.toLocaleString('en')}: ${result.a.takeover.by} took over ${result.a.takeover.ms} ms later`,
+  )
+
+  // 4. A rolling deploy: s4 starts; for 5 s old and new submit (delivered
+  // as they come); then the old holder is stopped and closes.
+  const old = senders.filter((s) => s !== killed)
+  const s4 = new Sender('s4', redis.port, web.base)
+  await s4.reply('ready')
+  const live = [...old, s4]
+  const next = new Map(live.map((s) => [s, s === s4 ? 0 : per[senders.indexOf(s)]]))
+  const repeatsBefore = a.duplicates.length
+  const trickle = async (who, until) => {
+    while (performance.now() < until) {
+      submits.push(...(await Promise.all(who.map((s) => s.submit('a', next.get(s), 20)))))
+      for (const s of who) next.set(s, next.get(s) + 20)
+      await new Promise((resolve) => setTimeout(resolve, 50))
     }
   }
-  maxHeld = Math.max(maxHeld, a.stats().retained + a.stats().inFlight)
-  await b.drained()
-  const bDone = performance.now() - started
-  const aStillDown = !web.partners.a.up
-  const bDeliveredWhileADown = web.partners.b.received.length
-  // A comes back: its backlog drains, in order, one send at a time.
-  web.partners.a.up = true
-  const back = performance.now()
-  await Promise.all(promises)
-  const drainMs = performance.now() - back
-  await Promise.all([a.persisted(), b.persisted()])
-  const stored = await client.hlen('webhooks:a:messages')
-  const result = {
-    events,
-    maxMessages: MAX_MESSAGES,
-    a: {
-      ...check(web.partners.a.received, [...Array(half).keys()]),
-      duplicates: web.partners.a.duplicates,
-      callsWhileDown: web.partners.a.callsWhileDown,
-      opens: opens.a,
-      maxHeld,
-      stats: a.stats(),
-    },
-    b: {
-      ...check(web.partners.b.received, [...Array(half).keys()]),
-      duplicates: web.partners.b.duplicates,
-      opens: opens.b,
-      deliveredWhileADown: aStillDown ? bDeliveredWhileADown : 0,
-      doneMs: Math.round(bDone),
-    },
-    drainMs: Math.round(drainMs),
-    storedAfter: stored,
+  await trickle(live, performance.now() + OVERLAP_MS)
+  const stopped = old.find((s) => s.name === a.received.at(-1).sender) ?? old[0]
+  const stoppedEpoch = stopped.epoch.a
+  stopped.child.send({ close: true })
+  const { unremoved, lapsed } = await stopped.reply('closed')
+  await stopped.exited
+  stopped.ended.push({
+    partner: 'a',
+    epoch: stoppedEpoch,
+    how: 'closed',
+    unconfirmed: lapsed ? null : unremoved,
+  })
+  await trickle(
+    live.filter((s) => s !== stopped),
+    performance.now() + 1_000,
+  )
+  const total = events + [...next.entries()].reduce((n, [s, to]) => n + to - (s === s4 ? 0 : per[senders.indexOf(s)]), 0)
+  await web.until('a', () => a.received.length === total)
+  result.a.deploy = {
+    events: total - events,
+    stopped: stopped.name,
+    held: stoppedEpoch !== null,
+    unremoved,
+    lapsed,
+    repeats: a.duplicates.length - repeatsBefore,
   }
-  for (const d of [a, b]) {
-    await d.close()
-    d.agent.destroy()
+  say(
+    `rolling deploy: s4 started, ${(total - events).toLocaleString('en')} events submitted by old and new over ${OVERLAP_MS / 1000} s and more; ${stopped.name} (holding A) closed with ${unremoved} unremoved; repeats meanwhile ${result.a.deploy.repeats}`,
+  )
+
+  // The end: every process closes; the logs are empty.
+  const rest = live.filter((s) => s !== stopped)
+  for (const s of rest) s.child.send({ close: true })
+  for (const s of rest) result.a.unremovedAtEnd = (result.a.unremovedAtEnd ?? 0) + (await s.reply('closed')).unremoved
+  await Promise.all(rest.map((s) => s.exited))
+
+  // Every repeat at a partner is of an ambiguous outcome, named: an event
+  // stored twice (its submit had no answer), a send given up at its
+  // timeout (it may have arrived), or one whose removal Redis may not have
+  // confirmed — the grant that sent it first was killed, lost the lease, or
+  // closed with some unremoved — and then no more of them than such a grant
+  // can have had out: two pages and the send in flight.
+  const all = [...senders, s4]
+  const ambiguousKeys = new Set(submits.flatMap((s) => s.ambiguousKeys))
+  // (`unconfirmed`: null when unknown — a kill, a loss.)
+  const unconfirmed = new Map(all.flatMap((s) => s.ended.filter((e) => e.unconfirmed !== 0).map((e) => [`${s.name} ${e.partner} ${e.epoch}`, 0])))
+  const explain = (partner, d) => {
+    const first = web.partners[partner].keys.get(d.key)
+    if (ambiguousKeys.has(d.key)) return 'stored twice (no answer to its submit)'
+    if (all.some((s) => s.timedOut[partner].has(d.key))) return 'given up at its timeout'
+    const grant = `${first.sender} ${partner} ${first.epoch}`
+    if (unconfirmed.has(grant) && unconfirmed.get(grant) < 2 * PAGE + 1) {
+      unconfirmed.set(grant, unconfirmed.get(grant) + 1)
+      return 'sent by a grant that ended unconfirmed'
+    }
+    return 'unexplained'
   }
-  await client.quit()
+  for (const [partner, count] of [
+    ['a', total],
+    ['b', 3 * B_EACH],
+  ]) {
+    const p = web.partners[partner]
+    const why = {}
+    for (const d of p.duplicates) {
+      const reason = explain(partner, d)
+      why[reason] = (why[reason] ?? 0) + 1
+      if (reason === 'unexplained') result.unexplained = [...(result.unexplained ?? []), { first: p.keys.get(d.key), again: d }]
+    }
+    Object.assign(result[partner], {
+      submitted: count,
+      processed: p.received.length,
+      outOfOrder: inOrder(p.received),
+      repeats: p.duplicates.length,
+      why,
+      epochsBack: p.arrivals.filter((r, i) => i > 0 && r.epoch < p.arrivals[i - 1].epoch).length,
+      storedAfter: await admin.xlen(`halfopen:outbox:v1:{${partner}}:log`),
+    })
+  }
+  result.a.callsWhileDown = callsWhileDown
+  result.a.opens = all.reduce((n, s) => n + s.opens, 0)
+  result.grants = all.flatMap((s) => s.ended.map((e) => ({ sender: s.name, ...e })))
+  admin.disconnect()
   await web.close()
-  redis.stop()
-  if (process.argv.includes('--json')) {
+  await redis.stop()
+  if (json) {
     console.log(JSON.stringify(result))
     return
   }
-  console.log(`seed 001 with halfopen: ${events} events, partner A down until B had all of its ${half}`)
-  console.log(`  A: delivered ${result.a.delivered}/${half}, twice ${result.a.twice} (sent again and deduplicated by key: ${result.a.duplicates}), out of order ${result.a.outOfOrder}; ` +
-    `${result.a.callsWhileDown} calls while down (${result.a.opens} opens); at most ${maxHeld} held (bound ${MAX_MESSAGES}); backlog drained in ${result.drainMs} ms`)
-  console.log(`  B: delivered ${result.b.delivered}/${half} while A was down, twice ${result.b.twice} (deduplicated by key: ${result.b.duplicates}), out of order ${result.b.outOfOrder}, opens ${result.b.opens}, all in ${result.b.doneMs} ms`)
-  console.log(`  messages left in Redis: ${stored}`)
+  for (const partner of ['a', 'b']) {
+    const r = result[partner]
+    const why = Object.entries(r.why)
+      .map(([k, v]) => `${v} ${k}`)
+      .join(', ')
+    say(
+      `${partner.toUpperCase()}: processed ${r.processed.toLocaleString('en')} of ${r.submitted.toLocaleString('en')}, out of order ${r.outOfOrder}, ` +
+        `repeats deduplicated by key ${r.repeats}${why ? ` (${why})` : ''}; left in Redis ${r.storedAfter}`,
+    )
+  }
+  say(`A while down: ${callsWhileDown} calls (the breakers opened ${result.a.opens} times); B got all of its events while A was down`)
 }
 
 main().catch((err) => {

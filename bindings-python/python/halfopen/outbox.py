@@ -33,7 +33,7 @@ import os
 import secrets
 import warnings
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypedDict, TypeVar
 
 from . import _native
 from ._support import check_sync, log_error, option_error
@@ -41,7 +41,7 @@ from .retention import DEFAULT_TIMEOUT, DeadLetterError, Dispatcher, DispatcherC
 
 M = TypeVar("M")
 
-__all__ = ["Outbox", "OutboxEvent", "PersistenceWarning", "Receipt", "StoreUnavailableError"]
+__all__ = ["Outbox", "OutboxClosed", "OutboxEvent", "PersistenceWarning", "Receipt", "StoreUnavailableError"]
 
 _KEY, _PAYLOAD, _REASON, _ID = _native._outbox_fields()
 
@@ -73,6 +73,17 @@ class PersistenceWarning(UserWarning):
     """Redis runs without AOF: a restart loses the events accepted since its
     last snapshot."""
 
+
+
+class OutboxClosed(TypedDict):
+    """What :meth:`Outbox.aclose` says: ``unremoved``, deliveries whose
+    removal Redis did not confirm (they stay in the log and are sent
+    again); ``lapsed``, whether Redis did not confirm the lease's last
+    renewal, so that it may have run out before it was given back (the
+    next holder may send again what this one delivered last)."""
+
+    unremoved: int
+    lapsed: bool
 
 @dataclass(frozen=True)
 class Receipt:
@@ -211,14 +222,16 @@ class Outbox(Generic[M]):
         self._send = send
         self._on_event = on_event
         self._timeout = self._native.store_timeout()
+        self._turn_events = self._native.turn_events()
         self._pid = os.getpid()
         self._loop: Optional[asyncio.AbstractEventLoop] = None  # the loop it runs in, from its first use
         self._append_lock: Optional[asyncio.Lock] = None  # one pipeline out at a time: the log keeps the submits' order
-        self._closing: "Optional[asyncio.Task[Dict[str, int]]]" = None
+        self._closing: "Optional[asyncio.Task[OutboxClosed]]" = None
         self._submits: List[Tuple[List[Any], Optional[str], "asyncio.Future[Receipt]"]] = []
         self._dispatcher: Optional[Dispatcher[_Entry[M]]] = None
         self._epoch: Optional[int] = None
         self._cursor: Optional[str] = None
+        self._handing = False  # a page is being handed to the dispatcher
         self._held = 0
         self._removing: Set[str] = set()
         self._removals: List[str] = []
@@ -434,7 +447,7 @@ class Outbox(Generic[M]):
 
     def _read_if_due(self) -> None:
         d = self._dispatcher
-        if d is None or self._epoch is None:
+        if d is None or self._epoch is None or self._handing:
             return
         count = self._native.read_due(self._held)
         if count is not None:
@@ -452,7 +465,23 @@ class Outbox(Generic[M]):
             return
         if self._closed or self._dispatcher is not d or not self._native.read_answered(epoch, len(entries)):
             return self._tick()
-        for raw_id, raw_fields in entries:
+        # No read while a page is handed on: the next starts after its last entry.
+        self._handing = True
+        try:
+            await self._hand_on(d, entries)
+        finally:
+            self._handing = False
+        self._tick()
+
+    async def _hand_on(self, d: Dispatcher[_Entry[M]], entries: List[Any]) -> None:
+        """Hands a page's entries to dispatcher ``d``, ``turn_events`` at a
+        time, an iteration of the loop each (it is never held for long); a
+        grant that ended meanwhile takes no more."""
+        for i, (raw_id, raw_fields) in enumerate(entries):
+            if i > 0 and i % self._turn_events == 0:
+                await asyncio.sleep(0)
+                if self._closed or self._dispatcher is not d:
+                    return
             entry_id = _text(raw_id)
             self._cursor = entry_id
             if entry_id in self._removing:
@@ -474,7 +503,6 @@ class Outbox(Generic[M]):
             delivery = asyncio.ensure_future(d.submit(_Entry(event, key, fields.get(_PAYLOAD, ""))))
             delivery.add_done_callback(functools.partial(self._settled, d, entry_id=entry_id, key=key, fields=fields))
             self._deliveries.add(delivery)
-        self._tick()
 
     def _settled(self, d: Dispatcher[_Entry[M]], done: "asyncio.Future[None]", *, entry_id: str, key: str, fields: Dict[str, str]) -> None:
         self._deliveries.discard(done)
@@ -575,24 +603,23 @@ class Outbox(Generic[M]):
         except Exception as err:  # noqa: BLE001 - a raising listener stops nothing
             log_error("an outbox's on_event raised", err)
 
-    async def aclose(self) -> Dict[str, int]:
+    async def aclose(self) -> OutboxClosed:
         """Stores this iteration's submits (and waits for those sent),
         waits for every send this process started, under any grant, tries
         the pending removals once more, then gives the lease up (another
         process takes over at once, without what this one delivered):
-        ``{"unremoved": n}``, events delivered
-        whose removal Redis did not confirm (they stay in the log and will
-        be sent again). Every call waits for the one close (a cancelled
+        an :class:`OutboxClosed`. The lease is renewed once as it begins,
+        so that it outlasts the sends and removals. Every call waits for the one close (a cancelled
         wait does not stop it). A forked copy touches nothing in Redis (the
         lease is its parent's)."""
         if os.getpid() != self._pid:
             self._closed = True
-            return {"unremoved": 0}
+            return {"unremoved": 0, "lapsed": False}
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._close())
         return await asyncio.shield(self._closing)
 
-    async def _close(self) -> Dict[str, int]:
+    async def _close(self) -> OutboxClosed:
         await self._append_all()
         await asyncio.gather(*self._appending, return_exceptions=True)
         self._closed = True
@@ -604,8 +631,14 @@ class Outbox(Generic[M]):
         while self._lease_out is not None:
             await asyncio.gather(self._lease_out, return_exceptions=True)
         d = self._dispatcher
+        epoch = self._epoch
         held = self._native.release()
         self._roles()
+        # Held: renewed once more, so that it outlasts the sends still out
+        # and their removals (a lease fits two send timeouts and two store
+        # timeouts); if Redis does not confirm this grant, it may lapse
+        # before it is given back, and aclose says so ("lapsed").
+        kept = held and await self._renew_once(epoch)
         if d is not None:
             await d.aclose()
         await asyncio.gather(*self._retired, return_exceptions=True)
@@ -625,7 +658,16 @@ class Outbox(Generic[M]):
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        return {"unremoved": len(self._removals) + len(self._dead_letters)}
+        return {"unremoved": len(self._removals) + len(self._dead_letters), "lapsed": held and not kept}
+
+    async def _renew_once(self, epoch: Optional[int]) -> bool:
+        """One renewal of grant ``epoch`` (closing): whether Redis confirmed it."""
+        try:
+            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ttl_ms()]), self._timeout)
+        except Exception as err:  # noqa: BLE001 - then it may lapse: said by the result
+            self._store_error("lease", err)
+            return False
+        return isinstance(reply, (list, tuple)) and len(reply) == 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
 
 
 def _is_reply_error(err: BaseException) -> bool:

@@ -65,6 +65,11 @@ pub const MAX_PAGE: u32 = 10_000;
 /// The default page: 500 events, or the dispatcher's bound if lower.
 pub const DEFAULT_PAGE: u32 = 500;
 
+/// At most this many events are handed to the dispatcher, or sends
+/// started, in one turn of the host's event loop: a page of hundreds never
+/// holds the loop for long (a host waits for its next turn in between).
+pub const TURN_EVENTS: u32 = 64;
+
 /// How an outbox's processes share its log and its delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxConfig {

@@ -33,7 +33,7 @@ pub mod redis;
 
 pub use config::{
     DEFAULT_PAGE, MAX_OUTBOX_PERIOD, MAX_PAGE, MIN_POLL_INTERVAL, MIN_STORE_TIMEOUT, OutboxConfig, OutboxConfigError,
-    OutboxField,
+    OutboxField, TURN_EVENTS,
 };
 
 use crate::time::{Duration, Instant};

@@ -1,0 +1,95 @@
+'use strict'
+// A restart into a backlog of 1,000,000 stored events (issue 24): the
+// process opens at once and streams the log in pages, so the event loop is
+// never held for long (perf_hooks.monitorEventLoopDelay: at most 50 ms) and
+// its memory does not grow with the backlog, while it delivers the first
+// 100,000. (The figures, measured beside the other outbox numbers, are in
+// BENCHMARKS.md; `node bench/outbox.js`.)
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { monitorEventLoopDelay } = require('node:perf_hooks')
+const Redis = require('ioredis')
+const { Outbox } = require('..')
+const { freePort, startRedis } = require('./support/redis-server.js')
+
+const BACKLOG = 1_000_000
+const FIRST = 100_000
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-backlog-'))
+let port
+let server
+
+before(async () => {
+  port = await freePort()
+  server = await startRedis(port, ['--appendonly', 'yes', '--dir', dir])
+})
+
+after(() => {
+  server.kill()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** `n` events in `partner`'s log, as an outbox writes them (a script of 100,000 XADDs a call: the fill is not what is measured). */
+async function fill(redis, partner, n) {
+  const script = "for i = 1, tonumber(ARGV[2]) do redis.call('XADD', KEYS[1], '*', 'p', '{\"n\":' .. (tonumber(ARGV[1]) + i - 1) .. ',\"body\":\"order confirmed\"}') end"
+  for (let from = 0; from < n; from += 100_000) await redis.eval(script, 1, `halfopen:outbox:v1:{${partner}}:log`, from, Math.min(100_000, n - from))
+}
+
+test('a restart into 1,000,000 stored events: the event loop never held over 50 ms, memory flat, the log read in order', { timeout: 120_000 }, async (t) => {
+  const redis = new Redis({ host: '127.0.0.1', port })
+  t.after(() => redis.disconnect())
+  await fill(redis, 'backlog', BACKLOG)
+  assert.equal(await redis.xlen('halfopen:outbox:v1:{backlog}:log'), BACKLOG)
+
+  global.gc?.()
+  const rssBefore = process.memoryUsage().rss
+  let rssMax = rssBefore
+  // (A reading includes the resolution: an idle loop reads 1 ms.)
+  const delay = monitorEventLoopDelay({ resolution: 1 })
+  delay.enable()
+  const started = performance.now()
+  let next = 0
+  let outOfOrder = 0
+  const outbox = await Outbox.open({
+    redis,
+    partner: 'backlog',
+    concurrencyLimit: 64,
+    send: async (event) => {
+      if (event.n !== next) outOfOrder += 1
+      next = event.n + 1
+    },
+  })
+  const openedMs = performance.now() - started
+  let heldMax = 0
+  const sampler = setInterval(() => {
+    rssMax = Math.max(rssMax, process.memoryUsage().rss)
+    heldMax = Math.max(heldMax, outbox.stats().held)
+  }, 20)
+  await new Promise((resolve) => {
+    const check = () => (outbox.stats().removed >= FIRST ? resolve() : setTimeout(check, 10))
+    check()
+  })
+  const ms = performance.now() - started
+  clearInterval(sampler)
+  delay.disable()
+  await outbox.close()
+  const maxMs = delay.max / 1e6
+  const growthMb = (rssMax - rssBefore) / 1e6
+  t.diagnostic(
+    `open ${openedMs.toFixed(1)} ms; first ${FIRST.toLocaleString('en')} of ${BACKLOG.toLocaleString('en')} in ${Math.round(ms)} ms; ` +
+      `longest event-loop delay ${maxMs.toFixed(1)} ms (p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms); at most ${heldMax} held; RSS growth ${growthMb.toFixed(1)} MB`,
+  )
+  // A send starts in the log's order (a limit of 64 runs them together, started in order).
+  assert.equal(outOfOrder, 0)
+  assert.ok(maxMs <= 50, `the event loop was held ${maxMs.toFixed(1)} ms`)
+  // At most two pages (of 500) held; the RSS grows by the heap's own
+  // slack (young generation, buffers), not with the backlog (a process that
+  // loaded it grew by gigabytes).
+  assert.ok(heldMax <= 1_000, `${heldMax} events held`)
+  assert.ok(growthMb <= 128, `RSS grew ${growthMb.toFixed(1)} MB`)
+  assert.equal(await redis.xlen('halfopen:outbox:v1:{backlog}:log'), BACKLOG - outbox.stats().removed)
+})
