@@ -95,6 +95,7 @@ bench: node-build python-build wasm-build component-build setup-redis
 	$(VENV)/bin/pip install -q --disable-pip-version-check pybreaker==1.4.1 circuitbreaker==2.1.3 purgatory==3.0.1 aiobreaker==1.2.0
 	$(PY) $(PY_DIR)/bench/bench.py
 	$(PY) $(PY_DIR)/bench/scrape.py
+	$(PY) $(PY_DIR)/bench/outbox.py
 	cd $(WASM_DIR) && node bench/workerd.mjs
 	cd $(WASM_DIR) && node bench/memory.mjs
 	cd $(COMPONENT_DIR) && node bench/bench.mjs

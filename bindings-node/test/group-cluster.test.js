@@ -2,7 +2,8 @@
 // The `group` option on a Redis Cluster of three masters on loopback (every
 // key of a group shares one hash slot), and the store calls counted by Redis
 // itself (INFO commandstats): at most one script call per process per flush
-// interval, plus those transitions ask for.
+// interval, plus those transitions ask for. And an Outbox on the same
+// cluster (its keys share one slot too).
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -13,7 +14,7 @@ const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
 const Redis = require('ioredis')
-const { CircuitBreaker } = require('..')
+const { CircuitBreaker, Outbox } = require('..')
 const { freePort, startRedis } = require('./support/redis-server.js')
 
 const servers = []
@@ -118,4 +119,44 @@ test('Redis counts at most one script call per process per flush interval, plus 
   assert.ok(calls > 0 && calls <= bound, `${calls} script calls in ${Math.round(elapsed)} ms for ${members.length} members (bound ${bound})`)
   node.disconnect()
   for (const n of nodes) n.disconnect()
+})
+
+test('an Outbox on a Redis Cluster: two clients submit, one delivers in order, a dead letter is kept, the other takes over', { timeout: 30_000 }, async () => {
+  const other = new Redis.Cluster(ports.map((port) => ({ host: '127.0.0.1', port })))
+  await once(other, 'ready')
+  const got = []
+  const options = {
+    partner: 'clustered',
+    concurrencyLimit: 1,
+    timeoutMs: 200,
+    storeTimeoutMs: 500,
+    pollIntervalMs: 20,
+    isFailure: (err) => err.message !== 'refused',
+    send: async (event) => {
+      if (event.n === 7) throw new Error('refused')
+      got.push(event.n)
+    },
+  }
+  const a = await Outbox.open({ redis: cluster, ...options })
+  await once(a, 'acquired')
+  const b = await Outbox.open({ redis: other, ...options })
+  for (let n = 0; n < 200; n++) await (n % 2 === 0 ? a : b).submit({ n }, { key: `k${n}` })
+  await until(() => got.length === 199)
+  assert.deepEqual(
+    got,
+    Array.from({ length: 200 }, (_, n) => n).filter((n) => n !== 7),
+  )
+  assert.equal((await a.close()).unremoved, 0)
+  await once(b, 'acquired')
+  await b.submit({ n: 200 })
+  await until(() => got.length === 200)
+  assert.equal(got.at(-1), 200)
+  await b.close()
+  assert.equal(await cluster.xlen('halfopen:outbox:v1:{clustered}:log'), 0)
+  const dead = await cluster.xrange('halfopen:outbox:v1:{clustered}:dead', '-', '+')
+  assert.deepEqual(
+    dead.map(([, fields]) => [fields[fields.indexOf('k') + 1], fields[fields.indexOf('r') + 1]]),
+    [['k7', 'refused']],
+  )
+  other.disconnect()
 })

@@ -2,7 +2,9 @@
 (a group's keys, and a registry's names, share one hash slot), through
 redis-py's ``RedisCluster``: breakers open together on failures spread
 over them and one probe round closes them; a registry's name opens in
-every registry. Every wait is for the system's own answer."""
+every registry. And an ``Outbox`` on the same cluster (its keys share one
+slot too), through ``redis.asyncio``'s ``RedisCluster``. Every wait is for
+the system's own answer."""
 
 from __future__ import annotations
 
@@ -18,7 +20,12 @@ from typing import Any, Iterator, List
 import pytest
 from redis.cluster import RedisCluster
 
-from halfopen import CircuitBreaker, CircuitBreakerError, RedisGroup, Registry, State
+import asyncio
+import warnings
+
+import redis.asyncio.cluster
+
+from halfopen import CircuitBreaker, CircuitBreakerError, Outbox, OutboxEvent, PersistenceWarning, RedisGroup, Registry, State
 from test_group import OPTIONS, _probe, fail, free_port, until
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server (make setup-redis)")
@@ -125,3 +132,50 @@ def test_on_a_cluster_a_registry_name_opens_in_every_registry(cluster: int) -> N
     assert all(r.state_name("b") == "CLOSED" for r in registries)
     for r in registries:
         r.leave_group()
+
+
+def test_an_outbox_on_a_cluster_delivers_in_order_keeps_a_dead_letter_and_hands_over(cluster: int) -> None:
+    async def main() -> None:
+        first = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster)
+        second = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster)
+        got: List[int] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            if event["n"] == 7:
+                raise ValueError("refused")
+            got.append(event["n"])
+
+        options: Any = dict(
+            concurrency_limit=1, timeout=0.2, store_timeout=0.5, poll_interval=0.02, exclude=(ValueError,)
+        )
+        acquired = [asyncio.Event(), asyncio.Event()]
+
+        def heard(i: int) -> Any:
+            return lambda e: e.kind == "acquired" and acquired[i].set()
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PersistenceWarning)  # the cluster runs without AOF
+            a: Outbox[Any] = await Outbox.open(first, "clustered", send, on_event=heard(0), **options)
+            await asyncio.wait_for(acquired[0].wait(), 5)
+            b: Outbox[Any] = await Outbox.open(second, "clustered", send, on_event=heard(1), **options)
+        for n in range(200):
+            await (a if n % 2 == 0 else b).submit({"n": n}, key=f"k{n}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while len(got) < 199 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert got == [n for n in range(200) if n != 7]
+        assert (await a.aclose())["unremoved"] == 0
+        await asyncio.wait_for(acquired[1].wait(), 10)
+        await b.submit({"n": 200})
+        while len(got) < 200 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert got[-1] == 200
+        await b.aclose()
+        assert await first.xlen("halfopen:outbox:v1:{clustered}:log") == 0
+        dead = await first.xrange("halfopen:outbox:v1:{clustered}:dead")
+        assert [(fields[b"k"], fields[b"r"]) for _, fields in dead] == [(b"k7", b"refused")]
+        for c in (first, second):
+            await c.aclose()
+
+    asyncio.run(main())
