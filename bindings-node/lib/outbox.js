@@ -506,7 +506,8 @@ class Outbox extends EventEmitter {
         },
         (err) => {
           if (this._dispatcher === d) this._held -= 1
-          if (err instanceof DeadLetterError) this._deadLetter(id, fields, key, err.reason, err)
+          // Given up, or refused otherwise (a bound): kept with why, never skipped silently.
+          this._deadLetter(id, fields, key, err instanceof DeadLetterError ? err.reason : 'refused', err)
           this._tickSoon()
         },
       )

@@ -13,7 +13,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { once } = require('node:events')
 const Redis = require('ioredis')
-const { Outbox, StoreUnavailableError } = require('..')
+const { Outbox, RetentionFullError, StoreUnavailableError } = require('..')
 const { freePort, startRedis } = require('./support/redis-server.js')
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-outbox-'))
@@ -368,6 +368,29 @@ test('a lease that ran out before close gave it back is said (lapsed), and the n
   assert.deepEqual(await b.close(), { unremoved: 0, lapsed: true })
   assert.deepEqual(errors, ['lease'])
   assert.equal(await admin.exists(leaseKey), 0)
+})
+
+test('an event its dispatcher refuses otherwise (a bound) is a dead letter with why, never skipped silently', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const sent = []
+  const outbox = await Outbox.open({ redis, partner: 'refusedelse', ...FAST, send: async (event) => sent.push(event.n) })
+  await once(outbox, 'acquired')
+  const d = outbox._dispatcher
+  const submit = d.submit.bind(d)
+  d.submit = (entry, options) => (entry.event.n === 3 ? Promise.reject(new RetentionFullError('refusedelse')) : submit(entry, options))
+  const dead = []
+  outbox.on('dead', ({ key, reason, error }) => dead.push([key, reason, error instanceof RetentionFullError]))
+  for (let n = 0; n < 6; n++) await outbox.submit({ n }, { key: `e${n}` })
+  await until(() => sent.length === 5 && dead.length === 1)
+  assert.deepEqual(sent, [0, 1, 2, 4, 5])
+  assert.deepEqual(dead, [['e3', 'refused', true]])
+  await outbox.close()
+  const letters = await redis.xrange(deadKey('refusedelse'), '-', '+')
+  assert.deepEqual(
+    letters.map(([, f]) => f[f.indexOf('r') + 1]),
+    ['refused'],
+  )
+  assert.equal(await redis.xlen(logKey('refusedelse')), 0)
 })
 
 test('listeners: one that throws or rejects is a warning; the others still hear, the event is still removed', { timeout: 30_000 }, async () => {

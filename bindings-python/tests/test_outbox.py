@@ -9,7 +9,9 @@ Every wait is for the outbox's own word, Redis's or the partner's."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import enum
 import http.server
 import json
 import os
@@ -25,7 +27,7 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
-from halfopen import Outbox, OutboxEvent, PersistenceWarning, StoreUnavailableError
+from halfopen import Outbox, OutboxEvent, PersistenceWarning, RetentionFullError, StoreUnavailableError
 from test_group import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -619,6 +621,49 @@ def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_it
     asyncio.run(main())
 
 
+def test_an_event_its_dispatcher_refuses_otherwise_is_a_dead_letter_never_skipped(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        sent: List[int] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            sent.append(event["n"])
+
+        dead: List[Any] = []
+        acquired = asyncio.Event()
+
+        def on_event(e: OutboxEvent) -> None:
+            if e.kind == "acquired":
+                acquired.set()
+            elif e.kind == "dead":
+                dead.append((e.key, e.reason, isinstance(e.error, RetentionFullError)))
+
+        outbox: Outbox[Any] = await Outbox.open(client, "refusedelse", send, on_event=on_event, **FAST)
+        await asyncio.wait_for(acquired.wait(), 5)
+        d = outbox._dispatcher
+        assert d is not None
+        submit = d.submit
+
+        async def refusing(entry: Any) -> None:
+            if entry.event["n"] == 3:
+                raise RetentionFullError("refusedelse")
+            await submit(entry)
+
+        d.submit = refusing  # type: ignore[method-assign]
+        for n in range(6):
+            await outbox.submit({"n": n}, key=f"e{n}")
+        await until(lambda: len(sent) == 5 and len(dead) == 1, "the deliveries and the dead letter")
+        assert sent == [0, 1, 2, 4, 5]
+        assert dead == [("e3", "refused", True)]
+        await outbox.aclose()
+        letters = await client.xrange("halfopen:outbox:v1:{refusedelse}:dead")
+        assert [fields[b"r"] for _, fields in letters] == [b"refused"]
+        assert await client.xlen(log_key("refusedelse")) == 0
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serializers(server: AofServer) -> None:
     async def main() -> None:
         client, admin = server.client(), server.client()
@@ -637,7 +682,11 @@ def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serialize
         await until(lambda: outbox.stats()["removed"] == 1, "out of the log")
         assert await admin.xlen("halfopen:outbox:v1:{once}:dead") == 1
         # JSON would change these: refused; a serializer of its own carries them.
-        for event in ((1, 2), {1: "a"}, {"s": {1}}):
+        class Level(enum.IntEnum):
+            HIGH = 1
+
+        deep_enum = {"a": [{"level": Level.HIGH}]}
+        for event in ((1, 2), {1: "a"}, {"s": {1}}, Level.HIGH, deep_enum, collections.OrderedDict(a=1), [True, (1,)]):
             with pytest.raises(TypeError) as e:
                 await outbox.submit(event)
             assert getattr(e.value, "option", None) == "serializer"

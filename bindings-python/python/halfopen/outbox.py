@@ -134,20 +134,38 @@ def _utf8(text: str) -> bool:
     return True
 
 
+def _same(event: Any, back: Any) -> bool:
+    """Whether ``back`` (read from JSON) is ``event`` as it was: equal, and
+    of the very same types at every depth (an IntEnum comes back an int, a
+    tuple a list, an OrderedDict a dict)."""
+    if type(event) is not type(back):
+        return False
+    if isinstance(event, list):
+        return len(event) == len(back) and all(_same(x, y) for x, y in zip(event, back))
+    if isinstance(event, dict):
+        return event.keys() == back.keys() and all(_same(v, back[k]) for k, v in event.items())
+    return bool(event == back)
+
+
 class _Json:
     """The default serializer: compact JSON; a value JSON does not write as
-    itself (a set, bytes, a function, NaN) is a ``TypeError``."""
+    itself (a set, bytes, a function, NaN, a tuple, an IntEnum) is a
+    ``TypeError``."""
 
     @staticmethod
     def encode(event: Any) -> str:
         try:
             text = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-            same = json.loads(text) == event
+            same = _same(event, json.loads(text))
         except (TypeError, ValueError, RecursionError) as err:
             raise option_error(TypeError, "serializer", f"serializer: the event ({type(event).__name__}) has no JSON form; give a serializer with encode and decode") from err
         if not same:
-            # A tuple comes back a list, an int key a str: not the event.
-            raise option_error(TypeError, "serializer", "serializer: JSON would not give the event back as it is (a tuple, a non-str key); give a serializer with encode and decode")
+            # A tuple comes back a list, an int key a str, an IntEnum an int: not the event.
+            raise option_error(
+                TypeError,
+                "serializer",
+                "serializer: JSON would not give the event back as it is (a tuple, a non-str key, a subclass of int, str or dict); give a serializer with encode and decode",
+            )
         return text
 
     @staticmethod
@@ -517,6 +535,9 @@ class Outbox(Generic[M]):
             self._emit(OutboxEvent("delivered", id=entry_id, key=key))
         elif isinstance(error, DeadLetterError):
             self._dead_letter(entry_id, fields, key, error.reason, error)
+        else:
+            # The dispatcher refused it otherwise (a bound): kept, with why, never skipped silently.
+            self._dead_letter(entry_id, fields, key, "refused", error)
         self._tick()
 
     def _remove(self, entry_id: str) -> None:
