@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 THUMB := thumbv7em-none-eabihf
 
-.PHONY: dist dist-test setup-dist setup-arm64 demo test test-structure test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
+.PHONY: dist dist-test check-dist setup-dist setup-arm64 demo test test-structure test-long test-rust test-msrv test-nostd test-schema test-prometheus lint lint-js bench setup-rust setup-python setup-python-dev setup-promtool node-deps node-build test-node python-build test-python setup-wasm wasm-build test-wasm setup-component component-build test-component test-examples setup-redis setup-chromium
 
 # Seed 000's campaigns simulated with and without the breaker; tables on
 # stdout, pictures in docs/sim/ (the README shows them).
@@ -220,17 +220,20 @@ $(VENV)/.installed-dist: $(VENV)/.installed-dev
 	$(VENV)/bin/pip install -q --disable-pip-version-check ziglang==0.17.0 cargo-zigbuild==0.24.0 auditwheel==6.8.2
 	touch $@
 
+# DIST_PROFILE: the Cargo profile of the cross-builds (`release`, what is
+# shipped; CI checks them built with `dist-check`, quicker: Cargo.toml).
+DIST_PROFILE ?= release
 dist: node-build wasm-build setup-dist
-	cd $(NODE_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH node dist.mjs
+	cd $(NODE_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH DIST_PROFILE=$(DIST_PROFILE) node dist.mjs
 	rm -rf target/wheels
 	for t in $(WHEEL_TARGETS); do \
 		rustup target add $${t%%:*} >/dev/null 2>&1; \
-		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH maturin build --release --zig --target $${t%%:*} \
+		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH maturin build --profile $(DIST_PROFILE) --zig --target $${t%%:*} \
 			--compatibility $${t##*:} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
 	done
 	for t in x86_64-apple-darwin:10.12 aarch64-apple-darwin:11.0; do \
 		rustup target add $${t%%:*} >/dev/null 2>&1; \
-		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH MACOSX_DEPLOYMENT_TARGET=$${t##*:} maturin build --release --zig \
+		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH MACOSX_DEPLOYMENT_TARGET=$${t##*:} maturin build --profile $(DIST_PROFILE) --zig \
 			--target $${t%%:*} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
 	done
 	ls target/wheels
@@ -249,5 +252,9 @@ setup-arm64:
 		apt-get download -qq $(ARM64_PACKAGES:%=%:arm64) node-cjs-module-lexer node-acorn node-undici 2>/dev/null && \
 		for d in *.deb; do dpkg -x $$d root; done; fi
 
-dist-test: dist setup-arm64
+dist-test: dist
+	$(MAKE) check-dist
+
+# The binaries `make dist` built, at work (CI builds them beside test-long).
+check-dist: setup-arm64
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_dist.py

@@ -4,7 +4,8 @@
 // in npm/<platform>/ (its package.json committed, its .node built here), the
 // main package naming them in `optionalDependencies`; every package packed
 // into dist/. Prints which targets built and which did not, and why.
-//   node dist.mjs            (PATH must hold `cargo-zigbuild` and `python-zig`)
+//   node dist.mjs            (PATH must hold `cargo-zigbuild` and `python-zig`;
+//                            DIST_PROFILE: the Cargo profile, default release)
 
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -13,6 +14,8 @@ import { fileURLToPath } from 'node:url'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 const OUT = join(HERE, '..', 'target', 'napi-dist')
+/** The Cargo profile (`make dist DIST_PROFILE=…`): `release`, what is shipped, unless CI asks for its quicker check. */
+const PROFILE = process.env.DIST_PROFILE || 'release'
 export const DIST = join(HERE, 'dist')
 
 /**
@@ -66,7 +69,7 @@ function main() {
     try {
       run('rustup', ['target', 'add', rustTarget], { stdio: 'ignore' })
       const env = MACOS[triple] ? { ...process.env, MACOSX_DEPLOYMENT_TARGET: MACOS[triple] } : process.env
-      run('npx', ['napi', 'build', '--platform', '--release', '--target', triple, '-x', '--no-js', '--dts', '../target/cross.d.ts', '--output-dir', OUT], {
+      run('npx', ['napi', 'build', '--platform', '--profile', PROFILE, '--target', triple, '-x', '--no-js', '--dts', '../target/cross.d.ts', '--output-dir', OUT], {
         stdio: ['ignore', 'ignore', 'pipe'],
         env,
       })

@@ -630,9 +630,9 @@ class Outbox(Generic[M]):
         the pending removals once more, then gives the lease up (another
         process takes over at once, without what this one delivered):
         an :class:`OutboxClosed`. The lease is renewed once as it begins,
-        so that it outlasts the sends and removals. Every call waits for the one close (a cancelled
-        wait does not stop it). A forked copy touches nothing in Redis (the
-        lease is its parent's)."""
+        so that it outlasts the sends and removals. Every call waits for the
+        one close (a cancelled wait does not stop it). A forked copy touches
+        nothing in Redis (the lease is its parent's)."""
         if os.getpid() != self._pid:
             self._closed = True
             return {"unremoved": 0, "lapsed": False}
