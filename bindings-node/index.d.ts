@@ -678,7 +678,7 @@ export declare class Outbox<M = unknown> extends EventEmitter {
   on(event: 'acquired', listener: (e: { epoch: number }) => void): this
   on(event: 'lost', listener: (e: { reason: 'taken' | 'expired' | 'released' }) => void): this
   on(event: 'delivered', listener: (e: { id: string; key: string }) => void): this
-  on(event: 'dead', listener: (e: { id: string; key: string; reason: 'attempts' | 'age' | 'refused' | 'undecodable'; error: unknown }) => void): this
+  on(event: 'dead', listener: (e: { id: string; key: string; reason: 'attempts' | 'age' | 'refused' | 'undecodable' | 'full'; error: unknown }) => void): this
   on(event: 'storeError', listener: (e: { operation: 'lease' | 'read' | 'remove'; error: unknown }) => void): this
   on(event: 'open' | 'halfOpen' | 'close' | 'stateChange', listener: (t: Transition) => void): this
 }

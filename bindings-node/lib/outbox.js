@@ -199,6 +199,7 @@ class Outbox extends EventEmitter {
     this._removalAt = 0
     this._flushing = null // the removals out
     this._leaseOut = null // the lease call out
+    this._asked = false // a lease call was made (close gives the lease back)
     this._appending = new Set() // the submit pipelines out
     this._retired = new Set() // dispatchers of earlier grants, closing: their sends in flight end
     this._timer = null
@@ -359,6 +360,9 @@ class Outbox extends EventEmitter {
 
   /** One lease call (to take or renew it), with the store timeout; its answer applies even while closing (a grant is then given back). */
   async _leaseCall() {
+    // Settles after its caller has it in `_leaseOut` (a client that throws at once included).
+    await undefined
+    this._asked = true
     let reply
     let failed = false
     try {
@@ -506,8 +510,8 @@ class Outbox extends EventEmitter {
         },
         (err) => {
           if (this._dispatcher === d) this._held -= 1
-          // Given up, or refused otherwise (a bound): kept with why, never skipped silently.
-          this._deadLetter(id, fields, key, err instanceof DeadLetterError ? err.reason : 'refused', err)
+          // Given up, or not taken (a bound: 'full'): kept with why, never skipped silently.
+          this._deadLetter(id, fields, key, err instanceof DeadLetterError ? err.reason : 'full', err)
           this._tickSoon()
         },
       )
@@ -635,7 +639,8 @@ class Outbox extends EventEmitter {
       // A lease call out: its answer applies first (a grant is given back below).
       while (this._leaseOut !== null) await this._leaseOut
       const d = this._dispatcher
-      const epoch = this._epoch
+      // (The core's: a grant the lease call just answered is not yet applied.)
+      const epoch = this._native.epoch()
       const held = this._native.release(now())
       this._roles()
       // Held: renewed once more, so that it outlasts the sends still out
@@ -657,7 +662,9 @@ class Outbox extends EventEmitter {
       // twice). The removals out first: what fails comes back to the lists.
       if (this._flushing !== null) await this._flushing
       await this._flushRemovals()
-      if (held) {
+      // Given back whenever it was asked for: a grant whose answer came too
+      // late is Redis's all the same (the script deletes only this token's).
+      if (this._asked) {
         try {
           await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0'), this._timeoutMs)
         } catch (err) {

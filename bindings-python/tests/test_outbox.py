@@ -130,6 +130,14 @@ def test_options_and_events_are_checked_and_nothing_refused_reaches_redis(server
             with pytest.raises(TypeError) as e:
                 await outbox.submit(event)
             assert getattr(e.value, "option", None) == "serializer"
+        # As deep as JSON itself goes (the check is no deeper than json.dumps).
+        deep: Any = {"n": 1}
+        for _ in range(900):
+            deep = [deep]
+        deep_box: Outbox[Any] = Outbox(client, "deep", send, concurrency_limit=1)
+        await deep_box.submit(deep)
+        await deep_box.aclose()
+        await client.delete(log_key("deep"))
         for key in ("", 1):
             with pytest.raises(TypeError) as e:
                 await outbox.submit({}, key=key)  # type: ignore[arg-type]
@@ -499,7 +507,7 @@ def test_a_grant_while_closing_is_given_back_and_close_waits_for_a_pipeline_sent
         submitted = asyncio.ensure_future(a.submit({"n": 1}))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        await a.aclose()
+        assert await a.aclose() == {"unremoved": 0, "lapsed": False}
         assert submitted.done(), "the submit out settled before aclose returned"
         assert await client.exists("halfopen:outbox:v1:{brief}:lease") == 0
         got = asyncio.Event()
@@ -621,7 +629,7 @@ def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_it
     asyncio.run(main())
 
 
-def test_an_event_its_dispatcher_refuses_otherwise_is_a_dead_letter_never_skipped(server: AofServer) -> None:
+def test_an_event_its_dispatcher_does_not_take_is_a_dead_letter_full_never_skipped(server: AofServer) -> None:
     async def main() -> None:
         client = server.client()
         sent: List[int] = []
@@ -654,12 +662,56 @@ def test_an_event_its_dispatcher_refuses_otherwise_is_a_dead_letter_never_skippe
             await outbox.submit({"n": n}, key=f"e{n}")
         await until(lambda: len(sent) == 5 and len(dead) == 1, "the deliveries and the dead letter")
         assert sent == [0, 1, 2, 4, 5]
-        assert dead == [("e3", "refused", True)]
+        assert dead == [("e3", "full", True)]
         await outbox.aclose()
         letters = await client.xrange("halfopen:outbox:v1:{refusedelse}:dead")
-        assert [fields[b"r"] for _, fields in letters] == [b"refused"]
+        assert [fields[b"r"] for _, fields in letters] == [b"full"]
         assert await client.xlen(log_key("refusedelse")) == 0
         await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_lease_granted_after_its_call_timed_out_is_given_back_by_aclose(server: AofServer) -> None:
+    async def main() -> None:
+        client, admin = server.client(), server.client()
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        # (Wrapped as open returns: its first lease call is at the next iteration.)
+        a: Outbox[Any] = await Outbox.open(client, "late", send, **FAST)
+        lease = a._lease_script
+        granted: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        kept: List["asyncio.Future[Any]"] = []
+        calls = [0]
+
+        async def late(*, keys: Any, args: Any) -> Any:
+            if args[1] == 0:
+                return await lease(keys=keys, args=args)
+            # The first call reaches Redis after the store timeout (0.5 s) gave up on it; later ones fail.
+            calls[0] += 1
+            if calls[0] > 1:
+                raise redis.exceptions.ConnectionError("no answer")
+
+            async def landing() -> Any:
+                await asyncio.sleep(0.7)
+                reply = await lease(keys=keys, args=args)
+                granted.set_result(reply)
+                return reply
+
+            # (The call is abandoned at its timeout; its landing goes on, as a command sent does.)
+            kept.append(asyncio.ensure_future(landing()))
+            return await asyncio.shield(kept[-1])
+
+        a._lease_script = late  # type: ignore[assignment]
+        reply = await asyncio.wait_for(asyncio.shield(granted), 10)
+        assert int(reply[0]) == 1, "Redis granted it"
+        assert not a.is_deliverer(), "this process never heard the grant"
+        assert await a.aclose() == {"unremoved": 0, "lapsed": False}
+        assert await admin.exists("halfopen:outbox:v1:{late}:lease") == 0, "given back: the next process need not wait a lease"
+        for c in (client, admin):
+            await c.aclose()
 
     asyncio.run(main())
 
@@ -685,8 +737,11 @@ def test_a_dead_letter_retried_after_a_late_answer_is_written_once_and_serialize
         class Level(enum.IntEnum):
             HIGH = 1
 
+        class Name(str, enum.Enum):
+            A = "a"
+
         deep_enum = {"a": [{"level": Level.HIGH}]}
-        for event in ((1, 2), {1: "a"}, {"s": {1}}, Level.HIGH, deep_enum, collections.OrderedDict(a=1), [True, (1,)]):
+        for event in ((1, 2), {1: "a"}, {"s": {1}}, Level.HIGH, deep_enum, collections.OrderedDict(a=1), [True, (1,)], {Name.A: 1}):
             with pytest.raises(TypeError) as e:
                 await outbox.submit(event)
             assert getattr(e.value, "option", None) == "serializer"

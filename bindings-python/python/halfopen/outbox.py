@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypedDict, TypeVar
 
@@ -136,15 +137,25 @@ def _utf8(text: str) -> bool:
 
 def _same(event: Any, back: Any) -> bool:
     """Whether ``back`` (read from JSON) is ``event`` as it was: equal, and
-    of the very same types at every depth (an IntEnum comes back an int, a
-    tuple a list, an OrderedDict a dict)."""
-    if type(event) is not type(back):
-        return False
-    if isinstance(event, list):
-        return len(event) == len(back) and all(_same(x, y) for x, y in zip(event, back))
-    if isinstance(event, dict):
-        return event.keys() == back.keys() and all(_same(v, back[k]) for k, v in event.items())
-    return bool(event == back)
+    of the very same types at every depth, keys included (an IntEnum comes
+    back an int, a tuple a list, an OrderedDict a dict). Iterative: as deep
+    as ``json.dumps`` goes."""
+    pending = [(event, back)]
+    while pending:
+        a, b = pending.pop()
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b))
+        elif isinstance(a, dict):
+            if a.keys() != b.keys() or any(type(k) is not str for k in a):
+                return False
+            pending.extend((v, b[k]) for k, v in a.items())
+        elif a != b:
+            return False
+    return True
 
 
 class _Json:
@@ -220,6 +231,8 @@ class Outbox(Generic[M]):
         self._name: str = name
         self._options = dict(options, timeout=timeout)
         # Checks the dispatcher's options (a TypeError or ValueError naming one).
+        # Each dispatcher's grant: the epoch its sends carry, fixed when it starts delivering.
+        self._grants: "weakref.WeakKeyDictionary[Dispatcher[_Entry[M]], List[Optional[int]]]" = weakref.WeakKeyDictionary()
         self._spare: Optional[Dispatcher[_Entry[M]]] = self._new_dispatcher()
         self._native = _native.NativeOutbox(
             secrets.randbits(64),
@@ -250,6 +263,7 @@ class Outbox(Generic[M]):
         self._epoch: Optional[int] = None
         self._cursor: Optional[str] = None
         self._handing = False  # a page is being handed to the dispatcher
+        self._asked = False  # a lease call was made (aclose gives the lease back)
         self._held = 0
         self._removing: Set[str] = set()
         self._removals: List[str] = []
@@ -406,6 +420,7 @@ class Outbox(Generic[M]):
 
     async def _lease_call(self) -> None:
         """One lease call; its answer applies even while closing (a grant is then given back)."""
+        self._asked = True
         try:
             reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ttl_ms()]), self._timeout)
         except Exception as err:  # noqa: BLE001 - retried with the core's backoff
@@ -438,14 +453,18 @@ class Outbox(Generic[M]):
                 self._epoch = value
                 self._cursor = None
                 self._dispatcher = self._spare if self._spare is not None else self._new_dispatcher()
+                self._grants[self._dispatcher][0] = value
                 self._spare = None
                 self._emit(OutboxEvent("acquired", epoch=value))
 
     def _new_dispatcher(self) -> Dispatcher[_Entry[M]]:
         """A dispatcher of the outbox's options whose sends start only while the core says they may."""
 
+        grant: List[Optional[int]] = [None]
+
         async def send(entry: _Entry[M]) -> Any:
-            sent = self._send(entry.event, key=entry.key, epoch=self._epoch)
+            # The grant's epoch, however late the task runs (a later grant has a dispatcher of its own).
+            sent = self._send(entry.event, key=entry.key, epoch=grant[0])
             # A plain function's value is its outcome, as the Dispatcher takes it.
             return await sent if inspect.isawaitable(sent) else sent
 
@@ -461,6 +480,7 @@ class Outbox(Generic[M]):
             **self._options,
         )
         d._may_start = lambda: self._dispatcher is d and self._native.may_send()
+        self._grants[d] = grant
         return d
 
     def _read_if_due(self) -> None:
@@ -536,8 +556,8 @@ class Outbox(Generic[M]):
         elif isinstance(error, DeadLetterError):
             self._dead_letter(entry_id, fields, key, error.reason, error)
         else:
-            # The dispatcher refused it otherwise (a bound): kept, with why, never skipped silently.
-            self._dead_letter(entry_id, fields, key, "refused", error)
+            # Not taken (a bound: "full"): kept, with why, never skipped silently.
+            self._dead_letter(entry_id, fields, key, "full", error)
         self._tick()
 
     def _remove(self, entry_id: str) -> None:
@@ -652,7 +672,8 @@ class Outbox(Generic[M]):
         while self._lease_out is not None:
             await asyncio.gather(self._lease_out, return_exceptions=True)
         d = self._dispatcher
-        epoch = self._epoch
+        # (The core's: a grant the lease call just answered is not yet applied.)
+        epoch = self._native.epoch()
         held = self._native.release()
         self._roles()
         # Held: renewed once more, so that it outlasts the sends still out
@@ -671,7 +692,9 @@ class Outbox(Generic[M]):
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         await self._remove_now()
-        if held:
+        # Given back whenever it was asked for: a grant whose answer came too
+        # late is Redis's all the same (the script deletes only this token's).
+        if self._asked:
             try:
                 await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, 0]), self._timeout)
             except Exception as err:  # noqa: BLE001 - it lapses by itself after its TTL
