@@ -11,32 +11,18 @@
 // counts those waits too, is printed, and measured on a quiet machine in
 // BENCHMARKS.md (`node bench/outbox.js`).
 
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
 const { Outbox } = require('..')
-const { freePort, startRedis } = require('./support/redis-server.js')
+const { aofRedisForTests } = require('./support/redis-server.js')
 
 const BACKLOG = 1_000_000
 const FIRST = 100_000
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-backlog-'))
-let port
-let server
-
-before(async () => {
-  port = await freePort()
-  server = await startRedis(port, ['--appendonly', 'yes', '--dir', dir])
-})
-
-after(() => {
-  server.kill()
-  fs.rmSync(dir, { recursive: true, force: true })
-})
+const redisServer = aofRedisForTests('halfopen-backlog-')
 
 /** `n` events in `partner`'s log, as an outbox writes them (a script of 100,000 XADDs a call: the fill is not what is measured). */
 async function fill(redis, partner, n) {
@@ -45,7 +31,7 @@ async function fill(redis, partner, n) {
 }
 
 test('a restart into 1,000,000 stored events: the event loop never held over 50 ms, at most two pages held, sent in the log order', { timeout: 120_000 }, async (t) => {
-  const redis = new Redis({ host: '127.0.0.1', port })
+  const redis = new Redis({ host: '127.0.0.1', port: redisServer.port })
   t.after(() => redis.disconnect())
   await fill(redis, 'backlog', BACKLOG)
   assert.equal(await redis.xlen('halfopen:outbox:v1:{backlog}:log'), BACKLOG)

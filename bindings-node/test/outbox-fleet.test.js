@@ -11,31 +11,16 @@
 // crash). Every wait is for the processes' own words or the partner's
 // count, never a margin.
 
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { fork } = require('node:child_process')
-const fs = require('node:fs')
 const net = require('node:net')
-const os = require('node:os')
 const path = require('node:path')
 const Redis = require('ioredis')
-const { freePort, startRedis } = require('./support/redis-server.js')
+const { aofRedisForTests, startRedis } = require('./support/redis-server.js')
 
-let port
-let server
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-outbox-'))
-
-before(async () => {
-  port = await freePort()
-  // With AOF, as an outbox's Redis runs (no warning).
-  server = await startRedis(port, ['--appendonly', 'yes', '--dir', dir])
-})
-
-after(() => {
-  server.kill()
-  fs.rmSync(dir, { recursive: true, force: true })
-})
+// With AOF, as an outbox's Redis runs (no warning).
+const redisServer = aofRedisForTests('halfopen-outbox-')
 
 /**
  * A partner on one TCP connection per sender (a JSON line each, answered
@@ -83,7 +68,7 @@ test('100,000 events from three processes, the partner down then back, the holde
   const PER = 33_334
   const TOTAL = 3 * PER
   const children = Array.from({ length: 3 }, () =>
-    fork(path.join(__dirname, 'support', 'outbox-sender.js'), [String(port), url, 'fleet', String(PER)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
+    fork(path.join(__dirname, 'support', 'outbox-sender.js'), [String(redisServer.port), url, 'fleet', String(PER)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
   )
   t.after(() => {
     for (const c of children) c.kill('SIGKILL')
@@ -111,7 +96,7 @@ test('100,000 events from three processes, the partner down then back, the holde
   // A batch Redis did not store in time was submitted again (same keys):
   // stored once or twice, never lost.
   const retried = submitted.reduce((sum, m) => sum + m.retried, 0)
-  const admin = new Redis({ host: '127.0.0.1', port, retryStrategy: () => 50 })
+  const admin = new Redis({ host: '127.0.0.1', port: redisServer.port, retryStrategy: () => 50 })
   admin.on('error', () => {})
   t.after(() => admin.disconnect())
   const stored = await admin.xlen('halfopen:outbox:v1:{fleet}:log')
@@ -132,10 +117,10 @@ test('100,000 events from three processes, the partner down then back, the holde
   const last = children.find((c) => c.pid === state.delivered.at(-1).pid)
   const crashedGrant = `${last.pid} ${state.delivered.at(-1).epoch}`
   const lost = said(last, 'lost')
-  server.kill('SIGKILL')
-  await new Promise((resolve) => server.once('exit', resolve))
+  redisServer.server.kill('SIGKILL')
+  await new Promise((resolve) => redisServer.server.once('exit', resolve))
   await lost
-  server = await startRedis(port, ['--appendonly', 'yes', '--dir', dir])
+  redisServer.server = await startRedis(redisServer.port, ['--appendonly', 'yes', '--dir', redisServer.dir])
   await until(() => unique() === TOTAL)
 
   // Every event; each process's in its order (first deliveries).

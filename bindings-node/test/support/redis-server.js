@@ -4,7 +4,10 @@
 // nothing.)
 
 const { spawn } = require('node:child_process')
+const fs = require('node:fs')
 const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
 
 /** A port free now on 127.0.0.1. */
 async function freePort() {
@@ -23,4 +26,24 @@ async function startRedis(port, args = [], options = {}) {
   return server
 }
 
-module.exports = { freePort, startRedis }
+/**
+ * A redis-server with AOF (as an outbox's Redis runs) in a folder of its
+ * own, for one test file: `{ port, dir, server }`, started before its tests
+ * and stopped (the folder removed) after them. `server` may be replaced (a
+ * restart on the same port and folder).
+ */
+function aofRedisForTests(prefix) {
+  const { before, after } = require('node:test')
+  const redis = { port: 0, dir: fs.mkdtempSync(path.join(os.tmpdir(), prefix)), server: null }
+  before(async () => {
+    redis.port = await freePort()
+    redis.server = await startRedis(redis.port, ['--appendonly', 'yes', '--dir', redis.dir])
+  })
+  after(() => {
+    redis.server.kill()
+    fs.rmSync(redis.dir, { recursive: true, force: true })
+  })
+  return redis
+}
+
+module.exports = { aofRedisForTests, freePort, startRedis }
