@@ -203,6 +203,18 @@ export declare class NativeDispatcher {
   metrics(nowMs: number): NativeMetrics
   /** The Prometheus text of the breaker and the retention under `name`. */
   prometheus(name: string, nowMs: number): string
+  /**
+   * The breaker state this dispatcher leaves for the next holder of an
+   * outbox's lease (`outbox::carried::left`), as JSON.
+   */
+  leftState(nowMs: number): string
+  /**
+   * Resumes this dispatcher's breaker from the state an outbox's last
+   * holder left `age_ms` ago (`outbox::carried::resume`); throws a
+   * SnapshotError (its kind: another configuration, say) and changes
+   * nothing if it cannot.
+   */
+  resumeState(json: string, nowMs: number, ageMs: number): void
   /** The dispatcher's state as JSON (not the messages: the caller keeps them). */
   snapshotJson(nowMs: number): string
   /** The dispatcher's state as compact bytes. */
@@ -265,10 +277,15 @@ export declare class NativeOutbox {
   /** The lease call due now ("acquire" or "renew"), or null. */
   leaseCall(now: number): string | null
   /**
-   * The lease script's reply: `false` if it cannot be the script's (the
-   * call then counts as failed).
+   * The lease script's reply: its two numbers, and on a new grant the
+   * breaker state left (null: none) and its age in ms. `false` if it
+   * cannot be the script's (the call then counts as failed).
    */
-  leaseAnswered(now: number, reply: Array<number>): boolean
+  leaseAnswered(now: number, reply: Array<number>, state?: string | undefined | null, ageMs?: number | undefined | null): boolean
+  /** The breaker state the current grant handed on, once, with its age now. */
+  takeLeft(now: number): NativeLeftState | null
+  /** The holder's breaker changed state: the renewal that carries it comes soon. */
+  breakerChanged(now: number): void
   /** The lease call failed (an error or no answer in time). */
   leaseFailed(now: number): void
   /** Applies what is due at `now`. */
@@ -468,6 +485,15 @@ export interface NativeGroupReading {
 }
 
 /**
+ * The breaker state the last holder left, handed on with a grant: its
+ * JSON and its age now, in ms.
+ */
+export interface NativeLeftState {
+  state: string
+  ageMs: number
+}
+
+/**
  * What JavaScript may do without asking (the core's `Licence`), and the
  * state, at one reading.
  */
@@ -656,8 +682,9 @@ export declare function outboxDeadScript(): string
 export declare function outboxFields(): Array<string>
 
 /**
- * Partner `partner`'s keys: the log, the dead letters, the lease and its
- * epoch counter (one hash slot); a name with a brace is refused.
+ * Partner `partner`'s keys: the log, the dead letters, the lease, its
+ * epoch counter and the breaker state left (one hash slot); a name with a
+ * brace is refused.
  */
 export declare function outboxKeys(partner: string): Array<string>
 

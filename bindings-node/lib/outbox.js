@@ -9,6 +9,11 @@
 // `XADD` (a turn's submits in one pipeline), the lease script, `XRANGE`,
 // `XDEL`, and a dead letter's `XADD` + `XDEL` in one transaction.
 //
+// The breaker goes with the lease: every lease call of the holder carries
+// its dispatcher's breaker state (core/src/outbox/carried.rs), and the next
+// holder resumes from the last one left, aged by Redis's clock, if its
+// breaker is configured the same; else it starts closed, with a warning.
+//
 // What is guaranteed (README, "Retention across processes"):
 // - `submit` fulfils only once the event is stored in Redis; a store that
 //   fails or is late rejects it with a StoreUnavailableError (`ambiguous`:
@@ -21,6 +26,7 @@
 //   1, events are delivered in the log's order.
 
 const { NativeOutbox, outboxDeadScript, outboxFields, outboxKeys, outboxLeaseScript } = require('../native.js')
+const { readToReport } = require('./clock.js')
 const { Dispatcher } = require('./dispatcher.js')
 const { DeadLetterError, StoreUnavailableError, fromNative, typeError, warnCallback } = require('./errors.js')
 const { publish } = require('./events.js')
@@ -173,7 +179,7 @@ class Outbox extends EventEmitter {
       throw e
     }
     if (!DEFINED.has(redis)) {
-      redis.defineCommand(LEASE, { numberOfKeys: 2, lua: outboxLeaseScript() })
+      redis.defineCommand(LEASE, { numberOfKeys: 3, lua: outboxLeaseScript() })
       redis.defineCommand(DEAD, { numberOfKeys: 2, lua: outboxDeadScript() })
       DEFINED.add(redis)
     }
@@ -181,7 +187,7 @@ class Outbox extends EventEmitter {
     this._redis = redis
     this._log = keys[0]
     this._dead = keys[1]
-    this._leaseKeys = [keys[2], keys[3]]
+    this._leaseKeys = [keys[2], keys[3], keys[4]]
     this._token = randomHex64() + randomHex64()
     this._serializer = serializer ?? JSON_SERIALIZER
     this._timeoutMs = this._native.storeTimeoutMs()
@@ -366,7 +372,7 @@ class Outbox extends EventEmitter {
     let reply
     let failed = false
     try {
-      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs())), this._timeoutMs)
+      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs()), this._leftState(this._dispatcher)), this._timeoutMs)
     } catch (err) {
       failed = true
       this._storeError('lease', err)
@@ -376,7 +382,9 @@ class Outbox extends EventEmitter {
     else {
       let fits = false
       try {
-        fits = n.leaseAnswered(now(), reply)
+        if (!Array.isArray(reply)) throw new TypeError('not a list')
+        const [holds, epoch, state, age] = reply
+        fits = n.leaseAnswered(now(), [holds, epoch], typeof state === 'string' ? state : null, reply.length > 2 ? age : null)
       } catch {
         n.leaseFailed(now())
       }
@@ -401,10 +409,45 @@ class Outbox extends EventEmitter {
       } else {
         this._epoch = e.epoch
         this._cursor = null
-        this._dispatcher = this._spare ?? this._newDispatcher()
+        const d = this._spare ?? this._newDispatcher()
+        this._dispatcher = d
         this._spare = null
-        this._emit('acquired', { epoch: e.epoch })
+        this._emit('acquired', { epoch: e.epoch, breaker: this._resume(d) })
       }
+    }
+  }
+
+  /**
+   * Resumes the breaker of new dispatcher `d` from the state the last
+   * holder left: 'resumed', 'none' (none was left), or why not (a
+   * SnapshotError's kind: 'config_mismatch' when the breaker's options
+   * changed), said by a warning too; the breaker then starts closed.
+   */
+  _resume(d) {
+    const left = this._native.takeLeft(now())
+    if (left === null || left === undefined) return 'none'
+    try {
+      d.queue._native.resumeState(left.state, readToReport(d.queue), left.ageMs)
+      return 'resumed'
+    } catch (err) {
+      const kind = fromNative(err).kind ?? 'malformed'
+      const why = kind === 'config_mismatch' ? 'its breaker options differ from this one’s' : kind
+      const warning = new Error(`halfopen: Outbox[${this.partner}]: the breaker state the last deliverer left is not resumed (${why}): this breaker starts closed`)
+      warning.name = 'HalfopenStateWarning'
+      warning.code = 'HALFOPEN_STATE_NOT_RESUMED'
+      warning.kind = kind
+      emitWarning(warning)
+      return kind
+    }
+  }
+
+  /** The breaker state dispatcher `d` leaves for the next holder ('' without one, or if it cannot be written). */
+  _leftState(d) {
+    if (d === null) return ''
+    try {
+      return d.queue._native.leftState(readToReport(d.queue))
+    } catch {
+      return ''
     }
   }
 
@@ -435,6 +478,12 @@ class Outbox extends EventEmitter {
     })
     d._mayStart = () => this._dispatcher === d && this._native.maySend(now())
     for (const name of ['open', 'close', 'halfOpen', 'stateChange']) d.on(name, (payload) => this._emit(name, payload))
+    // A change of the holder's breaker goes to Redis with a renewal soon.
+    d.on('stateChange', () => {
+      if (this._dispatcher !== d || this._closed) return
+      this._native.breakerChanged(now())
+      this._schedule()
+    })
     return d
   }
 
@@ -647,7 +696,7 @@ class Outbox extends EventEmitter {
       // and their removals (a lease fits two send timeouts and two store
       // timeouts); if Redis does not confirm this grant, it may lapse
       // before it is given back, and close says so (`lapsed`).
-      const kept = held && (await this._renewOnce(epoch))
+      const kept = held && (await this._renewOnce(epoch, d))
       // Every send this process started, under any grant, is over before
       // another process may hold the lease.
       if (d !== null) await d.close()
@@ -664,9 +713,10 @@ class Outbox extends EventEmitter {
       await this._flushRemovals()
       // Given back whenever it was asked for: a grant whose answer came too
       // late is Redis's all the same (the script deletes only this token's).
+      // With the breaker's state now, for the next holder (if this one still holds it).
       if (this._asked) {
         try {
-          await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0'), this._timeoutMs)
+          await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0', this._leftState(d)), this._timeoutMs)
         } catch (err) {
           // It lapses by itself after its TTL.
           this._storeError('lease', err)
@@ -677,10 +727,10 @@ class Outbox extends EventEmitter {
     return this._closing
   }
 
-  /** One renewal of grant `epoch` (closing): whether Redis confirmed it. */
-  async _renewOnce(epoch) {
+  /** One renewal of grant `epoch` (closing), with dispatcher `d`'s breaker state: whether Redis confirmed it. */
+  async _renewOnce(epoch, d) {
     try {
-      const reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs())), this._timeoutMs)
+      const reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs()), this._leftState(d)), this._timeoutMs)
       return Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
     } catch (err) {
       this._storeError('lease', err)

@@ -315,6 +315,25 @@ impl NativeDispatcher {
         .map_err(|_| out_of_memory("the exposition"))
     }
 
+    /// The breaker state this dispatcher leaves for the next holder of an
+    /// outbox's lease (`outbox::carried::left`), as JSON.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn left_state(&self, now_ms: f64) -> Result<String> {
+        let state = halfopen::outbox::carried::left(self.dispatcher.breaker(), instant(now_ms));
+        state.try_into_json().map_err(|_| out_of_memory("the breaker state"))
+    }
+
+    /// Resumes this dispatcher's breaker from the state an outbox's last
+    /// holder left `age_ms` ago (`outbox::carried::resume`); throws a
+    /// SnapshotError (its kind: another configuration, say) and changes
+    /// nothing if it cannot.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn resume_state(&mut self, json: String, now_ms: f64, age_ms: f64) -> Result<()> {
+        let state = halfopen::Snapshot::from_json(&json).map_err(|e| Error::from(Refusal::from(e)))?;
+        halfopen::outbox::carried::resume(self.dispatcher.breaker_mut(), &state, instant(now_ms), duration(age_ms))
+            .map_err(|e| Error::from(Refusal::from(e)))
+    }
+
     /// The dispatcher's state as JSON (not the messages: the caller keeps them).
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn snapshot_json(&self, now_ms: f64) -> Result<String> {

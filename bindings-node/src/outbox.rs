@@ -10,6 +10,7 @@ use napi_derive::napi;
 
 use crate::error::{Result, config, structured};
 use crate::time::{duration, instant, ms, ms_at};
+use halfopen::{Duration, Instant};
 
 /// An outbox's options, as given (absent: the core's default).
 #[napi(object)]
@@ -35,10 +36,20 @@ pub struct NativeOutboxEvent {
     pub reason: Option<String>,
 }
 
+/// The breaker state the last holder left, handed on with a grant: its
+/// JSON and its age now, in ms.
+#[napi(object)]
+pub struct NativeLeftState {
+    pub state: String,
+    pub age_ms: f64,
+}
+
 /// One process's deliverer of an outbox.
 #[napi]
 pub struct NativeOutbox {
     deliverer: Deliverer,
+    /// The state a grant handed on: its JSON, its age then, and when.
+    left: Option<(String, Duration, Instant)>,
 }
 
 #[napi]
@@ -59,7 +70,7 @@ impl NativeOutbox {
         };
         let deliverer = Deliverer::new(c, options.max_messages, seed, instant(now))
             .map_err(|e| config(e.field.name(), e.problem, e.problem.describe()))?;
-        Ok(NativeOutbox { deliverer })
+        Ok(NativeOutbox { deliverer, left: None })
     }
 
     /// The lease's TTL in Redis: whole ms, rounded up.
@@ -98,20 +109,41 @@ impl NativeOutbox {
         })
     }
 
-    /// The lease script's reply: `false` if it cannot be the script's (the
-    /// call then counts as failed).
+    /// The lease script's reply: its two numbers, and on a new grant the
+    /// breaker state left (null: none) and its age in ms. `false` if it
+    /// cannot be the script's (the call then counts as failed).
     #[napi]
-    pub fn lease_answered(&mut self, now: f64, reply: Vec<i64>) -> bool {
-        match redis::lease_reply(&reply) {
-            Ok((holds, epoch)) => {
+    pub fn lease_answered(&mut self, now: f64, reply: Vec<i64>, state: Option<String>, age_ms: Option<i64>) -> bool {
+        let age = age_ms.map(redis::left_age).transpose();
+        match (redis::lease_reply(&reply), age) {
+            (Ok((holds, epoch)), Ok(age)) => {
+                let before = self.deliverer.epoch();
                 self.deliverer.lease_answered(instant(now), holds, epoch);
+                if self.deliverer.epoch() != before {
+                    // A new grant: what it handed on (or nothing) replaces what an earlier one did.
+                    self.left = state.map(|s| (s, age.unwrap_or(Duration::ZERO), instant(now)));
+                }
                 true
             }
-            Err(_) => {
+            _ => {
                 self.deliverer.lease_failed(instant(now));
                 false
             }
         }
+    }
+
+    /// The breaker state the current grant handed on, once, with its age now.
+    #[napi]
+    pub fn take_left(&mut self, now: f64) -> Option<NativeLeftState> {
+        let (state, age, at) = self.left.take()?;
+        let age = Duration::from_micros(age.as_micros().saturating_add(instant(now).saturating_since(at).as_micros()));
+        Some(NativeLeftState { state, age_ms: ms(age) })
+    }
+
+    /// The holder's breaker changed state: the renewal that carries it comes soon.
+    #[napi]
+    pub fn breaker_changed(&mut self, now: f64) {
+        self.deliverer.breaker_changed(instant(now));
     }
 
     /// The lease call failed (an error or no answer in time).
@@ -212,8 +244,9 @@ pub fn outbox_dead_script() -> String {
     redis::DEAD_SCRIPT.into()
 }
 
-/// Partner `partner`'s keys: the log, the dead letters, the lease and its
-/// epoch counter (one hash slot); a name with a brace is refused.
+/// Partner `partner`'s keys: the log, the dead letters, the lease, its
+/// epoch counter and the breaker state left (one hash slot); a name with a
+/// brace is refused.
 #[napi]
 pub fn outbox_keys(partner: String) -> Result<Vec<String>> {
     let k = redis::keys(&partner).map_err(|_| {
@@ -224,8 +257,8 @@ pub fn outbox_keys(partner: String) -> Result<Vec<String>> {
             "must be non-empty, hold no { or }, and be at most 1024 bytes of UTF-8",
         )
     })?;
-    let [lease, epoch] = k.lease;
-    Ok(vec![k.log, k.dead, lease, epoch])
+    let [lease, epoch, breaker] = k.lease;
+    Ok(vec![k.log, k.dead, lease, epoch, breaker])
 }
 
 /// An entry's fields in the streams: key, payload, reason, id.

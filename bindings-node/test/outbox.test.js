@@ -309,7 +309,7 @@ test('a holder that closes removes what it delivered before it gives the lease b
   let atRelease = null
   const lease = redis.halfopenOutboxLease
   redis.halfopenOutboxLease = async (...args) => {
-    if (args[3] === '0') atRelease = await admin.xlen(logKey('handback'))
+    if (args[4] === '0') atRelease = await admin.xlen(logKey('handback'))
     return lease.apply(redis, args)
   }
   // The first removal fails (its retry is then pending), and the holder closes at once.
@@ -351,7 +351,7 @@ test('a lease that ran out before close gave it back is said (lapsed), and the n
   const lease = redis.halfopenOutboxLease
   let closing = false
   redis.halfopenOutboxLease = async (...args) => {
-    if (closing && args[3] !== '0') await admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000)
+    if (closing && args[4] !== '0') await admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000)
     return lease.apply(redis, args)
   }
   closing = true
@@ -362,7 +362,7 @@ test('a lease that ran out before close gave it back is said (lapsed), and the n
   await admin.del(leaseKey)
   const b = await Outbox.open({ redis, partner: 'lapsed', ...FAST, send: async () => {} })
   await once(b, 'acquired')
-  redis.halfopenOutboxLease = async (...args) => (args[3] === '0' ? lease.apply(redis, args) : Promise.reject(new Error('no answer')))
+  redis.halfopenOutboxLease = async (...args) => (args[4] === '0' ? lease.apply(redis, args) : Promise.reject(new Error('no answer')))
   const errors = []
   b.on('storeError', ({ operation }) => errors.push(operation))
   assert.deepEqual(await b.close(), { unremoved: 0, lapsed: true })
@@ -404,7 +404,7 @@ test('a lease granted after its call timed out is given back by close; a client 
   const granted = new Promise((resolve) => (landed = resolve))
   let calls = 0
   redis.halfopenOutboxLease = async (...args) => {
-    if (args[3] === '0') return lease.apply(redis, args)
+    if (args[4] === '0') return lease.apply(redis, args)
     // The first call reaches Redis after the store timeout (500 ms) gave up on it; later ones fail.
     if (calls++ > 0) throw new Error('no answer')
     await new Promise((resolve) => setTimeout(resolve, 700))
@@ -509,4 +509,81 @@ test('a restart into a backlog of 20,000 (40 pages) holds at most two pages in m
   assert.ok(most <= 1_000, `${most} events held at most`)
   assert.equal(await redis.xlen(log), 0)
   await outbox.close()
+})
+
+test('the breaker goes with the lease: the next holder resumes an open breaker (no trip of its own), one configured otherwise starts closed with a warning', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const partner = 'carried'
+  const options = { ...FAST, failureThreshold: 3, openTimeoutMs: 1_000, maxOpenTimeoutMs: 1_000 }
+  let sentByA = 0
+  const down = async () => {
+    sentByA += 1
+    throw new Error('partner down')
+  }
+  const a = await Outbox.open({ redis, partner, ...options, send: down })
+  const opened = once(a, 'open')
+  for (let n = 0; n < 5; n++) await a.submit({ n })
+  await opened
+  // The change went to Redis with a renewal, before any close.
+  await until(async () => JSON.parse((await redis.hget(`halfopen:outbox:v1:{${partner}}:breaker`, 's')) ?? '{}').phase === 'open')
+  await a.close()
+
+  // The next holder: open at once, and its first send is the probe after the open period.
+  const order = []
+  const b = await Outbox.open({ redis, partner, ...options, send: async (event) => order.push(`send ${event.n}`) })
+  const [acquired] = await once(b, 'acquired')
+  assert.equal(acquired.breaker, 'resumed')
+  assert.equal(b.getState(), 'OPEN')
+  b.on('halfOpen', () => order.push('halfOpen'))
+  await until(() => b.stats().removed === 5)
+  assert.deepEqual(order, ['halfOpen', 'send 0', 'send 1', 'send 2', 'send 3', 'send 4'])
+  assert.equal(b.getState(), 'CLOSED')
+  await b.close()
+
+  // Its state is left closed now; one configured otherwise does not take it (a warning says so).
+  const warned = once(process, 'warning')
+  const c = await Outbox.open({ redis, partner, ...options, failureThreshold: 4, send: async () => {} })
+  const [cAcquired] = await once(c, 'acquired')
+  assert.equal(cAcquired.breaker, 'config_mismatch')
+  const [warning] = await warned
+  assert.equal(warning.code, 'HALFOPEN_STATE_NOT_RESUMED')
+  assert.equal(warning.kind, 'config_mismatch')
+  assert.equal(c.getState(), 'CLOSED')
+  await c.close()
+  assert.equal(sentByA, 3, 'A tripped after its 3 failures')
+})
+
+test('a breaker state left longer ago than its open period resumes past it (aged by Redis\'s clock); garbage left in Redis is a warning, never a crash', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const partner = 'carried-aged'
+  const options = { ...FAST, failureThreshold: 1, openTimeoutMs: 300, maxOpenTimeoutMs: 300 }
+  const a = await Outbox.open({ redis, partner, ...options, send: async () => Promise.reject(new Error('partner down')) })
+  const opened = once(a, 'open')
+  await a.submit({ n: 0 })
+  await opened
+  await a.close()
+  const left = await redis.hget(`halfopen:outbox:v1:{${partner}}:breaker`, 's')
+  assert.equal(JSON.parse(left).phase, 'open')
+  // Redis's own clock says when the open period is over.
+  const [seconds, micros] = await redis.time()
+  const over = Number(seconds) * 1000 + Number(micros) / 1000 + 300
+  await until(async () => {
+    const [s, us] = await redis.time()
+    return Number(s) * 1000 + Number(us) / 1000 > over + 1
+  })
+  const b = await Outbox.open({ redis, partner, ...options, send: async () => {} })
+  const [acquired] = await once(b, 'acquired')
+  assert.equal(acquired.breaker, 'resumed')
+  assert.notEqual(b.getState(), 'OPEN', 'the open period ended before it was resumed')
+  await until(() => b.stats().removed === 1)
+  await b.close()
+
+  await redis.hset(`halfopen:outbox:v1:{${partner}}:breaker`, 's', '{"version":3,"garbage', 't', '0')
+  const warned = once(process, 'warning')
+  const c = await Outbox.open({ redis, partner, ...options, send: async () => {} })
+  const [cAcquired] = await once(c, 'acquired')
+  assert.equal(cAcquired.breaker, 'malformed')
+  assert.equal((await warned)[0].kind, 'malformed')
+  assert.equal(c.getState(), 'CLOSED')
+  await c.close()
 })

@@ -5,7 +5,9 @@
 //! client, is `python/halfopen/outbox.py`'s.
 
 use halfopen::outbox::{Deliverer, OutboxConfig, OutboxEvent, redis};
+use halfopen::{Duration, Instant};
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
 
 use crate::errors::{config_error, option_error, type_name, value_error};
 use crate::options::{count, seconds};
@@ -16,6 +18,8 @@ use crate::time::{monotonic, secs, secs_at};
 #[pyclass(module = "halfopen._native")]
 pub(crate) struct NativeOutbox {
     deliverer: Deliverer,
+    /// The breaker state a grant handed on: its JSON, its age then, and when.
+    left: Option<(Left, Instant)>,
 }
 
 /// An optional seconds option (absent or `None`: the core's default).
@@ -59,7 +63,7 @@ impl NativeOutbox {
         };
         let deliverer = Deliverer::new(c, max_messages, seed, monotonic())
             .map_err(|e| config_error(py, &names(e.field.name()), e.problem))?;
-        Ok(NativeOutbox { deliverer })
+        Ok(NativeOutbox { deliverer, left: None })
     }
 
     /// The lease's TTL in Redis: whole ms, rounded up.
@@ -87,20 +91,38 @@ impl NativeOutbox {
         self.deliverer.lease_call(monotonic()).is_some()
     }
 
-    /// The lease script's reply; `False` if it cannot be the script's (the
-    /// call then counts as failed).
+    /// The lease script's reply: its two numbers, and on a new grant the
+    /// breaker state left (`None`: none; bytes or str) and its age in ms.
+    /// `False` if it cannot be the script's (the call then counts as failed).
     fn lease_answered(&mut self, reply: &Bound<'_, PyAny>) -> bool {
-        let read = reply.extract::<Vec<i64>>().ok().and_then(|r| redis::lease_reply(&r).ok());
-        match read {
-            Some((holds, epoch)) => {
-                self.deliverer.lease_answered(monotonic(), holds, epoch);
+        let now = monotonic();
+        match read_reply(reply) {
+            Some((holds, epoch, left)) => {
+                let before = self.deliverer.epoch();
+                self.deliverer.lease_answered(now, holds, epoch);
+                if self.deliverer.epoch() != before {
+                    // A new grant: what it handed on (or nothing) replaces what an earlier one did.
+                    self.left = left.map(|l| (l, now));
+                }
                 true
             }
             None => {
-                self.deliverer.lease_failed(monotonic());
+                self.deliverer.lease_failed(now);
                 false
             }
         }
+    }
+
+    /// The breaker state the current grant handed on, once: its JSON and
+    /// its age now, in microseconds.
+    fn take_left(&mut self) -> Option<(String, u64)> {
+        let ((state, age), at) = self.left.take()?;
+        Some((state, age.as_micros().saturating_add(monotonic().saturating_since(at).as_micros())))
+    }
+
+    /// The holder's breaker changed state: the renewal that carries it comes soon.
+    fn breaker_changed(&mut self) {
+        self.deliverer.breaker_changed(monotonic());
     }
 
     /// The lease call failed (an error, or no answer in time).
@@ -190,9 +212,9 @@ pub(crate) fn _outbox_dead_script() -> &'static str {
     redis::DEAD_SCRIPT
 }
 
-/// Partner `partner`'s keys: the log, the dead letters, the lease and its
-/// epoch counter (one hash slot); a name that is empty, too long or holds
-/// a brace is a `ValueError` (option `partner`).
+/// Partner `partner`'s keys: the log, the dead letters, the lease, its
+/// epoch counter and the breaker state left (one hash slot); a name that is
+/// empty, too long or holds a brace is a `ValueError` (option `partner`).
 #[pyfunction]
 pub(crate) fn _outbox_keys(py: Python<'_>, partner: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let text: String = partner
@@ -206,8 +228,36 @@ pub(crate) fn _outbox_keys(py: Python<'_>, partner: &Bound<'_, PyAny>) -> PyResu
             "must be non-empty, hold no { or }, and be at most 1024 bytes of UTF-8",
         )
     })?;
-    let [lease, epoch] = k.lease;
-    Ok(vec![k.log, k.dead, lease, epoch])
+    let [lease, epoch, breaker] = k.lease;
+    Ok(vec![k.log, k.dead, lease, epoch, breaker])
+}
+
+/// A breaker state handed on with a grant: its text, its age.
+type Left = (String, Duration);
+
+/// The lease script's reply read: whether the caller holds the lease, its
+/// epoch, and what a new grant handed on (the state's text, its age); `None`
+/// for anything the script cannot have answered.
+fn read_reply(reply: &Bound<'_, PyAny>) -> Option<(bool, u64, Option<Left>)> {
+    let items: Vec<Bound<'_, PyAny>> = reply.extract().ok()?;
+    let numbers = [items.first()?.extract::<i64>().ok()?, items.get(1)?.extract::<i64>().ok()?];
+    let (holds, epoch) = redis::lease_reply(&numbers).ok()?;
+    let left = match items.get(2..) {
+        None | Some([]) => None,
+        Some([state, age]) => {
+            let age = redis::left_age(age.extract::<i64>().ok()?).ok()?;
+            if state.is_none() {
+                None
+            } else if let Ok(b) = state.cast::<PyBytes>() {
+                // Not UTF-8: not a state (the resume says it is malformed).
+                Some((String::from_utf8_lossy(b.as_bytes()).into_owned(), age))
+            } else {
+                Some((state.cast::<PyString>().ok()?.to_str().ok()?.to_owned(), age))
+            }
+        }
+        Some(_) => return None,
+    };
+    Some((holds, epoch, left))
 }
 
 /// An entry's fields in the streams: key, payload, reason, id.

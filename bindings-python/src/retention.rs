@@ -446,6 +446,25 @@ impl NativeRetentionQueue {
         Ok(())
     }
 
+    /// The breaker state this queue leaves for an outbox's next holder
+    /// (`outbox::carried::left`), as JSON.
+    fn _left_state(&self, py: Python<'_>) -> PyResult<String> {
+        let now = self.host.now(py)?;
+        let state = halfopen::outbox::carried::left(self.lock().breaker(), now);
+        state.try_into_json().map_err(out_of_memory("the breaker state"))
+    }
+
+    /// Resumes the breaker from the state an outbox's last holder left
+    /// `age_us` microseconds ago (`outbox::carried::resume`): a
+    /// `SnapshotError` (its kind) if it cannot, and nothing changes.
+    fn _resume_state(&self, py: Python<'_>, text: &str, age_us: u64) -> PyResult<()> {
+        let now = self.host.now(py)?;
+        let state = halfopen::Snapshot::from_json(text).map_err(|e| snapshot_error(py, e))?;
+        let mut core = self.lock();
+        halfopen::outbox::carried::resume(core.breaker_mut(), &state, now, halfopen::Duration::from_micros(age_us))
+            .map_err(|e| snapshot_error(py, e))
+    }
+
     /// The queue's state as JSON text (not the messages).
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         let now = self.host.now(py)?;

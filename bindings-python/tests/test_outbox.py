@@ -27,7 +27,7 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
-from halfopen import Outbox, OutboxEvent, PersistenceWarning, RetentionFullError, StoreUnavailableError
+from halfopen import Outbox, OutboxEvent, PersistenceWarning, RetentionFullError, StateNotResumedWarning, StoreUnavailableError
 from test_group import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,12 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="ne
 
 FAST: Dict[str, Any] = dict(
     concurrency_limit=1, timeout=0.2, store_timeout=0.5, poll_interval=0.02, failure_threshold=3, open_timeout=0.1, max_open_timeout=0.1
+)
+
+
+#: The breaker options of the Node sender (test/support/outbox-sender.js), as Python spells them.
+NODE_SENDER_OPTIONS: Dict[str, Any] = dict(
+    concurrency_limit=1, failure_threshold=5, open_timeout=0.2, max_open_timeout=0.2, timeout=0.3, store_timeout=0.5, poll_interval=0.05, page_size=200
 )
 
 
@@ -353,11 +359,14 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
 
             await asyncio.to_thread(post)
 
+        resumed: List[Any] = []
+
         def on_event(e: OutboxEvent) -> None:
             if e.kind == "acquired":
+                resumed.append(e.breaker)
                 acquired.set()
 
-        outbox: Outbox[Any] = await Outbox.open(server.client(), "mixed", send, on_event=on_event, **FAST)
+        outbox: Outbox[Any] = await Outbox.open(server.client(), "mixed", send, on_event=on_event, **NODE_SENDER_OPTIONS)
         receipts = [await outbox.submit({"from": "python", "n": n, "text": "olá 🎉"}) for n in range(300)]
         # Node holds the lease: it delivers what Python submitted, in order.
         await until(lambda: len(partner.delivered) >= 300, "Node delivered Python's events")
@@ -371,6 +380,8 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
         node.stdin.flush()
         assert heard("closed")["unremoved"] == 0
         await asyncio.wait_for(acquired.wait(), 30)
+        # The breaker state Node left is resumed here: one configuration, one fingerprint.
+        assert resumed == ["resumed"]
         for n in range(300, 350):
             await outbox.submit({"from": "python", "n": n})
         await until(lambda: len(partner.delivered) >= 350, "Python delivered its own events")
@@ -887,5 +898,74 @@ def test_a_client_that_raises_at_once_is_a_store_error_never_a_hung_submit(serve
             await asyncio.wait_for(outbox.submit({"n": 1}), 5)
         assert e.value.ambiguous and isinstance(e.value.__cause__, redis.exceptions.ConnectionError)
         await outbox.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_breaker_goes_with_the_lease_and_one_configured_otherwise_starts_closed_with_a_warning(server: AofServer) -> None:
+    partner = "carried"
+    options = dict(FAST, failure_threshold=3, open_timeout=1.0, max_open_timeout=1.0)
+
+    async def main() -> None:
+        client = server.client()
+        sent_by_a = 0
+
+        async def down(event: Any, *, key: str, epoch: int) -> None:
+            nonlocal sent_by_a
+            sent_by_a += 1
+            raise ConnectionError("partner down")
+
+        a: Outbox[Any] = await Outbox.open(client, partner, down, **options)
+        for n in range(5):
+            await a.submit({"n": n})
+        await until(lambda: a._dispatcher is not None and a._dispatcher.state.name == "OPEN", "A tripped")
+
+        # The change went to Redis with a renewal, before any close.
+        async def left_open() -> bool:
+            text = await client.hget(f"halfopen:outbox:v1:{{{partner}}}:breaker", "s")
+            return text is not None and json.loads(text)["phase"] == "open"
+
+        await until(left_open, "A's open breaker in Redis")
+        await a.aclose()
+        assert sent_by_a == 3
+
+        order: List[str] = []
+        events_b: List[OutboxEvent] = []
+
+        async def up(event: Any, *, key: str, epoch: int) -> None:
+            order.append(f"send {event['n']}")
+
+        def on_b(e: OutboxEvent) -> None:
+            events_b.append(e)
+            if e.kind == "transition" and e.transition.to_state.name == "HALF_OPEN":
+                order.append("half_open")
+
+        b: Outbox[Any] = await Outbox.open(client, partner, up, on_event=on_b, **options)
+        await until(lambda: any(e.kind == "acquired" for e in events_b), "B acquired")
+        assert [e.breaker for e in events_b if e.kind == "acquired"] == ["resumed"]
+        assert b._dispatcher is not None and b._dispatcher.state.name == "OPEN"
+        await until(lambda: b.stats()["removed"] == 5, "B delivered all")
+        assert order == ["half_open"] + [f"send {n}" for n in range(5)]
+        await b.aclose()
+
+        # One configured otherwise does not take it, and a warning says why.
+        events_c: List[OutboxEvent] = []
+        with pytest.warns(StateNotResumedWarning) as caught:
+            c: Outbox[Any] = await Outbox.open(client, partner, up, on_event=events_c.append, **dict(options, failure_threshold=4))
+            await until(lambda: any(e.kind == "acquired" for e in events_c), "C acquired")
+        assert [e.breaker for e in events_c if e.kind == "acquired"] == ["config_mismatch"]
+        assert [getattr(w.message, "kind", None) for w in caught if isinstance(w.message, StateNotResumedWarning)] == ["config_mismatch"]
+        assert c._dispatcher is not None and c._dispatcher.state.name == "CLOSED"
+        await c.aclose()
+
+        # Garbage in Redis (not even UTF-8): a warning, never a crash.
+        await client.hset(f"halfopen:outbox:v1:{{{partner}}}:breaker", mapping={"s": b"\xff{garbage", "t": "0"})
+        events_d: List[OutboxEvent] = []
+        with pytest.warns(StateNotResumedWarning):
+            d: Outbox[Any] = await Outbox.open(client, partner, up, on_event=events_d.append, **options)
+            await until(lambda: any(e.kind == "acquired" for e in events_d), "D acquired")
+        assert [e.breaker for e in events_d if e.kind == "acquired"] == ["malformed"]
+        await d.aclose()
+        await client.aclose()
 
     asyncio.run(main())

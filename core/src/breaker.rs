@@ -1003,6 +1003,20 @@ mod saved {
             *self = restored;
             Ok(())
         }
+
+        /// As [`load`](Self::load), but the meter stays this breaker's: the
+        /// state another process left (its metrics are its own).
+        pub fn load_state(&mut self, snapshot: &Snapshot, now: Instant, elapsed: Elapsed) -> Result<(), SnapshotError>
+        where
+            C: Clone,
+        {
+            let mut restored = Self::restore(self.config.clone(), snapshot, now, elapsed)?;
+            restored.follow(self, now);
+            restored.tally = self.tally;
+            core::mem::swap(&mut restored.meter, &mut self.meter);
+            *self = restored;
+            Ok(())
+        }
     }
 }
 

@@ -16,7 +16,7 @@ from . import _native
 from . import group as _group
 from ._native import NativeBreaker, NativeRegistry, Permit, StateChange
 from .group import GroupStatus, RedisGroup, RegistryGroupStatus
-from .outbox import Outbox, OutboxClosed, OutboxEvent, PersistenceWarning, Receipt, StoreUnavailableError
+from .outbox import Outbox, OutboxClosed, OutboxEvent, PersistenceWarning, Receipt, StateNotResumedWarning, StoreUnavailableError
 from .retention import (
     DeadLetterError,
     Dispatcher,
@@ -61,6 +61,7 @@ __all__ = [
     "SnapshotError",
     "State",
     "StateChange",
+    "StateNotResumedWarning",
     "StoreUnavailableError",
 ]
 

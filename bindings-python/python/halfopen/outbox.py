@@ -19,6 +19,12 @@ same on every attempt in every process; one process sends at a time, and
 the sends of one that lost the lease are over before another starts; with
 ``concurrency_limit=1``, in the log's order.
 
+The breaker goes with the lease: every lease call of the holder carries
+its dispatcher's breaker state (``core/src/outbox/carried.rs``), and the
+next holder resumes from the last one left, aged by Redis's clock, if its
+breaker is configured the same; else it starts closed, with a
+``StateNotResumedWarning``.
+
 An ``Outbox`` belongs to the process and the event loop that made it: make
 one in each worker, after a fork (a forked copy refuses to submit).
 """
@@ -42,7 +48,7 @@ from .retention import DEFAULT_TIMEOUT, DeadLetterError, Dispatcher, DispatcherC
 
 M = TypeVar("M")
 
-__all__ = ["Outbox", "OutboxClosed", "OutboxEvent", "PersistenceWarning", "Receipt", "StoreUnavailableError"]
+__all__ = ["Outbox", "OutboxClosed", "OutboxEvent", "PersistenceWarning", "Receipt", "StateNotResumedWarning", "StoreUnavailableError"]
 
 _KEY, _PAYLOAD, _REASON, _ID = _native._outbox_fields()
 
@@ -75,6 +81,16 @@ class PersistenceWarning(UserWarning):
     last snapshot."""
 
 
+class StateNotResumedWarning(UserWarning):
+    """The breaker state the last deliverer left was not resumed (``kind``:
+    ``config_mismatch`` when the breaker's options changed, or why it is not
+    a state): this process's breaker starts closed."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 
 class OutboxClosed(TypedDict):
     """What :meth:`Outbox.aclose` says: ``unremoved``, deliveries whose
@@ -96,7 +112,9 @@ class Receipt:
 
 @dataclass(frozen=True)
 class OutboxEvent:
-    """What an outbox did: ``kind`` is ``"acquired"`` (``epoch``), ``"lost"``
+    """What an outbox did: ``kind`` is ``"acquired"`` (``epoch``; ``breaker``:
+    ``resumed`` from the state the last holder left, ``none`` left, or why
+    not, a ``SnapshotError`` kind such as ``config_mismatch``), ``"lost"``
     (``reason``: ``taken``, ``expired``, ``released``), ``"delivered"``
     (``id``, ``key``), ``"dead"`` (``id``, ``key``, ``reason``, ``error``),
     ``"store_error"`` (``operation``: ``lease``, ``read``, ``remove``;
@@ -111,6 +129,7 @@ class OutboxEvent:
     error: Optional[BaseException] = None
     operation: Optional[str] = None
     transition: Any = None
+    breaker: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -413,16 +432,21 @@ class Outbox(Generic[M]):
         if self._lease_out is None and n.lease_call():
             self._lease_out = self._spawn(self._lease_call())
         self._read_if_due()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Sets the timer for what the core says is next."""
         if self._timer is not None:
             self._timer.cancel()
-        delay = n.delay()
+        delay = self._native.delay()
         self._timer = None if delay is None else asyncio.get_running_loop().call_later(delay, self._tick)
 
     async def _lease_call(self) -> None:
         """One lease call; its answer applies even while closing (a grant is then given back)."""
         self._asked = True
         try:
-            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ttl_ms()]), self._timeout)
+            args = [self._token, self._native.lease_ttl_ms(), self._left_state(self._dispatcher)]
+            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
         except Exception as err:  # noqa: BLE001 - retried with the core's backoff
             failed: Optional[BaseException] = err
         else:
@@ -452,10 +476,39 @@ class Outbox(Generic[M]):
             else:
                 self._epoch = value
                 self._cursor = None
-                self._dispatcher = self._spare if self._spare is not None else self._new_dispatcher()
-                self._grants[self._dispatcher][0] = value
+                d = self._spare if self._spare is not None else self._new_dispatcher()
+                self._dispatcher = d
+                self._grants[d][0] = value
                 self._spare = None
-                self._emit(OutboxEvent("acquired", epoch=value))
+                self._emit(OutboxEvent("acquired", epoch=value, breaker=self._resume(d)))
+
+    def _resume(self, d: Dispatcher[_Entry[M]]) -> str:
+        """Resumes new dispatcher ``d``'s breaker from the state the last holder
+        left: ``resumed``, ``none`` (none was left), or why not (a
+        ``SnapshotError`` kind), said by a ``StateNotResumedWarning`` too."""
+        left = self._native.take_left()
+        if left is None:
+            return "none"
+        state, age_us = left
+        try:
+            d.queue._resume_state(state, age_us)
+        except Exception as err:  # noqa: BLE001 - any failure: it starts closed, and says why
+            kind = str(getattr(err, "kind", "malformed"))
+            why = "its breaker options differ from this one's" if kind == "config_mismatch" else kind
+            message = f"halfopen: Outbox[{self.partner}]: the breaker state the last deliverer left is not resumed ({why}): this breaker starts closed"
+            warnings.warn(StateNotResumedWarning(message, kind), stacklevel=2)
+            return kind
+        return "resumed"
+
+    @staticmethod
+    def _left_state(d: "Optional[Dispatcher[_Entry[M]]]") -> str:
+        """The breaker state ``d`` leaves for the next holder (empty without one, or if its clock fails)."""
+        if d is None:
+            return ""
+        try:
+            return d.queue._left_state()
+        except Exception:  # noqa: BLE001 - a clock that fails: nothing is carried this time
+            return ""
 
     def _new_dispatcher(self) -> Dispatcher[_Entry[M]]:
         """A dispatcher of the outbox's options whose sends start only while the core says they may."""
@@ -470,6 +523,10 @@ class Outbox(Generic[M]):
 
         def relay(event: RetentionEvent) -> None:
             if event.kind == "transition":
+                if self._dispatcher is d and not self._closed:
+                    # A change of the holder's breaker goes to Redis with a renewal soon.
+                    self._native.breaker_changed()
+                    self._schedule()
                 self._emit(OutboxEvent("transition", transition=event.change))
 
         d: Dispatcher[_Entry[M]] = Dispatcher(
@@ -680,7 +737,7 @@ class Outbox(Generic[M]):
         # and their removals (a lease fits two send timeouts and two store
         # timeouts); if Redis does not confirm this grant, it may lapse
         # before it is given back, and aclose says so ("lapsed").
-        kept = held and await self._renew_once(epoch)
+        kept = held and await self._renew_once(epoch, d)
         if d is not None:
             await d.aclose()
         await asyncio.gather(*self._retired, return_exceptions=True)
@@ -696,7 +753,9 @@ class Outbox(Generic[M]):
         # late is Redis's all the same (the script deletes only this token's).
         if self._asked:
             try:
-                await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, 0]), self._timeout)
+                # With the breaker's state now, for the next holder (if this one still holds it).
+                args = [self._token, 0, self._left_state(d)]
+                await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
             except Exception as err:  # noqa: BLE001 - it lapses by itself after its TTL
                 self._store_error("lease", err)
         for task in list(self._tasks):
@@ -704,10 +763,11 @@ class Outbox(Generic[M]):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         return {"unremoved": len(self._removals) + len(self._dead_letters), "lapsed": held and not kept}
 
-    async def _renew_once(self, epoch: Optional[int]) -> bool:
-        """One renewal of grant ``epoch`` (closing): whether Redis confirmed it."""
+    async def _renew_once(self, epoch: Optional[int], d: "Optional[Dispatcher[_Entry[M]]]") -> bool:
+        """One renewal of grant ``epoch`` (closing), with ``d``'s breaker state: whether Redis confirmed it."""
         try:
-            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=[self._token, self._native.lease_ttl_ms()]), self._timeout)
+            args = [self._token, self._native.lease_ttl_ms(), self._left_state(d)]
+            reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
         except Exception as err:  # noqa: BLE001 - then it may lapse: said by the result
             self._store_error("lease", err)
             return False

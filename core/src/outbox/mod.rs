@@ -25,7 +25,14 @@
 //! (removal is its own store call, retried until the store confirms it); a
 //! process that takes over reads what is left, so an event whose removal
 //! was not confirmed is sent again (at least once, with its key).
+//!
+//! **The breaker.** Every renewal carries the holder's breaker state, and
+//! a change of its state asks for one soon ([`Deliverer::breaker_changed`]);
+//! the next holder resumes from the last it left (`carried`, feature
+//! `snapshot`).
 
+#[cfg(feature = "snapshot")]
+pub mod carried;
 mod config;
 pub(crate) mod policy;
 #[cfg(feature = "alloc")]
@@ -104,6 +111,8 @@ pub struct Deliverer {
     held: Option<Held>,
     /// When the lease call in flight was sent.
     sent: Option<Instant>,
+    /// When the last lease call was sent.
+    asked_at: Option<Instant>,
     next_call: Instant,
     failures: u32,
     reading: bool,
@@ -139,6 +148,7 @@ impl Deliverer {
             last: now,
             held: None,
             sent: None,
+            asked_at: None,
             next_call: now,
             failures: 0,
             reading: false,
@@ -200,6 +210,7 @@ impl Deliverer {
             return None;
         }
         self.sent = Some(now);
+        self.asked_at = Some(now);
         Some(if self.held.is_some() { LeaseCall::Renew } else { LeaseCall::Acquire })
     }
 
@@ -342,6 +353,16 @@ impl Deliverer {
         if self.reading && self.epoch() == Some(epoch) {
             self.reading = false;
             self.caught_up_at = Some(now);
+        }
+    }
+
+    /// The holder's breaker changed state: the next renewal, which carries
+    /// it for the next holder, comes soon (a poll interval after the last
+    /// lease call at the earliest).
+    pub fn breaker_changed(&mut self, now: Instant) {
+        let now = self.at(now);
+        if self.held.is_some() {
+            self.next_call = self.next_call.min(policy::carry_at(&self.config, self.asked_at, now));
         }
     }
 

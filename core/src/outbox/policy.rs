@@ -40,6 +40,13 @@ pub(crate) fn sends_over_at(c: &OutboxConfig, now: Instant) -> Instant {
     now + Duration::from_micros(c.send_timeout.as_micros().saturating_mul(2))
 }
 
+/// When a holder whose breaker changed state at `now` renews its lease, to
+/// carry that state: at once, or a poll interval after its last lease call
+/// (`asked_at`), so that a breaker that flaps does not hammer the store.
+pub(crate) fn carry_at(c: &OutboxConfig, asked_at: Option<Instant>, now: Instant) -> Instant {
+    asked_at.map_or(now, |at| now.max(at + c.poll_interval))
+}
+
 /// How often a process that does not hold the lease asks for it: a third
 /// of the lease, at most a second (a dead holder's successor takes over at
 /// most this long after the lease ended).

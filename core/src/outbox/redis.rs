@@ -12,6 +12,10 @@
 //!   log by one script (`dead.lua`), once however often it is retried.
 //! - `…:lease` and `…:epoch`: the lease (`lease.lua`); the epoch counter
 //!   is kept (epochs only grow).
+//! - `…:breaker`, a Hash: the breaker state the last holder left (`s`, the
+//!   JSON of `carried::left`, feature `snapshot`) and when, by Redis's
+//!   clock (`t`, ms); the lease script writes it for the holder only, and
+//!   hands it to the next with its age.
 //!
 //! Removal is a plain `XDEL`: Redis at `maxmemory` (noeviction) refuses a
 //! transaction but not a deletion, so a full Redis can still be drained.
@@ -48,8 +52,9 @@ pub struct OutboxKeys {
     pub log: String,
     /// The dead letters (a Stream).
     pub dead: String,
-    /// The lease, then its epoch counter, as the lease script takes them.
-    pub lease: [String; 2],
+    /// The lease, its epoch counter and the breaker state left, as the
+    /// lease script takes them.
+    pub lease: [String; 3],
 }
 
 /// The keys of partner `partner`'s outbox. Versioned (`halfopen:outbox:v1:`);
@@ -61,15 +66,16 @@ pub fn keys(partner: &str) -> Result<OutboxKeys, BadName> {
     Ok(OutboxKeys {
         log: format!("{base}:log"),
         dead: format!("{base}:dead"),
-        lease: [format!("{base}:lease"), format!("{base}:epoch")],
+        lease: [format!("{base}:lease"), format!("{base}:epoch"), format!("{base}:breaker")],
     })
 }
 
-/// The lease script's arguments: `token`, then the lease's length in
-/// whole milliseconds, rounded up (Redis's TTL never ends before the lease
-/// the holder counts; `None`: give it up, "0").
-pub fn lease_args(token: &str, lease: Option<Duration>) -> [String; 2] {
-    [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string()]
+/// The lease script's arguments: `token`, the lease's length in whole
+/// milliseconds, rounded up (Redis's TTL never ends before the lease the
+/// holder counts; `None`: give it up, "0"), and the breaker state the
+/// caller leaves if it holds the lease ("": none).
+pub fn lease_args(token: &str, lease: Option<Duration>, state: &str) -> [String; 3] {
+    [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string(), state.to_string()]
 }
 
 /// The lease's TTL in Redis: whole milliseconds, rounded up, at least 1
@@ -91,6 +97,12 @@ pub fn lease_reply(reply: &[i64]) -> Result<(bool, u64), BadLeaseReply> {
     }
 }
 
+/// The age, in ms by Redis's clock, of the breaker state a new grant
+/// hands on (the script's fourth reply): a negative one is no reply of its.
+pub fn left_age(age_ms: i64) -> Result<Duration, BadLeaseReply> {
+    u64::try_from(age_ms).map(Duration::from_millis).map_err(|_| BadLeaseReply)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +113,7 @@ mod tests {
         assert_eq!(k.log, "halfopen:outbox:v1:{partner-a}:log");
         assert_eq!(k.dead, "halfopen:outbox:v1:{partner-a}:dead");
         assert_eq!(k.lease[1], "halfopen:outbox:v1:{partner-a}:epoch");
+        assert_eq!(k.lease[2], "halfopen:outbox:v1:{partner-a}:breaker");
         assert_eq!(keys("a}b"), Err(BadName));
         assert_eq!(keys(""), Err(BadName));
     }
@@ -118,8 +131,10 @@ mod tests {
         assert_eq!(lease_reply(&[1, 0]), Err(BadLeaseReply));
         assert_eq!(lease_reply(&[2, 1]), Err(BadLeaseReply));
         assert_eq!(lease_reply(&[1]), Err(BadLeaseReply));
-        assert_eq!(lease_args("t", None)[1], "0");
-        assert_eq!(lease_args("t", Some(Duration::from_micros(10)))[1], "1");
-        assert_eq!(lease_args("t", Some(Duration::from_micros(3_000_500)))[1], "3001");
+        assert_eq!(lease_args("t", None, "")[1], "0");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(10)), "")[1], "1");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(3_000_500)), "{}"), ["t", "3001", "{}"]);
+        assert_eq!(left_age(1500), Ok(Duration::from_millis(1500)));
+        assert_eq!(left_age(-1), Err(BadLeaseReply));
     }
 }

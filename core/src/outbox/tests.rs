@@ -269,3 +269,84 @@ fn options_are_checked_against_the_sends_and_the_bound() {
     assert_eq!(c.page(Some(20)), 20);
     assert_eq!(c.page(None), DEFAULT_PAGE);
 }
+
+#[test]
+fn a_breaker_change_brings_the_renewal_that_carries_it_forward_a_poll_interval_apart() {
+    let c = config();
+    let mut d = Deliverer::new(c, None, 1, at(0)).unwrap();
+    // Not holding: nothing to carry, no call sooner.
+    d.lease_call(at(0)).unwrap();
+    d.breaker_changed(at(1));
+    d.lease_answered(at(10), true, 1);
+    assert_eq!(d.next_timeout(), Some(at(1_100)));
+    // A change 20 ms after the call: renewed a poll interval (250 ms) after it.
+    d.breaker_changed(at(20));
+    assert_eq!(d.next_timeout(), Some(at(250)));
+    assert_eq!(d.lease_call(at(249)), None);
+    assert_eq!(d.lease_call(at(250)), Some(LeaseCall::Renew));
+    d.lease_answered(at(260), true, 1);
+    // Long after the last call: at once; never later than the renewal due.
+    d.breaker_changed(at(900));
+    assert_eq!(d.lease_call(at(900)), Some(LeaseCall::Renew));
+    d.lease_answered(at(910), true, 1);
+    d.breaker_changed(at(910));
+    assert_eq!(d.next_timeout(), Some(at(1_150)));
+}
+
+#[cfg(feature = "snapshot")]
+mod carried_state {
+    use super::super::carried::{left, resume};
+    use crate::time::{Duration, Instant};
+    use crate::{Breaker, Config, Metrics, Outcome, SnapshotError, State};
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    /// Seed 000's breaker, tripped at `t` ms (5 failures: open for 30 s).
+    fn tripped(t: u64) -> Breaker<Config, Metrics> {
+        let mut b = Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+        for _ in 0..5 {
+            let permit = b.try_acquire(at(t)).decision.unwrap();
+            b.record(permit, Outcome::Failure, at(t));
+        }
+        assert_eq!(b.state(at(t)), State::Open);
+        b
+    }
+
+    #[test]
+    fn the_next_holder_resumes_the_open_period_less_the_age_the_store_counted() {
+        let holder = tripped(1_000);
+        let state = left(&holder, at(11_000)); // 20 s of the 30 s left
+        // Another process, its clock at 500 ms (an origin of its own), 12 s later.
+        let mut next = Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+        resume(&mut next, &state, at(500), Duration::from_secs(12)).unwrap();
+        assert_eq!(next.state(at(500)), State::Open);
+        assert_eq!(next.retry_after(at(500)), Some(Duration::from_secs(8)));
+        assert_eq!(next.state(at(8_500)), State::HalfOpen);
+        // Its metrics are its own: nothing of the holder's calls.
+        assert_eq!(next.meter().counters().failures, 0);
+    }
+
+    #[test]
+    fn a_state_older_than_its_open_period_resumes_half_open_and_its_window_aged() {
+        let holder = tripped(1_000);
+        let state = left(&holder, at(1_000));
+        let mut next = Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+        // 45 s later, past the open period (30 s), within the window (60 s).
+        resume(&mut next, &state, at(0), Duration::from_secs(45)).unwrap();
+        assert_eq!(next.state(at(0)), State::HalfOpen);
+        let mut old = Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+        resume(&mut old, &state, at(0), Duration::from_secs(3_600)).unwrap();
+        assert_eq!(old.counts(at(0)).window.failures, 0, "an hour later the window is empty");
+    }
+
+    #[test]
+    fn another_configuration_starts_afresh_and_changes_nothing() {
+        let state = left(&tripped(0), at(0));
+        let other = Config { open_timeout: Duration::from_secs(60), ..Config::default() };
+        let mut next = Breaker::new(other).unwrap();
+        assert_eq!(resume(&mut next, &state, at(0), Duration::ZERO), Err(SnapshotError::ConfigMismatch));
+        assert_eq!(next.state(at(0)), State::Closed);
+    }
+}
