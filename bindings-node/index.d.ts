@@ -675,7 +675,12 @@ export declare class Outbox<M = unknown> extends EventEmitter {
    * lease's last renewal, so it may have run out first (the next holder may send again what this one delivered last).
    */
   close(): Promise<{ unremoved: number; lapsed: boolean }>
-  on(event: 'acquired', listener: (e: { epoch: number }) => void): this
+  /**
+   * This process delivers from now on. `breaker`: its breaker resumed the state the last holder left (`resumed`),
+   * none was left (`none`), or why not (a SnapshotError kind: `config_mismatch` when its options differ; then a
+   * warning `HALFOPEN_STATE_NOT_RESUMED` too, and it starts closed).
+   */
+  on(event: 'acquired', listener: (e: { epoch: number; breaker: 'resumed' | 'none' | 'config_mismatch' | 'malformed' | 'corrupt' | 'newer_version' }) => void): this
   on(event: 'lost', listener: (e: { reason: 'taken' | 'expired' | 'released' }) => void): this
   on(event: 'delivered', listener: (e: { id: string; key: string }) => void): this
   on(event: 'dead', listener: (e: { id: string; key: string; reason: 'attempts' | 'age' | 'refused' | 'undecodable' | 'full'; error: unknown }) => void): this

@@ -49,6 +49,7 @@ const REFUSED = {
   size: 'absent: an Outbox sizes an event by its payload',
   maxBytes: 'absent: an Outbox holds at most two pages (and maxMessages) in memory',
   overflow: 'absent: an Outbox never drops an event it accepted',
+  group: "absent: an Outbox's breaker is the fleet's already (one process sends at a time; its state goes with the lease)",
 }
 
 /** Why JSON would not write `holder[key]` as itself, or null. */

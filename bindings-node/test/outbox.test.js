@@ -59,7 +59,7 @@ test('options and events are checked: a typed error names the option, nothing re
   wrong({ partner: 'a{b' }, (e) => e instanceof RangeError && e.option === 'partner')
   wrong({ partner: 7 }, (e) => e instanceof TypeError && e.option === 'partner')
   wrong({ send: 1 }, (e) => e instanceof TypeError && e.option === 'send')
-  for (const option of ['store', 'size', 'maxBytes', 'overflow']) wrong({ [option]: 1 }, (e) => e instanceof TypeError && e.option === option)
+  for (const option of ['store', 'size', 'maxBytes', 'overflow', 'group']) wrong({ [option]: 1 }, (e) => e instanceof TypeError && e.option === option)
   wrong({ timeoutMs: null }, (e) => e instanceof TypeError && e.option === 'timeoutMs')
   wrong({ serializer: { encode: () => '' } }, (e) => e instanceof TypeError && e.option === 'serializer')
   wrong({ pageSize: 11, maxMessages: 10 }, (e) => e instanceof RangeError && e.option === 'pageSize' && e.problem === 'too_large')

@@ -122,6 +122,7 @@ def test_options_and_events_are_checked_and_nothing_refused_reaches_redis(server
         wrong(TypeError, "send", client, "p", 1)
         wrong(TypeError, "max_bytes", max_bytes=10)
         wrong(TypeError, "overflow", overflow="drop_oldest")
+        wrong(TypeError, "group", group=object())
         wrong(TypeError, "timeout", timeout=None)
         wrong(TypeError, "serializer", serializer=object())
         wrong(ValueError, "page_size", page_size=11, max_messages=10)

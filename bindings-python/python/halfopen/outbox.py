@@ -57,6 +57,7 @@ _REFUSED = {
     "size": "an Outbox sizes an event by its payload",
     "max_bytes": "an Outbox holds at most two pages (and max_messages) in memory",
     "overflow": "an Outbox never drops an event it accepted",
+    "group": "an Outbox's breaker is the fleet's already (one process sends at a time; its state goes with the lease)",
 }
 
 
