@@ -266,8 +266,12 @@ export declare class NativeOutbox {
    * for an invalid option (its field, its problem's code).
    */
   constructor(options: NativeOutboxOptions, now: number)
-  /** The lease's TTL in Redis: whole ms, rounded up. */
-  leaseTtlMs(): number
+  /**
+   * The lease script's arguments (`redis::lease_args`): a renewal (or,
+   * with `release`, giving it up) by `token`, carrying breaker `state`
+   * ("": none), from a process that knows it holds grant `epoch`.
+   */
+  leaseArgs(token: string, state: string, epoch: number | undefined | null, release: boolean): Array<string>
   /** How many events one read takes. */
   pageSize(): number
   /** At most how many events are handed on, or sends started, in one turn of the event loop. */

@@ -373,7 +373,8 @@ class Outbox extends EventEmitter {
     let reply
     let failed = false
     try {
-      reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs()), this._leftState(this._dispatcher)), this._timeoutMs)
+      const args = this._native.leaseArgs(this._token, this._leftState(this._dispatcher), this._native.epoch(), false)
+      reply = await timed(this._redis[LEASE](...this._leaseKeys, ...args), this._timeoutMs)
     } catch (err) {
       failed = true
       this._storeError('lease', err)
@@ -717,7 +718,7 @@ class Outbox extends EventEmitter {
       // With the breaker's state now, for the next holder (if this one still holds it).
       if (this._asked) {
         try {
-          await timed(this._redis[LEASE](...this._leaseKeys, this._token, '0', this._leftState(d)), this._timeoutMs)
+          await timed(this._redis[LEASE](...this._leaseKeys, ...this._native.leaseArgs(this._token, this._leftState(d), null, true)), this._timeoutMs)
         } catch (err) {
           // It lapses by itself after its TTL.
           this._storeError('lease', err)
@@ -731,7 +732,8 @@ class Outbox extends EventEmitter {
   /** One renewal of grant `epoch` (closing), with dispatcher `d`'s breaker state: whether Redis confirmed it. */
   async _renewOnce(epoch, d) {
     try {
-      const reply = await timed(this._redis[LEASE](...this._leaseKeys, this._token, String(this._native.leaseTtlMs()), this._leftState(d)), this._timeoutMs)
+      const args = this._native.leaseArgs(this._token, this._leftState(d), epoch, false)
+      const reply = await timed(this._redis[LEASE](...this._leaseKeys, ...args), this._timeoutMs)
       return Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
     } catch (err) {
       this._storeError('lease', err)

@@ -73,10 +73,13 @@ impl NativeOutbox {
         Ok(NativeOutbox { deliverer, left: None })
     }
 
-    /// The lease's TTL in Redis: whole ms, rounded up.
+    /// The lease script's arguments (`redis::lease_args`): a renewal (or,
+    /// with `release`, giving it up) by `token`, carrying breaker `state`
+    /// ("": none), from a process that knows it holds grant `epoch`.
     #[napi]
-    pub fn lease_ttl_ms(&self) -> f64 {
-        redis::lease_ttl_ms(self.deliverer.lease()) as f64
+    pub fn lease_args(&self, token: String, state: String, epoch: Option<f64>, release: bool) -> Vec<String> {
+        let lease = (!release).then(|| self.deliverer.lease());
+        redis::lease_args(&token, lease, &state, epoch.map(|e| e as u64)).to_vec()
     }
 
     /// How many events one read takes.

@@ -587,3 +587,74 @@ test('a breaker state left longer ago than its open period resumes past it (aged
   assert.equal(c.getState(), 'CLOSED')
   await c.close()
 })
+
+// Regressions from the hostile review of the carried breaker state.
+
+test('a grant whose answer came too late still hands on the state left: the next call, which finds the lease held, resumes it', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const admin = await client()
+  const partner = 'carried-late'
+  const options = { ...FAST, failureThreshold: 1, openTimeoutMs: 60_000, maxOpenTimeoutMs: 60_000 }
+  const a = await Outbox.open({ redis, partner, ...options, send: async () => Promise.reject(new Error('partner down')) })
+  const opened = once(a, 'open')
+  await a.submit({ n: 0 })
+  await opened
+  await a.close()
+  // B's first lease call is granted, but its answer comes after the store timeout.
+  const late = await client()
+  const b = new Outbox({ redis: late, partner, ...options, send: async () => Promise.reject(new Error('partner down')) })
+  const lease = late.halfopenOutboxLease
+  let first = true
+  late.halfopenOutboxLease = async (...args) => {
+    const reply = await lease.apply(late, args)
+    if (first) {
+      first = false
+      await new Promise((resolve) => setTimeout(resolve, 700))
+    }
+    return reply
+  }
+  const [storeError] = await once(b, 'storeError')
+  assert.equal(storeError.operation, 'lease')
+  const [acquired] = await once(b, 'acquired')
+  assert.equal(acquired.breaker, 'resumed')
+  assert.equal(b.getState(), 'OPEN')
+  await b.close()
+  assert.equal(JSON.parse(await admin.hget(`halfopen:outbox:v1:{${partner}}:breaker`, 's')).phase, 'open', 'what B left is still open')
+})
+
+test('a holder whose lease lapsed in Redis and is granted again keeps the newer state it carried, not the older one stored', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const admin = await client()
+  const partner = 'carried-regrant'
+  const key = (what) => `halfopen:outbox:v1:{${partner}}:${what}`
+  const a = new Outbox({ redis, partner, ...FAST, failureThreshold: 1, openTimeoutMs: 60_000, maxOpenTimeoutMs: 60_000, send: async () => Promise.reject(new Error('partner down')) })
+  await once(a, 'acquired')
+  await until(async () => (await admin.hget(key('breaker'), 's')) !== null)
+  assert.equal(JSON.parse(await admin.hget(key('breaker'), 's')).phase, 'closed')
+  // The lease lapses in Redis (evicted, a failover) just as the breaker opens.
+  const lease = redis.halfopenOutboxLease
+  let drop = false
+  let carried = null
+  redis.halfopenOutboxLease = async (...args) => {
+    if (drop && args[4] !== '0') {
+      drop = false
+      carried = JSON.parse(args[5]).phase
+      await admin.del(key('lease'))
+    }
+    return lease.apply(redis, args)
+  }
+  a.once('open', () => {
+    drop = true
+  })
+  const opens = []
+  a.on('open', () => opens.push(a.stats().epoch))
+  const regranted = once(a, 'acquired')
+  await a.submit({ n: 1 })
+  const [acquired] = await regranted
+  assert.equal(carried, 'open')
+  assert.equal(acquired.breaker, 'resumed')
+  assert.equal(a.getState(), 'OPEN', 'its own newest state: open, not tripped again')
+  assert.equal(JSON.parse(await admin.hget(key('breaker'), 's')).phase, 'open')
+  assert.equal(opens.length, 1, 'opened once')
+  await a.close()
+})

@@ -66,9 +66,13 @@ impl NativeOutbox {
         Ok(NativeOutbox { deliverer, left: None })
     }
 
-    /// The lease's TTL in Redis: whole ms, rounded up.
-    fn lease_ttl_ms(&self) -> u64 {
-        redis::lease_ttl_ms(self.deliverer.lease())
+    /// The lease script's arguments (`redis::lease_args`): a renewal (or,
+    /// with `release`, giving it up) by `token`, carrying breaker `state`
+    /// ("": none), from a process that knows it holds grant `epoch`.
+    #[pyo3(signature = (token, state, epoch, release = false))]
+    fn lease_args(&self, token: &str, state: &str, epoch: Option<u64>, release: bool) -> [String; 4] {
+        let lease = (!release).then(|| self.deliverer.lease());
+        redis::lease_args(token, lease, state, epoch)
     }
 
     /// How many events one read takes.

@@ -551,7 +551,7 @@ def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_leas
         lease = a._lease_script
 
         async def watched(*, keys: Any, args: Any) -> Any:
-            if args[1] == 0:
+            if args[1] == "0":
                 at_release.append(await admin.xlen(log_key("handback")))
             return await lease(keys=keys, args=args)
 
@@ -603,7 +603,7 @@ def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_it
         closing = [False]
 
         async def taken(*, keys: Any, args: Any) -> Any:
-            if closing[0] and args[1] != 0:
+            if closing[0] and args[1] != "0":
                 await admin.set(lease_key, "elsewhere 99", px=60_000)
             return await lease(keys=keys, args=args)
 
@@ -627,7 +627,7 @@ def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_it
         lease_b = b._lease_script
 
         async def unanswered(*, keys: Any, args: Any) -> Any:
-            if args[1] != 0:
+            if args[1] != "0":
                 raise redis.exceptions.ConnectionError("no answer")
             return await lease_b(keys=keys, args=args)
 
@@ -699,7 +699,7 @@ def test_a_lease_granted_after_its_call_timed_out_is_given_back_by_aclose(server
         calls = [0]
 
         async def late(*, keys: Any, args: Any) -> Any:
-            if args[1] == 0:
+            if args[1] == "0":
                 return await lease(keys=keys, args=args)
             # The first call reaches Redis after the store timeout (0.5 s) gave up on it; later ones fail.
             calls[0] += 1
@@ -968,5 +968,53 @@ def test_the_breaker_goes_with_the_lease_and_one_configured_otherwise_starts_clo
         assert [e.breaker for e in events_d if e.kind == "acquired"] == ["malformed"]
         await d.aclose()
         await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_grant_whose_answer_came_too_late_still_hands_on_the_state_left(server: AofServer) -> None:
+    partner = "carried-late"
+    options = dict(FAST, failure_threshold=1, open_timeout=60.0, max_open_timeout=60.0)
+
+    async def down(event: Any, *, key: str, epoch: int) -> None:
+        raise ConnectionError("partner down")
+
+    async def main() -> None:
+        client = server.client()
+        a: Outbox[Any] = await Outbox.open(client, partner, down, **options)
+        await a.submit({"n": 0})
+        await until(lambda: a._dispatcher is not None and a._dispatcher.state.name == "OPEN", "A tripped")
+        await a.aclose()
+        # B's first lease call is granted, but its answer comes after the store timeout.
+        late = server.client()
+        register = late.register_script
+        first = [True]
+
+        def slowed(text: str) -> Any:
+            script = register(text)
+            if "fenced register" not in text:
+                return script
+
+            async def call(keys: Any, args: Any) -> Any:
+                reply = await script(keys=keys, args=args)
+                if first[0]:
+                    first[0] = False
+                    await asyncio.sleep(0.7)
+                return reply
+
+            return call
+
+        late.register_script = slowed  # type: ignore[method-assign]
+        events: List[OutboxEvent] = []
+        b: Outbox[Any] = await Outbox.open(late, partner, down, on_event=events.append, **options)
+        await until(lambda: any(e.kind == "acquired" for e in events), "B acquired")
+        assert [e.operation for e in events if e.kind == "store_error"] == ["lease"]
+        assert [e.breaker for e in events if e.kind == "acquired"] == ["resumed"]
+        assert b._dispatcher is not None and b._dispatcher.state.name == "OPEN"
+        await b.aclose()
+        text = await client.hget(f"halfopen:outbox:v1:{{{partner}}}:breaker", "s")
+        assert text is not None and json.loads(text)["phase"] == "open", "what B left is still open"
+        await client.aclose()
+        await late.aclose()
 
     asyncio.run(main())

@@ -25,6 +25,7 @@ function startPartners(names) {
         keys: new Map(),
         duplicates: [],
         callsWhileDown: 0,
+        callsWhileDownBy: {}, // sender -> calls
         answers: new Map(),
         waiters: [],
       },
@@ -42,6 +43,8 @@ function startPartners(names) {
     req.on('end', () => {
       if (!partner.up) {
         partner.callsWhileDown += 1
+        const by = req.headers['x-sender']
+        partner.callsWhileDownBy[by] = (partner.callsWhileDownBy[by] ?? 0) + 1
         res.writeHead(503).end('down')
         return
       }

@@ -3,7 +3,9 @@
 // local partner endpoints, and three sender processes (sender.js), each
 // with an Outbox per partner. Partner A is down while the three submit
 // 100,000 events for it (and 3,000 each for B, which is healthy); midway
-// Redis is killed (SIGKILL) and restarted from its AOF. A comes back and
+// Redis is killed (SIGKILL) and restarted from its AOF. Still down, A's
+// deliverer is killed: the next one resumes its breaker (open), so it does
+// not trip again on calls of its own. A comes back and
 // gets its backlog, in order; midway the process delivering it is killed
 // (SIGKILL) and another takes over. Then a rolling deploy: a fourth
 // process starts, old and new both submit for 5 s, and the old holder is
@@ -44,6 +46,9 @@ class Sender {
     this.name = name
     this.child = fork(path.join(__dirname, 'sender.js'), [name, String(redisPort), base, 'a,b'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     this.epoch = { a: null, b: null } // the lease it holds, per partner
+    this.acquired = [] // its grants: { partner, epoch, breaker }
+    this.opened = [] // its breakers' opens: { partner, calls } (the sends it had made)
+    this.dead = false
     this.ended = [] // grants that ended: { partner, epoch, how, unconfirmed }
     this.opens = 0
     this.refused = false
@@ -51,7 +56,10 @@ class Sender {
     this.replies = []
     this.exited = new Promise((resolve) => this.child.once('exit', resolve))
     this.child.on('message', (m) => {
-      if (m.acquired) this.epoch[m.acquired.partner] = m.acquired.epoch
+      if (m.acquired) {
+        this.epoch[m.acquired.partner] = m.acquired.epoch
+        this.acquired.push(m.acquired)
+      }
       if (m.lost) {
         // A grant given back by `close` is told by its `closed` reply (its removals come first).
         const { partner, reason, removing } = m.lost
@@ -66,13 +74,25 @@ class Sender {
           })
         this.epoch[partner] = null
       }
-      if (m.opened) this.opens += 1
+      if (m.opened) {
+        this.opens += 1
+        this.opened.push({ ...m.opened, epoch: this.epoch[m.opened.partner] })
+      }
       if (m.refusedFirst) this.refused = true
       if (m.timedOut) this.timedOut[m.timedOut.partner].add(m.timedOut.key)
       if (m.ready || m.submitted || m.closed || m.armed) this.replies.push(m)
       changed()
     })
     this.child.on('exit', changed)
+  }
+
+  /** SIGKILLs it; the grants it held end unconfirmed (`ended`). */
+  async kill() {
+    const held = Object.entries(this.epoch).filter(([, epoch]) => epoch !== null)
+    this.child.kill('SIGKILL')
+    this.dead = true
+    await this.exited
+    for (const [partner, epoch] of held) this.ended.push({ partner, epoch, how: 'killed', unconfirmed: null })
   }
 
   /** The next reply that has `what`. */
@@ -163,6 +183,27 @@ async function main() {
   await web.until('b', () => b.received.length === 3 * B_EACH)
   result.b.deliveredWhileADown = b.received.length
 
+  // 2b. A is still down and its deliverer dies (SIGKILL). The next holder
+  // resumes the breaker state it left (open, its open period long over):
+  // one probe, not five failures of its own, before its breaker opens.
+  const first = senders.find((s) => s.epoch.a !== null)
+  await until(() => first.opens > 0)
+  await first.kill()
+  const heir = () => senders.find((s) => !s.dead && s.epoch.a !== null)
+  const openOf = (s) => s.opened.find((o) => o.partner === 'a' && o.epoch === s.epoch.a)
+  await until(() => heir() !== undefined && openOf(heir()) !== undefined)
+  const successor = heir()
+  result.a.resumed = {
+    killed: first.name,
+    by: successor.name,
+    breaker: successor.acquired.filter((g) => g.partner === 'a').at(-1).breaker,
+    callsBeforeOpen: openOf(successor).calls,
+  }
+  say(
+    `  ${first.name}, delivering A (down), SIGKILLed: ${successor.name} took over with the breaker it left (${result.a.resumed.breaker}): ` +
+      `${result.a.resumed.callsBeforeOpen} call before its breaker opened (a fresh one makes 5)`,
+  )
+
   // 3. A comes back: its holder sends the backlog, in order. Midway the
   // holder is killed; another process takes over when the lease runs out.
   const callsWhileDown = a.callsWhileDown
@@ -170,16 +211,8 @@ async function main() {
   const back = performance.now()
   await web.until('a', () => a.received.length >= Math.floor(events / 3))
   const killed = senders.find((s) => s.name === a.received.at(-1).sender)
-  const killedEpoch = killed.epoch.a
-  killed.child.kill('SIGKILL')
   const killedAt = performance.now()
-  await killed.exited
-  killed.ended.push({
-    partner: 'a',
-    epoch: killedEpoch,
-    how: 'killed',
-    unconfirmed: null,
-  })
+  await killed.kill()
   await web.until('a', () => a.received.at(-1).sender !== killed.name)
   const takeoverMs = performance.now() - killedAt
   await web.until('a', () => a.received.length === events)
@@ -197,7 +230,7 @@ async function main() {
 
   // 4. A rolling deploy: s4 starts; for 5 s old and new submit (delivered
   // as they come); then the old holder is stopped and closes.
-  const old = senders.filter((s) => s !== killed)
+  const old = senders.filter((s) => !s.dead)
   const s4 = new Sender('s4', redis.port, web.base)
   await s4.reply('ready')
   const live = [...old, s4]

@@ -14,8 +14,10 @@
 // ambiguous, ambiguousKeys } }`: a batch Redis refused or did not answer
 // is submitted again, with the same keys, until it is stored (`ambiguous`:
 // those that may have been stored twice; the partner deduplicates them).
-// It says `{ acquired }`, `{ lost }` (with the deliveries whose removal
-// Redis had not confirmed: they will be sent again), `{ opened }`,
+// It says `{ acquired }` (with `breaker`: whether it resumed the breaker
+// state the last holder left), `{ lost }` (with the deliveries whose removal
+// Redis had not confirmed: they will be sent again), `{ opened }` (with the
+// sends it made to that partner since its grant),
 // `{ timedOut }` (a send given up at its timeout) and `{ refusedFirst }`
 // (its first submit refused since `{ arm: true }`, which it answers
 // `{ armed: true }`) as they happen. Told
@@ -94,6 +96,7 @@ async function openOutboxes({ redis, urls, name = `pid-${process.pid}`, scale = 
       pageSize,
       isFailure: partnerUnwell,
       send: (event, { signal, key, epoch }) => {
+        outboxes[partner].calls += 1
         // A send the dispatcher gave up on (its timeout) may have reached the partner: told.
         signal.addEventListener('abort', () => onTimeout(partner, key), {
           once: true,
@@ -112,6 +115,7 @@ async function openOutboxes({ redis, urls, name = `pid-${process.pid}`, scale = 
       },
     })
     outboxes[partner].agent = agent
+    outboxes[partner].calls = 0 // sends made since the grant
     // Before this turn ends: a listener added now hears the first grant.
     watch(partner, outboxes[partner])
   }
@@ -170,13 +174,16 @@ async function main() {
   await new Promise((resolve) => redis.once('ready', resolve))
   const urls = Object.fromEntries(partners.split(',').map((p) => [p, base + p]))
   const watch = (partner, outbox) => {
-    outbox.on('acquired', ({ epoch }) => process.send({ acquired: { partner, epoch } }))
+    outbox.on('acquired', ({ epoch, breaker }) => {
+      outbox.calls = 0
+      process.send({ acquired: { partner, epoch, breaker } })
+    })
     outbox.on('lost', ({ reason }) =>
       process.send({
         lost: { partner, reason, removing: outbox.stats().removing },
       }),
     )
-    outbox.on('open', () => process.send({ opened: { partner } }))
+    outbox.on('open', () => process.send({ opened: { partner, calls: outbox.calls } }))
   }
   const onTimeout = (partner, key) => process.send({ timedOut: { partner, key } })
   const outboxes = await openOutboxes({

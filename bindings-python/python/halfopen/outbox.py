@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Generic, List, Optional, Set, Tuple, TypedDict, TypeVar
 
 from . import _native
-from ._support import check_sync, log_error, option_error
+from ._support import SnapshotError, check_sync, log_error, option_error
 from .retention import DEFAULT_TIMEOUT, DeadLetterError, Dispatcher, DispatcherClosedError, RetentionEvent
 
 M = TypeVar("M")
@@ -446,7 +446,7 @@ class Outbox(Generic[M]):
         """One lease call; its answer applies even while closing (a grant is then given back)."""
         self._asked = True
         try:
-            args = [self._token, self._native.lease_ttl_ms(), self._left_state(self._dispatcher)]
+            args = self._native.lease_args(self._token, self._left_state(self._dispatcher), self._native.epoch())
             reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
         except Exception as err:  # noqa: BLE001 - retried with the core's backoff
             failed: Optional[BaseException] = err
@@ -494,7 +494,7 @@ class Outbox(Generic[M]):
         try:
             d.queue._resume_state(state, age_us)
         except Exception as err:  # noqa: BLE001 - any failure: it starts closed, and says why
-            kind = str(getattr(err, "kind", "malformed"))
+            kind = str(err.kind) if isinstance(err, SnapshotError) else "clock"  # (its clock failed)
             why = "its breaker options differ from this one's" if kind == "config_mismatch" else kind
             message = f"halfopen: Outbox[{self.partner}]: the breaker state the last deliverer left is not resumed ({why}): this breaker starts closed"
             warnings.warn(StateNotResumedWarning(message, kind), stacklevel=2)
@@ -755,7 +755,7 @@ class Outbox(Generic[M]):
         if self._asked:
             try:
                 # With the breaker's state now, for the next holder (if this one still holds it).
-                args = [self._token, 0, self._left_state(d)]
+                args = self._native.lease_args(self._token, self._left_state(d), None, release=True)
                 await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
             except Exception as err:  # noqa: BLE001 - it lapses by itself after its TTL
                 self._store_error("lease", err)
@@ -767,12 +767,12 @@ class Outbox(Generic[M]):
     async def _renew_once(self, epoch: Optional[int], d: "Optional[Dispatcher[_Entry[M]]]") -> bool:
         """One renewal of grant ``epoch`` (closing), with ``d``'s breaker state: whether Redis confirmed it."""
         try:
-            args = [self._token, self._native.lease_ttl_ms(), self._left_state(d)]
+            args = self._native.lease_args(self._token, self._left_state(d), epoch)
             reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
         except Exception as err:  # noqa: BLE001 - then it may lapse: said by the result
             self._store_error("lease", err)
             return False
-        return isinstance(reply, (list, tuple)) and len(reply) == 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
+        return isinstance(reply, (list, tuple)) and len(reply) >= 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
 
 
 def _is_reply_error(err: BaseException) -> bool:

@@ -113,6 +113,9 @@ pub struct Deliverer {
     sent: Option<Instant>,
     /// When the last lease call was sent.
     asked_at: Option<Instant>,
+    /// The breaker changed since the last lease call was sent (which
+    /// carried the state before): the next renewal is due soon.
+    changed: bool,
     next_call: Instant,
     failures: u32,
     reading: bool,
@@ -149,6 +152,7 @@ impl Deliverer {
             held: None,
             sent: None,
             asked_at: None,
+            changed: false,
             next_call: now,
             failures: 0,
             reading: false,
@@ -211,6 +215,7 @@ impl Deliverer {
         }
         self.sent = Some(now);
         self.asked_at = Some(now);
+        self.changed = false;
         Some(if self.held.is_some() { LeaseCall::Renew } else { LeaseCall::Acquire })
     }
 
@@ -239,6 +244,9 @@ impl Deliverer {
             }
             self.held = Some(Held { epoch, until: policy::held_until(&self.config, sent) });
             self.next_call = policy::renew_at(&self.config, sent);
+            if self.changed {
+                self.next_call = self.next_call.min(policy::carry_at(&self.config, self.asked_at, now));
+            }
         } else {
             if self.held.is_some() {
                 self.lose(LostReason::Taken);
@@ -358,10 +366,15 @@ impl Deliverer {
 
     /// The holder's breaker changed state: the next renewal, which carries
     /// it for the next holder, comes soon (a poll interval after the last
-    /// lease call at the earliest).
+    /// lease call at the earliest; after the answer to one out, which
+    /// carried the state before).
     pub fn breaker_changed(&mut self, now: Instant) {
         let now = self.at(now);
-        if self.held.is_some() {
+        if self.held.is_none() {
+            return;
+        }
+        self.changed = true;
+        if self.sent.is_none() {
             self.next_call = self.next_call.min(policy::carry_at(&self.config, self.asked_at, now));
         }
     }

@@ -13,9 +13,11 @@
 //! - `…:lease` and `…:epoch`: the lease (`lease.lua`); the epoch counter
 //!   is kept (epochs only grow).
 //! - `…:breaker`, a Hash: the breaker state the last holder left (`s`, the
-//!   JSON of `carried::left`, feature `snapshot`) and when, by Redis's
-//!   clock (`t`, ms); the lease script writes it for the holder only, and
-//!   hands it to the next with its age.
+//!   JSON of `carried::left`, feature `snapshot`), when, by Redis's clock
+//!   (`t`, ms), and the epoch of the grant that wrote it (`e`); the lease
+//!   script writes it for a holder only, and hands it with its age to a
+//!   caller that holds the lease without knowing it yet. Kept, as the
+//!   epoch counter is (a few hundred bytes per partner).
 //!
 //! Removal is a plain `XDEL`: Redis at `maxmemory` (noeviction) refuses a
 //! transaction but not a deletion, so a full Redis can still be drained.
@@ -72,10 +74,12 @@ pub fn keys(partner: &str) -> Result<OutboxKeys, BadName> {
 
 /// The lease script's arguments: `token`, the lease's length in whole
 /// milliseconds, rounded up (Redis's TTL never ends before the lease the
-/// holder counts; `None`: give it up, "0"), and the breaker state the
-/// caller leaves if it holds the lease ("": none).
-pub fn lease_args(token: &str, lease: Option<Duration>, state: &str) -> [String; 3] {
-    [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string(), state.to_string()]
+/// holder counts; `None`: give it up, "0"), the breaker state the caller
+/// leaves if it holds the lease ("": none), and the epoch it knows it
+/// holds (`None`: "0"), so that a grant it did not know of hands it the
+/// state left.
+pub fn lease_args(token: &str, lease: Option<Duration>, state: &str, known: Option<u64>) -> [String; 4] {
+    [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string(), state.to_string(), known.unwrap_or(0).to_string()]
 }
 
 /// The lease's TTL in Redis: whole milliseconds, rounded up, at least 1
@@ -131,9 +135,9 @@ mod tests {
         assert_eq!(lease_reply(&[1, 0]), Err(BadLeaseReply));
         assert_eq!(lease_reply(&[2, 1]), Err(BadLeaseReply));
         assert_eq!(lease_reply(&[1]), Err(BadLeaseReply));
-        assert_eq!(lease_args("t", None, "")[1], "0");
-        assert_eq!(lease_args("t", Some(Duration::from_micros(10)), "")[1], "1");
-        assert_eq!(lease_args("t", Some(Duration::from_micros(3_000_500)), "{}"), ["t", "3001", "{}"]);
+        assert_eq!(lease_args("t", None, "", None)[1], "0");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(10)), "", None)[1], "1");
+        assert_eq!(lease_args("t", Some(Duration::from_micros(3_000_500)), "{}", Some(4)), ["t", "3001", "{}", "4"]);
         assert_eq!(left_age(1500), Ok(Duration::from_millis(1500)));
         assert_eq!(left_age(-1), Err(BadLeaseReply));
     }

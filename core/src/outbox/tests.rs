@@ -291,6 +291,16 @@ fn a_breaker_change_brings_the_renewal_that_carries_it_forward_a_poll_interval_a
     d.lease_answered(at(910), true, 1);
     d.breaker_changed(at(910));
     assert_eq!(d.next_timeout(), Some(at(1_150)));
+    // A change while a call is out (it carries the state before): the
+    // renewal after its answer comes a poll interval after it, not a
+    // quarter of the lease later.
+    assert_eq!(d.lease_call(at(1_150)), Some(LeaseCall::Renew));
+    d.breaker_changed(at(1_160));
+    d.lease_answered(at(1_170), true, 1);
+    assert_eq!(d.next_timeout(), Some(at(1_400)));
+    assert_eq!(d.lease_call(at(1_400)), Some(LeaseCall::Renew));
+    d.lease_answered(at(1_410), true, 1);
+    assert_eq!(d.next_timeout(), Some(at(2_500)), "carried: the renewals keep their pace");
 }
 
 #[cfg(feature = "snapshot")]

@@ -6,7 +6,8 @@
 // order; the epochs of the deliveries never go back (one deliverer at a
 // time, also counting the repeats); submits during the Redis crash were
 // refused, never accepted without being stored, and nothing stored was
-// lost; B got its events while A was down; a killed holder's log was taken
+// lost; B got its events while A was down; the heir of a holder killed
+// while A was down resumed its open breaker; a killed holder's log was taken
 // over; the graceful handover repeated only what its holder said it could
 // not remove; Redis holds nothing at the end. (That a handover removes
 // before it gives the lease back is tested, deterministically, in the
@@ -17,7 +18,7 @@ const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 
-test('three processes, a partner outage, Redis and the holder killed, a rolling deploy: every event once, in order', () => {
+test('three processes, a partner outage, Redis and two holders killed, a rolling deploy: every event once, in order, the breaker carried', () => {
   const events = 24_000
   const out = execFileSync('node', ['run.js', '--json', '--events', String(events)], { cwd: path.join(__dirname, '..'), encoding: 'utf8', timeout: 240_000 })
   const r = JSON.parse(out.trim().split('\n').pop())
@@ -40,6 +41,10 @@ test('three processes, a partner outage, Redis and the holder killed, a rolling 
   assert.ok(r.crash.storedAfterCrash >= events && r.crash.storedAfterCrash <= events + r.crash.ambiguous, `A's log: ${r.crash.storedAfterCrash}`)
   assert.equal(r.b.deliveredWhileADown, r.b.submitted, 'B got every event while A was down')
   assert.notEqual(r.a.takeover.by, r.a.takeover.killed)
+  // The breaker went with the lease: the heir of a holder killed while A was down probed once, then opened.
+  assert.notEqual(r.a.resumed.by, r.a.resumed.killed)
+  assert.equal(r.a.resumed.breaker, 'resumed')
+  assert.equal(r.a.resumed.callsBeforeOpen, 1, 'one probe, not five failures of its own')
   assert.ok(r.a.deploy.held, 'the process stopped in the deploy held the lease')
   if (!r.a.deploy.lapsed) assert.ok(r.a.deploy.repeats <= r.a.deploy.unremoved, 'a graceful handover repeats only what its holder could not remove')
   console.log(
