@@ -645,7 +645,7 @@ export interface OutboxOptions<M = unknown> extends Omit<DispatcherOptions<M>, '
   serializer?: OutboxSerializer<M>
   /** The deliverer's lease (default: the shortest that fits: 4 × timeoutMs + 2 × storeTimeoutMs). */
   leaseMs?: number
-  /** Events one read takes (default 500, or maxMessages if lower); at most two pages are held. */
+  /** Events one read takes (default 64, or maxMessages if lower); at most two pages are held. */
   pageSize?: number
   /** How often a deliverer that read the whole log reads it again (default 250). */
   pollIntervalMs?: number

@@ -23,7 +23,7 @@ const { startRedis } = require('./redis.js')
 
 const B_EACH = 3_000
 /** The outbox's page (its default). */
-const PAGE = 500
+const PAGE = 64
 const OVERLAP_MS = 5_000
 
 function arg(name, fallback) {

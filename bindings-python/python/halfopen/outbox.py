@@ -212,7 +212,7 @@ class Outbox(Generic[M]):
     or ``release_rate`` needed; ``timeout`` may not be ``None``: the lease
     must outlast every send). ``serializer``: ``encode(event) -> str`` and
     ``decode(str) -> event`` (default JSON). ``lease``, ``poll_interval``,
-    ``store_timeout``: seconds; ``page_size``: events a read takes.
+    ``store_timeout``: seconds; ``page_size``: events a read takes (64).
     ``on_event`` gets every ``OutboxEvent``. Use ``await Outbox.open(...)``.
     """
 
