@@ -493,7 +493,8 @@ class Outbox extends EventEmitter {
   _readIfDue() {
     const d = this._dispatcher
     if (d === null || this._handing) return
-    const count = this._native.readDue(now(), this._held)
+    // (Read and not out of the log: held by the dispatcher, or delivered and not yet removed.)
+    const count = this._native.readDue(now(), this._held + this._removing.size)
     if (count === null || count === undefined) return
     this._read(d, this._epoch, count)
   }

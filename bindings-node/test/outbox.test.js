@@ -658,3 +658,91 @@ test('a holder whose lease lapsed in Redis and is granted again keeps the newer 
   assert.equal(opens.length, 1, 'opened once')
   await a.close()
 })
+
+test('a renewal answered after its holder stopped locally hands its state back: the grant it resumes is its own, not a fresh breaker', { timeout: 30_000 }, async () => {
+  const { NativeOutbox, outboxLeaseScript } = require('../native.js')
+  const redis = await client()
+  redis.defineCommand('leaseUnderTest', { numberOfKeys: 3, lua: outboxLeaseScript() })
+  const keys = ['late-renewal:lease', 'late-renewal:epoch', 'late-renewal:breaker']
+  // The core's clock is the test's (ms): a lease of 3,000, stops sending at 1,000 before its end.
+  const n = new NativeOutbox({ seed: '0123456789abcdef', sendTimeoutMs: 500 }, 0)
+  let t = 0
+  const answer = (reply) => n.leaseAnswered(t, [reply[0], reply[1]], typeof reply[2] === 'string' ? reply[2] : null, reply.length > 2 ? reply[3] : null)
+  n.leaseCall(t)
+  answer(await redis.leaseUnderTest(...keys, ...n.leaseArgs('tok', '', n.epoch(), false)))
+  const event = () => {
+    const e = n.pollEvent()
+    return e && `${e.kind} ${e.epoch ?? e.reason}`
+  }
+  assert.equal(event(), 'acquired 1')
+  t = 1_000
+  n.leaseCall(t)
+  answer(await redis.leaseUnderTest(...keys, ...n.leaseArgs('tok', '{"open":1}', n.epoch(), false)))
+  // Redis does not answer the next renewals, but one sent just before the stop, answered just after it.
+  let sent
+  for (t = 2_000; ; t += 1) {
+    if (n.leaseCall(t) === null) continue
+    if (t >= 3_700) break
+    n.leaseFailed(t + 1)
+  }
+  const reply = await redis.leaseUnderTest(...keys, ...n.leaseArgs('tok', '{"open":2}', n.epoch(), false))
+  ;[sent, t] = [t, Math.max(4_001, t + 1)]
+  assert.ok(t - sent < 1_000, 'within the store timeout')
+  n.handleTimeout(t)
+  assert.equal(event(), 'lost expired')
+  answer(reply)
+  assert.equal(event(), 'acquired 1')
+  assert.equal(n.takeLeft(t)?.state, '{"open":2}', 'the state it carried, handed back with the grant')
+})
+
+test('while removals stall, the holder reads no more than two pages not yet out of the log (what a crash would send again)', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const partner = 'stalled-removals'
+  let stalled = true
+  let unstall
+  const released = new Promise((resolve) => (unstall = resolve))
+  const pipeline = redis.pipeline.bind(redis)
+  redis.pipeline = () => {
+    const p = pipeline()
+    const xdel = p.xdel.bind(p)
+    p.xdel = (...args) => {
+      if (stalled) {
+        const exec = p.exec.bind(p)
+        p.exec = async () => {
+          await released
+          return exec()
+        }
+      }
+      return xdel(...args)
+    }
+    return p
+  }
+  // A backlog, stored before the holder opens (its pages are full).
+  const fill = redis.pipeline()
+  for (let n = 0; n < 1_000; n++) fill.xadd(logKey(partner), '*', 'p', JSON.stringify({ n }))
+  await fill.exec()
+  let sent = 0
+  let most = 0
+  let reached
+  const twoPages = new Promise((resolve) => (reached = resolve))
+  const outbox = await Outbox.open({
+    redis,
+    partner,
+    ...FAST,
+    concurrencyLimit: 8,
+    send: async () => {
+      const { held, removing } = outbox.stats()
+      most = Math.max(most, held + removing)
+      if (++sent === 128) reached()
+    },
+  })
+  await twoPages
+  // Unbounded, the holder would go on reading and sending meanwhile.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  assert.equal(sent, 128, 'two pages sent, none more while their removals are out')
+  assert.ok(most <= 128, `${most} read and not out of the log`)
+  stalled = false
+  unstall()
+  await until(() => outbox.stats().removed === 1_000)
+  await outbox.close()
+})

@@ -186,8 +186,16 @@ async function main() {
   // 2b. A is still down and its deliverer dies (SIGKILL). The next holder
   // resumes the breaker state it left (open, its open period long over):
   // one probe, not five failures of its own, before its breaker opens.
-  const first = senders.find((s) => s.epoch.a !== null)
-  await until(() => first.opens > 0)
+  // (Killed once Redis holds an open breaker from its current grant: each
+  // renewal carries the state, a change brings one soon.)
+  const holderOfA = () => senders.find((s) => !s.dead && s.epoch.a !== null)
+  const leftOpen = async () => {
+    const h = holderOfA()
+    const [state, epoch] = await admin.hmget('halfopen:outbox:v1:{a}:breaker', 's', 'e')
+    return h !== undefined && state !== null && Number(epoch) === h.epoch.a && ['open', 'half_open'].includes(JSON.parse(state).phase)
+  }
+  while (!(await leftOpen())) await new Promise((resolve) => setTimeout(resolve, 20))
+  const first = holderOfA()
   await first.kill()
   const heir = () => senders.find((s) => !s.dead && s.epoch.a !== null)
   const openOf = (s) => s.opened.find((o) => o.partner === 'a' && o.epoch === s.epoch.a)

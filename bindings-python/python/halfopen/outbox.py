@@ -115,7 +115,8 @@ class Receipt:
 class OutboxEvent:
     """What an outbox did: ``kind`` is ``"acquired"`` (``epoch``; ``breaker``:
     ``resumed`` from the state the last holder left, ``none`` left, or why
-    not, a ``SnapshotError`` kind such as ``config_mismatch``), ``"lost"``
+    not, a ``SnapshotError`` kind such as ``config_mismatch``, or ``clock``
+    when the breaker's clock failed), ``"lost"``
     (``reason``: ``taken``, ``expired``, ``released``), ``"delivered"``
     (``id``, ``key``), ``"dead"`` (``id``, ``key``, ``reason``, ``error``),
     ``"store_error"`` (``operation``: ``lease``, ``read``, ``remove``;
@@ -545,7 +546,8 @@ class Outbox(Generic[M]):
         d = self._dispatcher
         if d is None or self._epoch is None or self._handing:
             return
-        count = self._native.read_due(self._held)
+        # (Read and not out of the log: held by the dispatcher, or delivered and not yet removed.)
+        count = self._native.read_due(self._held + len(self._removing))
         if count is not None:
             self._spawn(self._read(d, self._epoch, count))
 

@@ -3,9 +3,10 @@
 -- (every rule is the core's, core/src/outbox/). One process holds it at a
 -- time; each grant has a new epoch; it lapses by itself (PX) when its
 -- holder stops renewing. Beside it, the breaker state its holder left
--- (core/src/outbox/carried.rs), written only by a holder, handed with its
--- age by this server's clock to a caller that holds the lease without
--- knowing it yet (a new grant, or one whose answer it never got).
+-- (core/src/outbox/carried.rs), written only by a holder, and handed with
+-- its age by this server's clock to every caller that holds the lease (the
+-- caller takes it on a grant it did not hold before: a new one, one whose
+-- answer it never got, one it gave up itself as the answer came).
 --
 -- KEYS[1]  the lease: "<token> <epoch>", with the lease's TTL
 -- KEYS[2]  the epoch counter (kept: epochs only grow, a fence a partner may rely on)
@@ -14,11 +15,10 @@
 -- ARGV[1]  the caller's token (unique per process and outbox)
 -- ARGV[2]  the lease's length in ms; "0" gives it up
 -- ARGV[3]  the caller's breaker state ("": none), kept if it holds the lease
--- ARGV[4]  the epoch the caller knows it holds ("0": none)
+-- ARGV[4]  the epoch the caller holds, as far as it knows ("0": none)
 -- Reply: { 1 if the caller holds the lease now else 0, the epoch (0: none) },
---        and when it holds an epoch it did not know: the state left
---        (false: none) and its age in ms (0 if its time is not a time of
---        this server's past)
+--        and when it holds it: the state left (false: none) and its age in
+--        ms (0 if its time is not a time of this server's past)
 --
 -- allow-oom: a Redis at maxmemory (noeviction) still grants and renews
 -- the lease (a few bytes, and a state that replaces the one before), so
@@ -58,10 +58,7 @@ if held then
       return { 0, epoch }
     end
     redis.call('SET', KEYS[1], held, 'PX', ttl)
-    if epoch ~= known then
-      return granted(epoch)
-    end
-    return { 1, epoch }
+    return granted(epoch)
   end
   return { 0, epoch }
 end

@@ -328,9 +328,14 @@ impl Deliverer {
         held
     }
 
-    /// How many events to read now, holding `held` in memory: a page, if
-    /// this process may send, no read is out, it fits, and the log was not
-    /// found caught up less than a poll interval ago. Marks the read out.
+    /// How many events to read now, holding `held`: the events read and
+    /// not yet out of the log (in the dispatcher, or delivered or dead with
+    /// their removal unconfirmed). A page, if this process may send, no read
+    /// is out, it fits, and the log was not found caught up less than a poll
+    /// interval ago. Marks the read out. So what a holder that dies leaves
+    /// delivered but not removed (sent again by the next) is two pages at
+    /// most, and the memory it holds is bounded by the pages however slow
+    /// its removals.
     pub fn read_due(&mut self, now: Instant, held: u32) -> Option<u32> {
         let now = self.at(now);
         let due = self.caught_up_at.is_none_or(|t| now >= t + self.config.poll_interval);
@@ -365,16 +370,17 @@ impl Deliverer {
     }
 
     /// The holder's breaker changed state: the next renewal, which carries
-    /// it for the next holder, comes soon (a poll interval after the last
-    /// lease call at the earliest; after the answer to one out, which
-    /// carried the state before).
+    /// it for the next holder, comes soon: a poll interval after the last
+    /// lease call at the earliest, after the answer to one out (it carried
+    /// the state before), and never sooner than the backoff of failed ones.
     pub fn breaker_changed(&mut self, now: Instant) {
         let now = self.at(now);
         if self.held.is_none() {
             return;
         }
         self.changed = true;
-        if self.sent.is_none() {
+        // (While lease calls fail, their backoff stands.)
+        if self.sent.is_none() && self.failures == 0 {
             self.next_call = self.next_call.min(policy::carry_at(&self.config, self.asked_at, now));
         }
     }

@@ -15,9 +15,10 @@
 //! - `…:breaker`, a Hash: the breaker state the last holder left (`s`, the
 //!   JSON of `carried::left`, feature `snapshot`), when, by Redis's clock
 //!   (`t`, ms), and the epoch of the grant that wrote it (`e`); the lease
-//!   script writes it for a holder only, and hands it with its age to a
-//!   caller that holds the lease without knowing it yet. Kept, as the
-//!   epoch counter is (a few hundred bytes per partner).
+//!   script writes it for a holder only, and hands it with its age to every
+//!   caller that holds the lease (taken on a grant the caller did not hold
+//!   before). Kept, as the epoch counter is (a few hundred bytes per
+//!   partner).
 //!
 //! Removal is a plain `XDEL`: Redis at `maxmemory` (noeviction) refuses a
 //! transaction but not a deletion, so a full Redis can still be drained.
@@ -75,9 +76,9 @@ pub fn keys(partner: &str) -> Result<OutboxKeys, BadName> {
 /// The lease script's arguments: `token`, the lease's length in whole
 /// milliseconds, rounded up (Redis's TTL never ends before the lease the
 /// holder counts; `None`: give it up, "0"), the breaker state the caller
-/// leaves if it holds the lease ("": none), and the epoch it knows it
-/// holds (`None`: "0"), so that a grant it did not know of hands it the
-/// state left.
+/// leaves if it holds the lease ("": none), and the epoch it holds, as far
+/// as it knows (`None`: "0"; a holder whose grant lapsed, granted again,
+/// keeps its own state unless a later grant's holder left one).
 pub fn lease_args(token: &str, lease: Option<Duration>, state: &str, known: Option<u64>) -> [String; 4] {
     [token.to_string(), lease.map_or(0, lease_ttl_ms).to_string(), state.to_string(), known.unwrap_or(0).to_string()]
 }

@@ -301,6 +301,16 @@ fn a_breaker_change_brings_the_renewal_that_carries_it_forward_a_poll_interval_a
     assert_eq!(d.lease_call(at(1_400)), Some(LeaseCall::Renew));
     d.lease_answered(at(1_410), true, 1);
     assert_eq!(d.next_timeout(), Some(at(2_500)), "carried: the renewals keep their pace");
+    // While lease calls fail, a change leaves their backoff alone.
+    assert_eq!(d.lease_call(at(2_500)), Some(LeaseCall::Renew));
+    d.lease_failed(at(2_510));
+    let first_retry = d.next_timeout().unwrap();
+    assert_eq!(d.lease_call(first_retry), Some(LeaseCall::Renew));
+    d.lease_failed(first_retry);
+    let retry = d.next_timeout().unwrap();
+    assert!(retry > first_retry + c.poll_interval, "backing off");
+    d.breaker_changed(first_retry);
+    assert_eq!(d.next_timeout(), Some(retry));
 }
 
 #[cfg(feature = "snapshot")]
