@@ -304,8 +304,8 @@ export declare class NativeOutbox {
   epoch(): number | null
   /** Gives the lease up: `true` if the store should be told. */
   release(now: number): boolean
-  /** How many events to read now, holding `held`, or null. */
-  readDue(now: number, held: number): number | null
+  /** How many events to read now, with `held` in the dispatcher and `unremoved` awaiting removal, or null. */
+  readDue(now: number, held: number, unremoved: number): number | null
   /** A read made under `epoch` gave `got` events: `false` if it is void. */
   readAnswered(now: number, epoch: number, got: number): boolean
   /** A read made under `epoch` failed. */

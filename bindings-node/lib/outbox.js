@@ -493,8 +493,7 @@ class Outbox extends EventEmitter {
   _readIfDue() {
     const d = this._dispatcher
     if (d === null || this._handing) return
-    // (Read and not out of the log: held by the dispatcher, or delivered and not yet removed.)
-    const count = this._native.readDue(now(), this._held + this._removing.size)
+    const count = this._native.readDue(now(), this._held, this._removing.size)
     if (count === null || count === undefined) return
     this._read(d, this._epoch, count)
   }
@@ -656,6 +655,8 @@ class Outbox extends EventEmitter {
   _removed(ids) {
     for (const id of ids) this._removing.delete(id)
     this._stats.removed += ids.length
+    // Out of the log: room for the next page.
+    this._tickSoon()
   }
 
   /** A store call failed: said as a 'storeError' event (and counted), never only a warning. */

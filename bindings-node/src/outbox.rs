@@ -198,10 +198,10 @@ impl NativeOutbox {
         self.deliverer.release(instant(now))
     }
 
-    /// How many events to read now, holding `held`, or null.
+    /// How many events to read now, with `held` in the dispatcher and `unremoved` awaiting removal, or null.
     #[napi]
-    pub fn read_due(&mut self, now: f64, held: u32) -> Option<u32> {
-        self.deliverer.read_due(instant(now), held)
+    pub fn read_due(&mut self, now: f64, held: u32, unremoved: u32) -> Option<u32> {
+        self.deliverer.read_due(instant(now), held, unremoved)
     }
 
     /// A read made under `epoch` gave `got` events: `false` if it is void.

@@ -695,7 +695,7 @@ test('a renewal answered after its holder stopped locally hands its state back: 
   assert.equal(n.takeLeft(t)?.state, '{"open":2}', 'the state it carried, handed back with the grant')
 })
 
-test('while removals stall, the holder reads no more than two pages not yet out of the log (what a crash would send again)', { timeout: 30_000 }, async () => {
+test('while removals stall, the holder reads no more than four pages not yet out of the log (what a crash would send again)', { timeout: 30_000 }, async () => {
   const redis = await client()
   const partner = 'stalled-removals'
   let stalled = true
@@ -724,7 +724,7 @@ test('while removals stall, the holder reads no more than two pages not yet out 
   let sent = 0
   let most = 0
   let reached
-  const twoPages = new Promise((resolve) => (reached = resolve))
+  const fourPages = new Promise((resolve) => (reached = resolve))
   const outbox = await Outbox.open({
     redis,
     partner,
@@ -733,14 +733,14 @@ test('while removals stall, the holder reads no more than two pages not yet out 
     send: async () => {
       const { held, removing } = outbox.stats()
       most = Math.max(most, held + removing)
-      if (++sent === 128) reached()
+      if (++sent === 256) reached()
     },
   })
-  await twoPages
+  await fourPages
   // Unbounded, the holder would go on reading and sending meanwhile.
   await new Promise((resolve) => setTimeout(resolve, 300))
-  assert.equal(sent, 128, 'two pages sent, none more while their removals are out')
-  assert.ok(most <= 128, `${most} read and not out of the log`)
+  assert.equal(sent, 256, 'four pages sent, none more while their removals are out')
+  assert.ok(most <= 256, `${most} read and not out of the log`)
   stalled = false
   unstall()
   await until(() => outbox.stats().removed === 1_000)

@@ -172,9 +172,9 @@ impl NativeOutbox {
         self.deliverer.release(monotonic())
     }
 
-    /// How many events to read now, holding `held`, or `None`.
-    fn read_due(&mut self, held: u32) -> Option<u32> {
-        self.deliverer.read_due(monotonic(), held)
+    /// How many events to read now, with `held` in the dispatcher and `unremoved` awaiting removal, or `None`.
+    fn read_due(&mut self, held: u32, unremoved: u32) -> Option<u32> {
+        self.deliverer.read_due(monotonic(), held, unremoved)
     }
 
     /// A read made under `epoch` gave `got` events: `False` if it is void.

@@ -292,7 +292,7 @@ async function main() {
   // timeout (it may have arrived), or one whose removal Redis may not have
   // confirmed — the grant that sent it first was killed, lost the lease, or
   // closed with some unremoved — and then no more of them than such a grant
-  // can have had out: two pages and the send in flight.
+  // can have had out: four pages (the core reads no more while its removals are out).
   const all = [...senders, s4]
   const ambiguousKeys = new Set(submits.flatMap((s) => s.ambiguousKeys))
   // (`unconfirmed`: null when unknown — a kill, a loss.)
@@ -302,7 +302,7 @@ async function main() {
     if (ambiguousKeys.has(d.key)) return 'stored twice (no answer to its submit)'
     if (all.some((s) => s.timedOut[partner].has(d.key))) return 'given up at its timeout'
     const grant = `${first.sender} ${partner} ${first.epoch}`
-    if (unconfirmed.has(grant) && unconfirmed.get(grant) < 2 * PAGE + 1) {
+    if (unconfirmed.has(grant) && unconfirmed.get(grant) < 4 * PAGE) {
       unconfirmed.set(grant, unconfirmed.get(grant) + 1)
       return 'sent by a grant that ended unconfirmed'
     }

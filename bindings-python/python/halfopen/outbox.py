@@ -546,8 +546,7 @@ class Outbox(Generic[M]):
         d = self._dispatcher
         if d is None or self._epoch is None or self._handing:
             return
-        # (Read and not out of the log: held by the dispatcher, or delivered and not yet removed.)
-        count = self._native.read_due(self._held + len(self._removing))
+        count = self._native.read_due(self._held, len(self._removing))
         if count is not None:
             self._spawn(self._read(d, self._epoch, count))
 
@@ -687,9 +686,11 @@ class Outbox(Generic[M]):
             self._flush_soon(delay)
 
     def _removed(self, ids: List[str]) -> None:
-        """Redis confirmed these ids are out of the log."""
+        """Redis confirmed these ids are out of the log: room for the next page."""
         self._removing.difference_update(ids)
         self._stats["removed"] += len(ids)
+        if not self._closed:
+            self._tick()
 
     def _store_error(self, operation: str, error: BaseException) -> None:
         """A store call failed: an event (and a count), never only a log line."""

@@ -328,18 +328,20 @@ impl Deliverer {
         held
     }
 
-    /// How many events to read now, holding `held`: the events read and
-    /// not yet out of the log (in the dispatcher, or delivered or dead with
-    /// their removal unconfirmed). A page, if this process may send, no read
-    /// is out, it fits, and the log was not found caught up less than a poll
-    /// interval ago. Marks the read out. So what a holder that dies leaves
-    /// delivered but not removed (sent again by the next) is two pages at
-    /// most, and the memory it holds is bounded by the pages however slow
-    /// its removals.
-    pub fn read_due(&mut self, now: Instant, held: u32) -> Option<u32> {
+    /// How many events to read now, with `held` events in the dispatcher
+    /// and `unremoved` delivered or dead whose removal is not confirmed: a
+    /// page, if this process may send, no read is out, it fits
+    /// (`policy::reads_page`: what a holder that dies leaves delivered and
+    /// not removed is four pages at most), and the log was not found caught
+    /// up less than a poll interval ago. Marks the read out.
+    pub fn read_due(&mut self, now: Instant, held: u32, unremoved: u32) -> Option<u32> {
         let now = self.at(now);
         let due = self.caught_up_at.is_none_or(|t| now >= t + self.config.poll_interval);
-        if self.reading || !due || !self.may_send(now) || !policy::reads_page(held, self.page, self.max_messages) {
+        if self.reading
+            || !due
+            || !self.may_send(now)
+            || !policy::reads_page(held, unremoved, self.page, self.max_messages)
+        {
             return None;
         }
         self.reading = true;

@@ -70,12 +70,17 @@ pub(crate) fn retry_cap(c: &OutboxConfig, holding: bool) -> Duration {
     if holding { Duration::from_micros(c.lease().as_micros() / 10) } else { Duration::from_secs(30) }
 }
 
-/// Whether a holder with `held` events in memory reads another page of
-/// `page`: only when it fits, with at most two pages (and `max_messages`)
-/// held, so that memory is bounded by the page, never by the log.
-pub(crate) fn reads_page(held: u32, page: u32, max_messages: Option<u32>) -> bool {
+/// Whether a holder with `held` events in its dispatcher and `unremoved`
+/// delivered (or dead) whose removal Redis has not confirmed reads another
+/// page of `page`: only with at most two pages (and `max_messages`) held,
+/// and four read and not out of the log, so that memory is bounded by the
+/// page, never by the log, and what a holder that dies leaves delivered and
+/// not removed (to be sent again) is four pages at most, however slow its
+/// removals. (Two would stall reads on every removal's round trip: a
+/// delivery 15 % slower in Node, 2.4 times in Python.)
+pub(crate) fn reads_page(held: u32, unremoved: u32, page: u32, max_messages: Option<u32>) -> bool {
     let cap = max_messages.unwrap_or(u32::MAX).min(page.saturating_mul(2));
-    held.saturating_add(page) <= cap
+    held.saturating_add(page) <= cap && held.saturating_add(unremoved).saturating_add(page) <= page.saturating_mul(4)
 }
 
 #[cfg(test)]
@@ -104,12 +109,16 @@ mod tests {
 
     #[test]
     fn pages_fit_the_bound_and_at_most_two_are_held() {
-        assert!(reads_page(0, 500, None));
-        assert!(reads_page(500, 500, None));
-        assert!(!reads_page(501, 500, None));
-        assert!(reads_page(0, 100, Some(100)));
-        assert!(!reads_page(1, 100, Some(100)));
-        assert!(!reads_page(u32::MAX, 1, None));
+        assert!(reads_page(0, 0, 500, None));
+        assert!(reads_page(500, 0, 500, None));
+        assert!(!reads_page(501, 0, 500, None));
+        assert!(reads_page(0, 0, 100, Some(100)));
+        assert!(!reads_page(1, 0, 100, Some(100)));
+        assert!(!reads_page(u32::MAX, 0, 1, None));
+        // Delivered and not yet removed counts too: four pages in all.
+        assert!(reads_page(64, 128, 64, None));
+        assert!(!reads_page(64, 129, 64, None));
+        assert!(!reads_page(0, u32::MAX, 64, None));
     }
 
     #[test]

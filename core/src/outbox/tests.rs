@@ -218,22 +218,22 @@ fn a_regrant_after_a_lapse_is_a_loss_then_a_new_grant() {
 fn pages_are_read_while_they_fit_a_caught_up_log_each_poll_and_a_void_read_is_dropped() {
     let c = OutboxConfig { page: Some(100), ..config() };
     let mut d = Deliverer::new(c, Some(150), 1, at(0)).unwrap();
-    assert_eq!(d.read_due(at(0), 0), None, "not the holder");
+    assert_eq!(d.read_due(at(0), 0, 0), None, "not the holder");
     d.lease_call(at(0)).unwrap();
     d.lease_answered(at(0), true, 1);
-    assert_eq!(d.read_due(at(0), 0), Some(100));
-    assert_eq!(d.read_due(at(0), 0), None, "one read out");
+    assert_eq!(d.read_due(at(0), 0, 0), Some(100));
+    assert_eq!(d.read_due(at(0), 0, 0), None, "one read out");
     assert!(d.read_answered(at(1), 1, 100));
-    assert_eq!(d.read_due(at(1), 100), None, "150 at most");
-    assert_eq!(d.read_due(at(1), 50), Some(100));
+    assert_eq!(d.read_due(at(1), 100, 0), None, "150 at most");
+    assert_eq!(d.read_due(at(1), 50, 0), Some(100));
     assert!(d.read_answered(at(2), 1, 7));
-    assert_eq!(d.read_due(at(2), 0), None, "caught up");
+    assert_eq!(d.read_due(at(2), 0, 0), None, "caught up");
     assert_eq!(d.next_timeout(), Some(at(252)));
-    assert_eq!(d.read_due(at(252), 0), Some(100));
+    assert_eq!(d.read_due(at(252), 0, 0), Some(100));
     d.read_failed(at(260), 1);
-    assert_eq!(d.read_due(at(300), 0), None, "a failed read waits a poll interval");
+    assert_eq!(d.read_due(at(300), 0, 0), None, "a failed read waits a poll interval");
     d.appended();
-    assert_eq!(d.read_due(at(300), 0), Some(100), "its own append is read at once");
+    assert_eq!(d.read_due(at(300), 0, 0), Some(100), "its own append is read at once");
     // The lease lost with the read out: its answer is void.
     d.lease_call(at(1_100)).unwrap();
     d.lease_answered(at(1_101), false, 2);
