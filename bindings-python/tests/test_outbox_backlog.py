@@ -19,25 +19,17 @@ import asyncio
 import gc
 import shutil
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from halfopen import Outbox
-from test_outbox import AofServer
+from test_outbox import AofServer, server  # noqa: F401 - the module's redis-server
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server (make setup-redis)")
 
 BACKLOG = 1_000_000
 FIRST = 100_000
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[AofServer]:
-    s = AofServer()
-    yield s
-    s.kill()
-    shutil.rmtree(s.dir, ignore_errors=True)
 
 
 def rss() -> int:

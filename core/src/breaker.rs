@@ -996,12 +996,7 @@ mod saved {
         where
             C: Clone,
         {
-            let mut restored = Self::restore(self.config.clone(), snapshot, now, elapsed)?;
-            restored.follow(self, now);
-            // Running totals only grow (a group counts by their differences).
-            restored.tally = self.tally;
-            *self = restored;
-            Ok(())
+            self.replace(snapshot, now, elapsed, false)
         }
 
         /// As [`load`](Self::load), but the meter stays this breaker's: the
@@ -1010,10 +1005,26 @@ mod saved {
         where
             C: Clone,
         {
+            self.replace(snapshot, now, elapsed, true)
+        }
+
+        fn replace(
+            &mut self,
+            snapshot: &Snapshot,
+            now: Instant,
+            elapsed: Elapsed,
+            keep_meter: bool,
+        ) -> Result<(), SnapshotError>
+        where
+            C: Clone,
+        {
             let mut restored = Self::restore(self.config.clone(), snapshot, now, elapsed)?;
             restored.follow(self, now);
+            // Running totals only grow (a group counts by their differences).
             restored.tally = self.tally;
-            core::mem::swap(&mut restored.meter, &mut self.meter);
+            if keep_meter {
+                core::mem::swap(&mut restored.meter, &mut self.meter);
+            }
             *self = restored;
             Ok(())
         }
