@@ -312,8 +312,15 @@ export declare class NativeOutbox {
   readFailed(now: number, epoch: number): void
   /** This process appended to the log. */
   appended(): void
-  /** A removal failed: when to retry it (ms on the caller's clock). */
-  removalFailed(now: number): number
+  /** The renewal as it closes is sent now. */
+  closeRenewal(now: number): void
+  /** The store confirmed the renewal as it closes. */
+  closeRenewed(): void
+  /**
+   * A removal failed: when to retry it (ms on the caller's clock), or
+   * null (closing, and the lease it held leaves no room).
+   */
+  removalFailed(now: number): number | null
   /** A removal succeeded. */
   removalDone(): void
 }

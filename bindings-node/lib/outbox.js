@@ -644,6 +644,7 @@ class Outbox extends EventEmitter {
     }
     if (failed !== null) {
       this._storeError('remove', failed)
+      // (Closing: null once the lease it held leaves no room for a retry.)
       this._removalAt = this._native.removalFailed(now())
     } else {
       this._native.removalDone()
@@ -672,8 +673,9 @@ class Outbox extends EventEmitter {
 
   /**
    * Stops submitting and delivering: waits for this turn's submits to be
-   * stored (or refused) and for the sends in flight, tries the pending
-   * removals once more, then gives the lease up (another process takes
+   * stored (or refused) and for the sends in flight, makes the pending
+   * removals (retried with the core's backoff while the lease it held
+   * leaves room for the try), then gives the lease up (another process takes
    * over at once, without what this one delivered). Resolves to
    * `{ unremoved, lapsed }`: events delivered whose removal Redis did not
    * confirm (they stay in the log and will be sent again), and whether the
@@ -715,6 +717,11 @@ class Outbox extends EventEmitter {
       // twice). The removals out first: what fails comes back to the lists.
       if (this._flushing !== null) await this._flushing
       await this._flushRemovals()
+      // What fails is retried with the core's backoff while the lease it held leaves room.
+      while (this._removalAt !== null && (this._removals.length > 0 || this._deadLetters.length > 0)) {
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, this._removalAt - now())))
+        await this._flushRemovals()
+      }
       // Given back whenever it was asked for: a grant whose answer came too
       // late is Redis's all the same (the script deletes only this token's).
       // With the breaker's state now, for the next holder (if this one still holds it).
@@ -735,8 +742,11 @@ class Outbox extends EventEmitter {
   async _renewOnce(epoch, d) {
     try {
       const args = this._native.leaseArgs(this._token, this._leftState(d), epoch, false)
+      this._native.closeRenewal(now())
       const reply = await timed(this._redis[LEASE](...this._leaseKeys, ...args), this._timeoutMs)
-      return Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
+      const kept = Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
+      if (kept) this._native.closeRenewed()
+      return kept
     } catch (err) {
       this._storeError('lease', err)
       return false

@@ -222,10 +222,23 @@ impl NativeOutbox {
         self.deliverer.appended();
     }
 
-    /// A removal failed: when to retry it (ms on the caller's clock).
+    /// The renewal as it closes is sent now.
     #[napi]
-    pub fn removal_failed(&mut self, now: f64) -> f64 {
-        ms_at(self.deliverer.removal_failed(instant(now)))
+    pub fn close_renewal(&mut self, now: f64) {
+        self.deliverer.close_renewal(instant(now));
+    }
+
+    /// The store confirmed the renewal as it closes.
+    #[napi]
+    pub fn close_renewed(&mut self) {
+        self.deliverer.close_renewed();
+    }
+
+    /// A removal failed: when to retry it (ms on the caller's clock), or
+    /// null (closing, and the lease it held leaves no room).
+    #[napi]
+    pub fn removal_failed(&mut self, now: f64) -> Option<f64> {
+        self.deliverer.removal_failed(instant(now)).map(ms_at)
     }
 
     /// A removal succeeded.

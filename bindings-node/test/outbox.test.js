@@ -341,6 +341,45 @@ test('a holder that closes removes what it delivered before it gives the lease b
   await b.close()
 })
 
+test('a removal that fails as the holder closes is retried while the lease leaves room: close still removes what it delivered', { timeout: 30_000 }, async () => {
+  const redis = await client()
+  const admin = await client()
+  let release
+  const gate = new Promise((resolve) => {
+    release = resolve
+  })
+  const sent = []
+  // (A lease of 9 s: room for a failed removal and its retry after the renewal as close begins.)
+  const options = { ...FAST, timeoutMs: 2_000 }
+  const a = await Outbox.open({ redis, partner: 'closeretry', ...options, send: async (event) => (await gate, sent.push(event.n)) })
+  const errors = []
+  // The first removal failing (writes paused past the store timeout): Redis takes writes again.
+  a.on('storeError', ({ operation }) => {
+    errors.push(operation)
+    if (operation === 'remove') admin.call('CLIENT', 'UNPAUSE')
+  })
+  for (let n = 0; n < 5; n++) await a.submit({ n })
+  await until(() => a.stats().held > 0)
+  // As close renews the lease (confirmed), Redis stops taking writes; then the send in flight ends.
+  const lease = redis.halfopenOutboxLease
+  redis.halfopenOutboxLease = async (...args) => {
+    const reply = await lease.apply(redis, args)
+    if (args[4] !== '0') {
+      await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
+      release()
+    }
+    return reply
+  }
+  assert.deepEqual(await a.close(), { unremoved: 0, lapsed: false })
+  assert.deepEqual(sent, [0])
+  assert.deepEqual(errors, ['remove'], 'one failed removal, then its retry went through')
+  assert.deepEqual(
+    (await admin.xrange(logKey('closeretry'), '-', '+')).map(([, fields]) => JSON.parse(fields[fields.indexOf('p') + 1]).n),
+    [1, 2, 3, 4],
+    'the delivered event is out of the log, the rest is in it',
+  )
+})
+
 test('a lease that ran out before close gave it back is said (lapsed), and the next holder keeps its lease', { timeout: 30_000 }, async () => {
   const redis = await client()
   const admin = await client()

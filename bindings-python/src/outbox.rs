@@ -192,10 +192,21 @@ impl NativeOutbox {
         self.deliverer.appended();
     }
 
-    /// A removal failed: seconds until it is tried again.
-    fn removal_failed(&mut self) -> f64 {
+    /// The renewal as it closes is sent now.
+    fn close_renewal(&mut self) {
+        self.deliverer.close_renewal(monotonic());
+    }
+
+    /// The store confirmed the renewal as it closes.
+    fn close_renewed(&mut self) {
+        self.deliverer.close_renewed();
+    }
+
+    /// A removal failed: seconds until it is tried again, or `None`
+    /// (closing, and the lease it held leaves no room).
+    fn removal_failed(&mut self) -> Option<f64> {
         let now = monotonic();
-        secs(self.deliverer.removal_failed(now).saturating_since(now))
+        self.deliverer.removal_failed(now).map(|at| secs(at.saturating_since(now)))
     }
 
     /// A removal succeeded.

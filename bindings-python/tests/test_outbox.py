@@ -587,6 +587,55 @@ def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_leas
     asyncio.run(main())
 
 
+def test_a_removal_that_fails_as_the_holder_closes_is_retried_while_the_lease_leaves_room(server: AofServer) -> None:
+    async def main() -> None:
+        client, admin = server.client(), server.client()
+        gate, started = asyncio.Event(), asyncio.Event()
+        sent: List[int] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            started.set()
+            await gate.wait()
+            sent.append(event["n"])
+
+        errors: List[str] = []
+        unpaused: List["asyncio.Future[Any]"] = []
+
+        def on_event(e: OutboxEvent) -> None:
+            # The first removal failing (writes paused past the store timeout): Redis takes writes again.
+            if e.kind == "store_error":
+                errors.append(str(e.operation))
+                if e.operation == "remove":
+                    unpaused.append(asyncio.ensure_future(admin.execute_command("CLIENT", "UNPAUSE")))
+
+        # (A lease of 9 s: room for a failed removal and its retry after the renewal as aclose begins.)
+        a: Outbox[Any] = await Outbox.open(client, "closeretry", send, on_event=on_event, **{**FAST, "timeout": 2.0})
+        for n in range(5):
+            await a.submit({"n": n})
+        await asyncio.wait_for(started.wait(), 10)
+        # As aclose renews the lease (confirmed), Redis stops taking writes; then the send in flight ends.
+        lease = a._lease_script
+
+        async def then_paused(*, keys: Any, args: Any) -> Any:
+            reply = await lease(keys=keys, args=args)
+            if a._closed and args[1] != "0":
+                await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+                gate.set()
+            return reply
+
+        a._lease_script = then_paused  # type: ignore[assignment]
+        assert await a.aclose() == {"unremoved": 0, "lapsed": False}
+        await asyncio.gather(*unpaused)
+        assert sent == [0]
+        assert errors == ["remove"], "one failed removal, then its retry went through"
+        left = [json.loads(fields[b"p"])["n"] for _, fields in await admin.xrange(log_key("closeretry"))]
+        assert left == [1, 2, 3, 4], "the delivered event is out of the log, the rest is in it"
+        for c in (client, admin):
+            await c.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_lease_that_ran_out_before_aclose_is_said_and_the_next_holder_keeps_its_lease(server: AofServer) -> None:
     async def main() -> None:
         client, admin = server.client(), server.client()

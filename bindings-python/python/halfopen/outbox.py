@@ -640,15 +640,17 @@ class Outbox(Generic[M]):
         if self._flushing is None or self._flushing.done():
             self._flushing = asyncio.ensure_future(self._remove_now())
 
-    async def _remove_now(self) -> None:
+    async def _remove_now(self) -> Optional[float]:
         """One ``XDEL`` of the delivered events (a plain command: Redis at
         ``maxmemory`` still takes it) and one dead-letter script call each
         (it moves an event once, however often it is retried); what fails
-        is retried with the core's backoff."""
+        is retried with the core's backoff. Returns the seconds until that
+        retry (0: nothing failed), or ``None`` (closing: the lease it held
+        leaves no room for one)."""
         ids, self._removals = self._removals, []
         dead, self._dead_letters = self._dead_letters, []
         if not ids and not dead:
-            return
+            return 0.0
         results: List[Any] = []
         try:
             if ids:
@@ -676,14 +678,15 @@ class Outbox(Generic[M]):
                 self._dead_letters.append(letter)
             else:
                 self._removed([letter[0]])
+        delay: Optional[float] = 0.0
         if failed is not None:
             self._store_error("remove", failed)
             delay = self._native.removal_failed()
         else:
             self._native.removal_done()
-            delay = 0.0
-        if self._removals or self._dead_letters:
+        if delay is not None and (self._removals or self._dead_letters):
             self._flush_soon(delay)
+        return delay
 
     def _removed(self, ids: List[str]) -> None:
         """Redis confirmed these ids are out of the log: room for the next page."""
@@ -707,8 +710,9 @@ class Outbox(Generic[M]):
 
     async def aclose(self) -> OutboxClosed:
         """Stores this iteration's submits (and waits for those sent),
-        waits for every send this process started, under any grant, tries
-        the pending removals once more, then gives the lease up (another
+        waits for every send this process started, under any grant, makes
+        the pending removals (retried with the core's backoff while the
+        lease it held leaves room for the try), then gives the lease up (another
         process takes over at once, without what this one delivered):
         an :class:`OutboxClosed`. The lease is renewed once as it begins,
         so that it outlasts the sends and removals. Every call waits for the
@@ -752,7 +756,11 @@ class Outbox(Generic[M]):
         # log without what this one delivered (a handover sends nothing twice).
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
-        await self._remove_now()
+        retry = await self._remove_now()
+        # What fails is retried with the core's backoff while the lease it held leaves room.
+        while retry is not None and (self._removals or self._dead_letters):
+            await asyncio.sleep(retry)
+            retry = await self._remove_now()
         # Given back whenever it was asked for: a grant whose answer came too
         # late is Redis's all the same (the script deletes only this token's).
         if self._asked:
@@ -771,11 +779,15 @@ class Outbox(Generic[M]):
         """One renewal of grant ``epoch`` (closing), with ``d``'s breaker state: whether Redis confirmed it."""
         try:
             args = self._native.lease_args(self._token, self._left_state(d), epoch)
+            self._native.close_renewal()
             reply = await asyncio.wait_for(self._lease_script(keys=self._lease_keys, args=args), self._timeout)
         except Exception as err:  # noqa: BLE001 - then it may lapse: said by the result
             self._store_error("lease", err)
             return False
-        return isinstance(reply, (list, tuple)) and len(reply) >= 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
+        kept = isinstance(reply, (list, tuple)) and len(reply) >= 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
+        if kept:
+            self._native.close_renewed()
+        return kept
 
 
 def _is_reply_error(err: BaseException) -> bool:

@@ -123,6 +123,11 @@ pub struct Deliverer {
     caught_up_at: Option<Instant>,
     removal_failures: u32,
     closed: bool,
+    /// Closed while holding: until when the lease it held is surely its
+    /// own (its removals are retried until then), and when the renewal as
+    /// it closed was sent.
+    closing_until: Option<Instant>,
+    closing_renewal: Option<Instant>,
     /// After a loss, sends it started may still run until then: it starts
     /// none before, even holding the lease again.
     quiet_until: Instant,
@@ -159,6 +164,8 @@ impl Deliverer {
             caught_up_at: None,
             removal_failures: 0,
             closed: false,
+            closing_until: None,
+            closing_renewal: None,
             quiet_until: now,
             lost: None,
             acquired: None,
@@ -321,11 +328,30 @@ impl Deliverer {
         self.at(now);
         self.closed = true;
         self.sent = None;
-        let held = self.held.is_some();
-        if held {
+        let held = self.held;
+        if let Some(h) = held {
+            self.closing_until = Some(h.until);
             self.lose(LostReason::Released);
         }
-        held
+        held.is_some()
+    }
+
+    /// The renewal a process that released a held lease makes as it
+    /// closes (it outlasts the sends still out and their removals) is sent
+    /// now.
+    pub fn close_renewal(&mut self, now: Instant) {
+        let now = self.at(now);
+        if self.closing_until.is_some() {
+            self.closing_renewal = Some(now);
+        }
+    }
+
+    /// The store confirmed that renewal (within the store timeout): the
+    /// lease is its own a lease after it was sent.
+    pub fn close_renewed(&mut self) {
+        if let (Some(until), Some(sent)) = (self.closing_until, self.closing_renewal.take()) {
+            self.closing_until = Some(until.max(policy::held_until(&self.config, sent)));
+        }
     }
 
     /// How many events to read now, with `held` events in the dispatcher
@@ -392,11 +418,17 @@ impl Deliverer {
         self.caught_up_at = None;
     }
 
-    /// A removal (or dead letter) failed: when to try it again.
-    pub fn removal_failed(&mut self, now: Instant) -> Instant {
+    /// A removal (or dead letter) failed: when to try it again. Closing,
+    /// only while the lease it held leaves room (`policy::closing_retry`);
+    /// `None`: no more tries (the events stay in the log, to be sent again).
+    pub fn removal_failed(&mut self, now: Instant) -> Option<Instant> {
         let now = self.at(now);
         self.removal_failures = self.removal_failures.saturating_add(1);
-        now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, Duration::from_secs(30))
+        if self.closed {
+            let at = now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, policy::retry_cap(&self.config, true));
+            return self.closing_until.filter(|&until| policy::closing_retry(&self.config, at, until)).map(|_| at);
+        }
+        Some(now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, Duration::from_secs(30)))
     }
 
     /// A removal succeeded: the next failure backs off from the start.

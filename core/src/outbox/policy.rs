@@ -70,6 +70,16 @@ pub(crate) fn retry_cap(c: &OutboxConfig, holding: bool) -> Duration {
     if holding { Duration::from_micros(c.lease().as_micros() / 10) } else { Duration::from_secs(30) }
 }
 
+/// Whether a process that is closing retries a failed removal at `at`,
+/// its lease (the one it held, renewed as it closed if the store
+/// confirmed it) ending at `until`: only if the try is over before then
+/// (a store timeout later). Removed before the lease ends, a delivered
+/// event is not sent again by the next holder; after, the retry would
+/// race it, and close would wait for nothing it can promise.
+pub(crate) fn closing_retry(c: &OutboxConfig, at: Instant, until: Instant) -> bool {
+    at + c.store_timeout <= until
+}
+
 /// Whether a holder with `held` events in its dispatcher and `unremoved`
 /// delivered (or dead) whose removal Redis has not confirmed reads another
 /// page of `page`: only with at most two pages (and `max_messages`) held,
