@@ -425,7 +425,13 @@ impl Deliverer {
         let now = self.at(now);
         self.removal_failures = self.removal_failures.saturating_add(1);
         if self.closed {
-            let at = now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, policy::retry_cap(&self.config, true));
+            let at = now
+                + policy::retry_after(
+                    &self.config,
+                    self.removal_failures,
+                    self.seed ^ 1,
+                    policy::retry_cap(&self.config, true),
+                );
             return self.closing_until.filter(|&until| policy::closing_retry(&self.config, at, until)).map(|_| at);
         }
         Some(now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, Duration::from_secs(30)))
