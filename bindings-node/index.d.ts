@@ -120,6 +120,14 @@ export interface CircuitOptions extends CoreOptions {
   /** Whether an error from `fn` says the upstream is unwell (default: every error does; if it throws, the call is a failure). */
   isFailure?: (err: unknown) => boolean
   /**
+   * What a refused `execute` resolves to instead of rejecting with
+   * `CircuitBreakerOpenError`: called with the refusal (a plain object: no
+   * error is built), awaited if it returns a promise; what it throws or
+   * rejects with is the call's rejection. It should return what `fn` does.
+   * A call's own `fallback` option replaces it. `tryAcquire` is not affected.
+   */
+  fallback?: (refusal: FallbackRefusal) => any
+  /**
    * The clock, in ms (default: `performance.now`, monotonic). A reading that
    * is not a finite number up to 2^53 - 1 is a TypeError (`option: 'clock'`).
    */
@@ -146,6 +154,10 @@ export interface Transition {
 
 export type Permit = { admitted: true; generation: number; issuedAtMs: number }
 export type Refusal = { admitted: false; state: CircuitState; retryAfterMs: number; reason: RefusalReason }
+/** A refused call, as a fallback receives it (`registry_full`: a Registry full of busy breakers). */
+export type FallbackRefusal = { breakerName: string; state: CircuitState; retryAfterMs: number; reason: RefusalReason | 'registry_full' }
+/** `execute`'s options: an AbortSignal that cancels the call, and this call's fallback (see `CircuitOptions.fallback`). */
+export type ExecuteOptions<T> = { signal?: AbortSignal; fallback?: (refusal: FallbackRefusal) => T | PromiseLike<T> }
 export type Outcome = 'success' | 'failure' | 'ignored' | 'cancelled'
 
 export interface Metrics {
@@ -245,11 +257,11 @@ export declare class CircuitBreaker extends EventEmitter {
   readonly name: string
   /**
    * Runs `fn` if admitted; settles exactly as `fn` does, or rejects with
-   * `CircuitBreakerOpenError` (never throws). With a `signal`, an abort before
-   * `fn` settles cancels the call (nothing counted); once `fn` has settled,
-   * its result wins.
+   * `CircuitBreakerOpenError` (never throws), or, with a fallback, settles as
+   * the fallback does. With a `signal`, an abort before `fn` settles cancels
+   * the call (nothing counted); once `fn` has settled, its result wins.
    */
-  execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
+  execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: ExecuteOptions<T>): Promise<T>
   getState(): CircuitState
   isCallPermitted(): boolean
   /** ms until a call is worth trying: 0 now; while half-open with every probe slot taken, a short hint. */
@@ -311,6 +323,8 @@ export interface RegistryOptions extends CoreOptions {
   capacity?: number
   /** As for `CircuitBreaker`, for every breaker of the registry. */
   isFailure?: (err: unknown) => boolean
+  /** As for `CircuitBreaker`, for every call through the registry (also one refused because it is full: `registry_full`). */
+  fallback?: (refusal: FallbackRefusal) => any
   /** As for `CircuitBreaker`, for every breaker of the registry. */
   clock?: () => number
   /**
@@ -351,7 +365,7 @@ export interface RegistryGroupStatus {
 /** One registry breaker, by name (from `Registry.get`; not constructed directly). */
 export interface KeyedBreaker {
   readonly name: string
-  execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>
+  execute<T>(fn: (signal?: AbortSignal) => T | Promise<T>, options?: ExecuteOptions<T>): Promise<T>
   tryAcquire(): Permit | (Omit<Refusal, 'reason'> & { reason: RefusalReason | 'registry_full'; error: CircuitBreakerOpenError | RegistryFullError })
   record(permit: Permit, outcome: Outcome): void
   getState(): CircuitState

@@ -4,6 +4,8 @@
 // halfopen-wasm.
 // - closed: overhead per call over the raw await;
 // - open: cost of a rejected call;
+// - fallback: cost of a refused call answered with a value (each library's
+//   fallback; the seed's class has none: a `catch`);
 // - memory per breaker, 100,000 breakers (V8 heap and process RSS: the
 //   addon's breakers live outside the V8 heap);
 // - require('halfopen') with the addon and with the WebAssembly fallback.
@@ -39,6 +41,8 @@ const webhookOptions = {
   halfOpenMaxAttempts: 1,
 }
 const fn = () => Promise.resolve(1)
+// What a refused call is answered with (seed 000's case 3).
+const BUSY = 'estamos com volume alto, retornaremos em instantes'
 const failing = () => Promise.reject(new Error('down'))
 
 function cockatielBreaker() {
@@ -65,6 +69,11 @@ const contenders = {
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
+    fallback: async () => {
+      const b = new Seed(seedOptions)
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn).catch(() => BUSY) }
+    },
     make: () => new Seed(seedOptions),
   },
   'opossum 10': {
@@ -74,6 +83,12 @@ const contenders = {
     },
     open: async () => {
       const b = opossumBreaker()
+      b.open()
+      return { run: () => b.fire(fn) }
+    },
+    fallback: async () => {
+      const b = opossumBreaker()
+      b.fallback(() => BUSY)
       b.open()
       return { run: () => b.fire(fn) }
     },
@@ -89,6 +104,12 @@ const contenders = {
       b.isolate()
       return { run: () => b.execute(fn) }
     },
+    fallback: async () => {
+      const b = cockatielBreaker()
+      b.isolate()
+      const p = cockatiel.wrap(cockatiel.fallback(cockatiel.handleType(cockatiel.BrokenCircuitError), () => BUSY), b)
+      return { run: () => p.execute(fn) }
+    },
     make: () => cockatielBreaker(),
   },
   halfopen: {
@@ -101,6 +122,11 @@ const contenders = {
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
+    fallback: async () => {
+      const b = new CircuitBreaker({ ...seedOptions, fallback: () => BUSY })
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
     make: () => new CircuitBreaker(seedOptions),
   },
   'halfopen-wasm (the same JavaScript half over the wasm module)': {
@@ -110,6 +136,11 @@ const contenders = {
     },
     open: async () => {
       const b = new Wasm(seedOptions)
+      for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
+      return { run: () => b.execute(fn) }
+    },
+    fallback: async () => {
+      const b = new Wasm({ ...seedOptions, fallback: () => BUSY })
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
@@ -234,6 +265,12 @@ async function main() {
   console.log('| contender | ns/call | × best peer |')
   console.log('|---|---:|---:|')
   for (const [name, ns] of Object.entries(open)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
+  const fallback = await measure('fallback')
+  const bestFallback = Math.min(...Object.entries(fallback).filter(([n]) => !n.startsWith('halfopen')).map(([, v]) => v))
+  console.log('\n### Open state with a fallback: ns per refused call answered with a value (the seed class: a catch)\n')
+  console.log('| contender | ns/call | × best peer |')
+  console.log('|---|---:|---:|')
+  for (const [name, ns] of Object.entries(fallback)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / bestFallback).toFixed(2)} |`)
   // What one clock reading costs here: a time window needs one per success.
   console.log('\n### A clock reading: ns per call\n')
   console.log('| clock | ns/call |')

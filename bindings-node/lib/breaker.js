@@ -95,6 +95,7 @@ class CircuitBreaker {
     const t = translate(options, 'breaker')
     this.name = t.name
     this._isFailure = t.isFailure
+    this._fallback = t.fallback
     this._clock = t.clock
     this._monotonic = t.monotonic
     this._sharedClock = t.sharedClock
@@ -150,7 +151,7 @@ class CircuitBreaker {
     const now = read(this)
     const generation = this._acquire(now)
     if (generation < 0) {
-      const { state, retryAfterMs, reason } = this._rejectionError()
+      const { state, retryAfterMs, reason } = this._refused()
       return { admitted: false, state, retryAfterMs, reason }
     }
     return issuePermit(this, generation, now)
@@ -432,6 +433,13 @@ class CircuitBreaker {
     const err = new CircuitBreakerOpenError(this.name, STATES[this._gauge], this._refusalMs, this._refusalReason)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
     return err
+  }
+
+  _refused() {
+    const refusal = { breakerName: this.name, state: STATES[this._gauge], retryAfterMs: this._refusalMs, reason: this._refusalReason }
+    // (Read first: a listener may change the breaker.)
+    if (this.listenerCount('reject') > 0) this._rejectionError()
+    return refusal
   }
 
   /** Hands everything done under the licence to the core; true if a transition waits. */

@@ -4,7 +4,11 @@
 //   _clock, _last, _timeoutMs, _isFailure, name
 //   _admit()               -> a permit, or null (rejected); reads the clock
 //                             when it needs a reading (may throw its TypeError)
+//   _fallback              -> what a refused call returns instead (or undefined)
 //   _rejectionError()      -> the error for the rejection just made (emits 'reject')
+//   _refused()             -> the rejection just made, as a plain object
+//                             `{ breakerName, state, retryAfterMs, reason }`
+//                             (emits 'reject' with its error, if listened to)
 //   _settle(permit, outcome, event, payload)
 //                          -> reports the outcome to the core (reading the
 //                             clock when it needs to), then emits `event` (if
@@ -33,10 +37,16 @@ const { CANCELLED, FAILURE, IGNORED, SUCCESS } = require('./wire.js')
 function execute(host, fn, options) {
   if (typeof fn !== 'function') return Promise.reject(typeError('fn', 'a function', fn))
   let signal
+  let fallback = host._fallback
   if (options !== undefined) {
     let aborted = false
     try {
       if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+      const own = options.fallback
+      if (own !== undefined) {
+        if (typeof own !== 'function') throw typeError('fallback', 'a function', own)
+        fallback = own
+      }
       signal = options.signal
       if (signal !== undefined) {
         // The getter checks the brand: an object that only pretends to be an AbortSignal throws.
@@ -60,9 +70,22 @@ function execute(host, fn, options) {
   } catch (err) {
     return Promise.reject(err)
   }
-  if (permit === null) return Promise.reject(host._rejectionError())
+  if (permit === null) return fallback === undefined ? Promise.reject(host._rejectionError()) : fallBack(fallback, host._refused())
   if (signal === undefined && host._timeoutMs === undefined) return plain(host, fn, permit)
   return guarded(host, fn, permit, signal)
+}
+
+/**
+ * A refused call's result: `fallback(refusal)`, awaited if it is a thenable
+ * (no error is built for the refusal); what it throws or rejects with, the
+ * call's rejection.
+ */
+function fallBack(fallback, refusal) {
+  try {
+    return Promise.resolve(fallback(refusal))
+  } catch (err) {
+    return Promise.reject(err)
+  }
 }
 
 /** The outcome of an error from `fn` (or a Dispatcher's `send`): the host's `isFailure` decides (a throwing one counts it as a failure). */

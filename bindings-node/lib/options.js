@@ -34,8 +34,8 @@ const RETENTION_OPTIONS = ['maxMessages', 'maxBytes', 'overflow', 'probe', 'maxA
 const DISPATCHER_OPTIONS = ['send', 'isFailure', 'timeoutMs', 'store']
 // Options of the JavaScript side, by where they are allowed.
 const OWN_OPTIONS = {
-  breaker: ['name', 'isFailure', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram', 'group'],
-  registry: ['isFailure', 'clock', 'sharedClock', 'timeoutMs', 'capacity', 'group'],
+  breaker: ['name', 'isFailure', 'fallback', 'clock', 'sharedClock', 'timeoutMs', 'latencyHistogram', 'group'],
+  registry: ['isFailure', 'fallback', 'clock', 'sharedClock', 'timeoutMs', 'capacity', 'group'],
   configure: [],
   // RetentionQueue and Dispatcher (lib/retention.js, lib/dispatcher.js).
   retention: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS],
@@ -129,13 +129,14 @@ function translate(given, where) {
     err.option = 'windowCalls'
     throw err
   }
-  const { name, isFailure, clock, sharedClock, timeoutMs, latencyHistogram, capacity } = options
+  const { name, isFailure, fallback, clock, sharedClock, timeoutMs, latencyHistogram, capacity } = options
   if (where !== 'registry' && where !== 'configure') {
     checkName(name)
     if (name === '') throw typeError('name', 'a non-empty string', name)
   }
   if (capacity !== undefined && typeof capacity !== 'number') throw typeError('capacity', 'a number', capacity)
   if (isFailure !== undefined && typeof isFailure !== 'function') throw typeError('isFailure', 'a function', isFailure)
+  if (fallback !== undefined && typeof fallback !== 'function') throw typeError('fallback', 'a function', fallback)
   if (clock !== undefined && typeof clock !== 'function') throw typeError('clock', 'a function', clock)
   if (sharedClock !== undefined && typeof sharedClock !== 'boolean') throw typeError('sharedClock', 'a boolean', sharedClock)
   if (sharedClock === true && clock === undefined) {
@@ -161,6 +162,7 @@ function translate(given, where) {
     given: options,
     name,
     isFailure,
+    fallback,
     clock: clock || monotonic,
     // The default clock never goes backwards, so a reading it skips cannot
     // change the breaker's latest time (see lib/breaker.js).

@@ -27,6 +27,7 @@ class Registry extends EventEmitter {
     super()
     const t = translate(options, 'registry')
     this._isFailure = t.isFailure
+    this._fallback = t.fallback
     this._clock = t.clock
     this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
@@ -162,6 +163,9 @@ class KeyedBreaker {
   }
   get _isFailure() {
     return this._registry._isFailure
+  }
+  get _fallback() {
+    return this._registry._fallback
   }
   get _timeoutMs() {
     return this._registry._timeoutMs
@@ -319,6 +323,16 @@ class KeyedBreaker {
     const err = full ? new RegistryFullError(this.name) : new CircuitBreakerOpenError(this.name, STATES[gauge], retryAfterMs, reason)
     if (r.listenerCount('reject') > 0) publish(r, 'reject', err)
     return err
+  }
+
+  _refused() {
+    const [gauge, retryAfterMs, full, reason] = this._refusal
+    const refusal = full
+      ? { breakerName: this.name, state: 'CLOSED', retryAfterMs: Infinity, reason: 'registry_full' }
+      : { breakerName: this.name, state: STATES[gauge], retryAfterMs, reason }
+    // (Read first: a listener may change the breaker.)
+    if (this._registry.listenerCount('reject') > 0) this._rejectionError()
+    return refusal
   }
 
   _settle(permit, outcome, event, payload) {

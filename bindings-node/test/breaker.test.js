@@ -5,7 +5,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require(process.env.HALFOPEN_PACKAGE || '..')
+const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 function clocked(options = {}) {
   const clock = { now: 0 }
@@ -273,4 +273,98 @@ test('metrics and Prometheus text', async () => {
   const text = breaker.prometheus()
   assert.match(text, /^circuit_state\{name="instance-1"\} 0$/m)
   assert.match(text, /^circuit_failures_total\{name="instance-1"\} 1$/m)
+})
+
+test('a fallback answers a refused call with the refusal (no error built): sync or async, its throw the rejection; a call\'s own replaces the breaker\'s', async () => {
+  const calls = []
+  const { breaker, clock } = clocked({
+    failureThreshold: 2,
+    openTimeoutMs: 1_000,
+    fallback: (refusal) => {
+      calls.push(refusal)
+      return 'volume alto, retornaremos em instantes'
+    },
+  })
+  const rejected = []
+  breaker.on('reject', (err) => rejected.push(err))
+  // Admitted calls settle as fn does: the fallback is only for refusals.
+  assert.equal(await breaker.execute(ok('sent')), 'sent')
+  await trip(breaker, 2)
+  assert.equal(breaker.getState(), 'OPEN')
+  let ran = false
+  const answer = await breaker.execute(() => {
+    ran = true
+  })
+  assert.equal(ran, false, 'fn is not called')
+  assert.equal(answer, 'volume alto, retornaremos em instantes')
+  assert.deepEqual(calls, [{ breakerName: 'instance-1', state: 'OPEN', retryAfterMs: 1_000, reason: 'open' }])
+  assert.ok(!(calls[0] instanceof Error), 'a plain object')
+  assert.equal(rejected.length, 1, "the 'reject' event still heard it")
+  assert.ok(rejected[0] instanceof CircuitBreakerOpenError)
+  assert.equal(breaker.metrics().rejections, 1, 'counted as any refusal')
+  // A call's own fallback, async: awaited.
+  clock.now = 400
+  assert.deepEqual(await breaker.execute(ok(), { fallback: async (r) => ({ later: r.retryAfterMs }) }), { later: 600 })
+  // One that throws or rejects: that is the call's rejection.
+  const boom = new Error('fallback down')
+  assert.equal(
+    await breaker
+      .execute(ok(), {
+        fallback: () => {
+          throw boom
+        },
+      })
+      .catch((e) => e),
+    boom,
+  )
+  assert.equal(await breaker.execute(ok(), { fallback: () => Promise.reject(boom) }).catch((e) => e), boom)
+  // A thenable whose `then` cannot be read rejects with that error.
+  const trap = {
+    // biome-ignore lint/suspicious/noThenProperty: a thenable whose `then` cannot be read
+    get then() {
+      throw boom
+    },
+  }
+  assert.equal(await breaker.execute(ok(), { fallback: () => trap }).catch((e) => e), boom)
+  assert.equal(breaker.metrics().rejections, 5)
+  // Not a function: a TypeError naming it, as a rejection (nothing counted), or from the constructor.
+  const bad = await breaker.execute(ok(), { fallback: 'text' }).catch((e) => e)
+  assert.ok(bad instanceof TypeError && bad.option === 'fallback', String(bad))
+  assert.equal(breaker.metrics().rejections, 5)
+  assert.throws(() => new CircuitBreaker({ name: 'x', fallback: 42 }), (e) => e instanceof TypeError && e.option === 'fallback')
+  // tryAcquire is not affected.
+  assert.equal(breaker.tryAcquire().admitted, false)
+  // Past the open period, the probe reaches fn.
+  clock.now = 1_000
+  assert.equal(await breaker.execute(ok('probe')), 'probe')
+})
+
+test("a fallback that re-enters the breaker or changes it from a 'reject' listener gets the refusal as it was made", async () => {
+  const { breaker, clock } = clocked({ failureThreshold: 1, openTimeoutMs: 500 })
+  await trip(breaker, 1)
+  // The listener closes the breaker: the refusal the fallback gets is the one made (open).
+  breaker.once('reject', () => breaker.forceClose())
+  const seen = await breaker.execute(ok(), { fallback: (r) => r })
+  assert.deepEqual(seen, { breakerName: 'instance-1', state: 'OPEN', retryAfterMs: 500, reason: 'open' })
+  assert.equal(breaker.getState(), 'CLOSED')
+  // A fallback that calls the breaker: its call is admitted and counted once.
+  await trip(breaker, 1)
+  clock.now = 100
+  const inner = await breaker.execute(ok(), { fallback: () => breaker.execute(ok('inner'), { fallback: () => 'inner refused' }) })
+  assert.equal(inner, 'inner refused')
+  assert.equal(breaker.metrics().rejections, 3)
+})
+
+test('a Registry fallback answers its names\' refusals, also when it is full of busy breakers (registry_full)', async () => {
+  let now = 0
+  const r = new Registry({ clock: () => now, capacity: 1, failureThreshold: 1, openTimeoutMs: 300, fallback: (refusal) => refusal })
+  assert.equal(await r.get('a').execute(ok('sent')), 'sent')
+  await r.get('a').execute(fail).catch(() => {})
+  assert.deepEqual(await r.get('a').execute(ok()), { breakerName: 'a', state: 'OPEN', retryAfterMs: 300, reason: 'open' })
+  // 'a' is open (not idle): no room for 'b'.
+  assert.deepEqual(await r.get('b').execute(ok()), { breakerName: 'b', state: 'CLOSED', retryAfterMs: Infinity, reason: 'registry_full' })
+  assert.equal(await r.get('b').execute(ok(), { fallback: () => 'own' }), 'own')
+  assert.throws(() => new Registry({ fallback: {} }), (e) => e instanceof TypeError && e.option === 'fallback')
+  now = 300
+  assert.equal(await r.get('a').execute(ok('probe')), 'probe')
 })

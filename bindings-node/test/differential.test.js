@@ -247,7 +247,10 @@ async function runSequence(seed, steps, timers) {
   }
   if (timeouts) options.timeoutMs = TIMEOUT_MS
   const openTimeout = options.openTimeoutMs === undefined ? 30000 : options.openTimeoutMs
-  const A = new CircuitBreaker(options)
+  // Every fourth sequence, A answers refusals with a fallback (B, with
+  // tryAcquire, has no use for one); some calls bring their own.
+  const breakerFallback = seed % 4 === 1
+  const A = new CircuitBreaker(breakerFallback ? { ...options, fallback: (refusal) => ({ fellBack: refusal }) } : options)
   const B = new CircuitBreaker(options)
   const logA = []
   const logB = []
@@ -288,6 +291,7 @@ async function runSequence(seed, steps, timers) {
       [6, 'rejected'],
     ])
     const withSignal = r.chance(pSignal)
+    const ownFallback = r.chance(0.15)
     const preAborted = withSignal && r.chance(0.04)
     const syncOutcome =
       kind === 'returns' || kind === 'resolved' ? 'success' : r.weighted([[3, 'failure'], [1, 'ignored']])
@@ -315,8 +319,11 @@ async function runSequence(seed, steps, timers) {
       call.reason = new Error(`caller gave up on #${id}`)
       if (preAborted) call.controller.abort(call.reason)
     }
-    call.state = track(withSignal ? A.execute(fn, { signal: call.controller.signal }) : A.execute(fn))
-    const how = `${kind}${withSignal ? (preAborted ? ', pre-aborted signal' : ', signal') : ''}`
+    const given = {}
+    if (withSignal) given.signal = call.controller.signal
+    if (ownFallback) given.fallback = (refusal) => ({ own: refusal })
+    call.state = track(withSignal || ownFallback ? A.execute(fn, given) : A.execute(fn))
+    const how = `${kind}${withSignal ? (preAborted ? ', pre-aborted signal' : ', signal') : ''}${ownFallback ? ', own fallback' : ''}`
     if (preAborted) {
       // Refused before asking the breaker: B does nothing.
       note(`start #${id} (${how}): not asked, not mirrored`)
@@ -334,6 +341,12 @@ async function runSequence(seed, steps, timers) {
     }
     if (!called) {
       const s = await settled(call.state, `rejected call #${id}`)
+      const refusal = { breakerName: 'differential', state: mirror.state, retryAfterMs: mirror.retryAfterMs, reason: mirror.reason }
+      if (ownFallback || breakerFallback) {
+        // The fallback's answer, with the refusal B was given.
+        same(`fallback of call #${id}`, s.ok ? { resolved: s.value } : { rejected: s.error }, { resolved: ownFallback ? { own: refusal } : { fellBack: refusal } })
+        return
+      }
       if (s.ok || !(s.error instanceof CircuitBreakerOpenError)) {
         throw new Mismatch(`call #${id}: A's rejection`, s.ok ? { resolved: s.value } : s.error, 'a CircuitBreakerOpenError')
       }

@@ -351,7 +351,15 @@ test('a removal that fails as the holder closes is retried while the lease leave
   const sent = []
   // (A lease of 9 s: room for a failed removal and its retry after the renewal as close begins.)
   const options = { ...FAST, timeoutMs: 2_000 }
-  const a = await Outbox.open({ redis, partner: 'closeretry', ...options, send: async (event) => (await gate, sent.push(event.n)) })
+  const a = await Outbox.open({
+    redis,
+    partner: 'closeretry',
+    ...options,
+    send: async (event) => {
+      await gate
+      sent.push(event.n)
+    },
+  })
   const errors = []
   // The first removal failing (writes paused past the store timeout): Redis takes writes again.
   a.on('storeError', ({ operation }) => {
