@@ -13,8 +13,8 @@ export type CircuitState = 'CLOSED' | 'OPEN' | 'HALF_OPEN'
 
 /** The options every breaker has (the core's; ms for times). `null` unsets a policy, even one the preset sets. */
 export interface CoreOptions {
-  /** Start from the core's preset: seed 000's breaker (the default) or seed 001's webhook breaker. */
-  preset?: 'whatsappGateway' | 'partnerWebhook'
+  /** Start from the core's preset: seed 000's breaker (the default), seed 001's webhook breaker, or `sender` (seed 000's with an adaptive concurrency limit from 1 to 1,000: what a message sender wants). */
+  preset?: 'whatsappGateway' | 'partnerWebhook' | 'sender'
   /** Open after this many failures within `windowMs` (default 5); `null`: no such policy. */
   failureThreshold?: number | null
   /** The window failures are counted over (default 60,000 ms). */
@@ -317,6 +317,14 @@ export declare class CircuitBreaker extends EventEmitter {
 export declare class RegistryFullError extends Error {
   readonly breakerName: string
 }
+
+/**
+ * Whether `err` is a breaker's refusal (`CircuitBreakerOpenError` or
+ * `RegistryFullError`): the call never reached the upstream, so a retry
+ * library should stop — p-retry: `shouldRetry: ({ error }) => !isRefusal(error)`;
+ * async-retry: `bail(err)` — and the caller requeue at `retryAfterMs`.
+ */
+export declare function isRefusal(err: unknown): err is CircuitBreakerOpenError | RegistryFullError
 
 export interface RegistryOptions extends CoreOptions {
   /** Most breakers held, and names given their own options (default 10,000); beyond it idle ones are evicted. */

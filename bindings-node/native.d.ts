@@ -314,8 +314,8 @@ export declare class NativeOutbox {
   appended(): void
   /** The renewal as it closes is sent now. */
   closeRenewal(now: number): void
-  /** The store confirmed the renewal as it closes. */
-  closeRenewed(): void
+  /** The store answered the renewal as it closes: whether this process still holds the lease. */
+  closeRenewalAnswered(holds: boolean): void
   /**
    * A removal failed: when to retry it (ms on the caller's clock), or
    * null (closing, and the lease it held leaves no room).
@@ -579,8 +579,8 @@ export interface NativeMetrics {
 /** Options as numbers (milliseconds for times). */
 export interface NativeOptions {
   /**
-   * `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's
-   * preset the other options change.
+   * One of the core's `Config::PRESETS` (default `"whatsapp_gateway"`):
+   * the preset the other options change.
    */
   preset?: string
   /**

@@ -279,6 +279,16 @@ function snapshotText(snapshot) {
   return text
 }
 
+/**
+ * Whether `err` is a breaker's refusal (`CircuitBreakerOpenError`, or a
+ * Registry's `RegistryFullError`): the call never reached the upstream, so
+ * a retry library should stop (`p-retry`'s `shouldRetry`, `async-retry`'s
+ * `bail`) and the caller requeue at `retryAfterMs`, not retry at once.
+ */
+function isRefusal(err) {
+  return err instanceof CircuitBreakerOpenError || err instanceof RegistryFullError
+}
+
 module.exports = {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
@@ -288,6 +298,7 @@ module.exports = {
   SnapshotError,
   StoreUnavailableError,
   fromNative,
+  isRefusal,
   output,
   snapshotText,
   rangeError,

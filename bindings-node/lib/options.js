@@ -41,7 +41,8 @@ const OWN_OPTIONS = {
   retention: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS],
   dispatcher: ['name', 'clock', 'sharedClock', 'latencyHistogram', ...RETENTION_OPTIONS, ...DISPATCHER_OPTIONS],
 }
-const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook' }
+// The core's presets (Config::PRESETS), as JavaScript spells them.
+const PRESETS = { whatsappGateway: 'whatsapp_gateway', partnerWebhook: 'partner_webhook', sender: 'sender' }
 /** The longest delay `setTimeout` keeps (longer ones fire at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -110,7 +111,7 @@ function translate(given, where) {
   const native = Object.create(null)
   if (options.preset !== undefined) {
     const preset = Object.hasOwn(PRESETS, options.preset) ? PRESETS[options.preset] : undefined
-    if (preset === undefined) throw typeError('preset', '"whatsappGateway" or "partnerWebhook"', options.preset)
+    if (preset === undefined) throw typeError('preset', `one of ${Object.keys(PRESETS).map((p) => `"${p}"`).join(', ')}`, options.preset)
     native.preset = preset
   }
   for (const [option, kind] of Object.entries(CORE_OPTIONS)) {

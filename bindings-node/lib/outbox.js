@@ -615,11 +615,12 @@ class Outbox extends EventEmitter {
     if (ids.length === 0 && dead.length === 0) return
     this._removals = []
     this._deadLetters = []
-    const pipeline = this._redis.pipeline()
-    if (ids.length > 0) pipeline.xdel(this._log, ...ids)
-    for (const { id, fields, reason } of dead) pipeline[DEAD](this._log, this._dead, id, reason, ...Object.entries(fields).flat())
     let results
     try {
+      // (Inside: a client that throws at once fails the try, as any other failure.)
+      const pipeline = this._redis.pipeline()
+      if (ids.length > 0) pipeline.xdel(this._log, ...ids)
+      for (const { id, fields, reason } of dead) pipeline[DEAD](this._log, this._dead, id, reason, ...Object.entries(fields).flat())
       results = await timed(pipeline.exec(), this._timeoutMs)
       if (!Array.isArray(results)) throw new Error('the pipeline was discarded')
     } catch (err) {
@@ -745,7 +746,8 @@ class Outbox extends EventEmitter {
       this._native.closeRenewal(now())
       const reply = await timed(this._redis[LEASE](...this._leaseKeys, ...args), this._timeoutMs)
       const kept = Array.isArray(reply) && Number(reply[0]) === 1 && Number(reply[1]) === epoch
-      if (kept) this._native.closeRenewed()
+      // (Refused: another process may hold it; a failed removal is not tried again.)
+      this._native.closeRenewalAnswered(kept)
       return kept
     } catch (err) {
       this._storeError('lease', err)

@@ -16,8 +16,8 @@ use crate::time::micros;
 #[cfg_attr(feature = "node", napi(object))]
 #[derive(Default)]
 pub struct NativeOptions {
-    /// `"whatsapp_gateway"` (the default) or `"partner_webhook"`: the core's
-    /// preset the other options change.
+    /// One of the core's `Config::PRESETS` (default `"whatsapp_gateway"`):
+    /// the preset the other options change.
     pub preset: Option<String>,
     /// Policies given as `null` (unset, even when the preset sets them), by
     /// option name: `failureThreshold`, `consecutiveFailures`,
@@ -103,7 +103,7 @@ fn small(value: f64, field: Field) -> Result<u16> {
 /// The core's preset called `name`.
 fn preset(name: &str) -> Result<Config> {
     Config::preset(name)
-        .ok_or_else(|| refused("preset", Problem::OutOfRange, "must be \"whatsapp_gateway\" or \"partner_webhook\""))
+        .ok_or_else(|| refused("preset", Problem::OutOfRange, &format!("must be one of {:?}", Config::PRESETS)))
 }
 
 impl NativeOptions {

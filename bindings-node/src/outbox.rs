@@ -228,10 +228,10 @@ impl NativeOutbox {
         self.deliverer.close_renewal(instant(now));
     }
 
-    /// The store confirmed the renewal as it closes.
+    /// The store answered the renewal as it closes: whether this process still holds the lease.
     #[napi]
-    pub fn close_renewed(&mut self) {
-        self.deliverer.close_renewed();
+    pub fn close_renewal_answered(&mut self, holds: bool) {
+        self.deliverer.close_renewal_answered(holds);
     }
 
     /// A removal failed: when to retry it (ms on the caller's clock), or

@@ -48,7 +48,7 @@ function conformance({ CircuitBreaker, Registry, RetentionQueue, assert }) {
     latency_histogram: 'latencyHistogram',
   }
   // The core's presets, by the package's name for them (the values come from the core).
-  const PRESETS = { whatsapp_gateway: 'whatsappGateway', partner_webhook: 'partnerWebhook' }
+  const PRESETS = { whatsapp_gateway: 'whatsappGateway', partner_webhook: 'partnerWebhook', sender: 'sender' }
   const FIELD_OPTIONS = {
     failure_threshold: ['failureThreshold'],
     window: ['windowMs', 'windowCalls'],

@@ -388,6 +388,108 @@ test('a removal that fails as the holder closes is retried while the lease leave
   )
 })
 
+/** A holder of three events whose first send waits for `gate` (the others stay in the log). */
+async function closingHolder(partner, gate) {
+  const redis = await client()
+  const sent = []
+  const a = await Outbox.open({
+    redis,
+    partner,
+    // (A lease of 9 s: room for every try.)
+    ...FAST,
+    timeoutMs: 2_000,
+    send: async (event) => {
+      await gate
+      sent.push(event.n)
+    },
+  })
+  const errors = []
+  a.on('storeError', ({ operation }) => errors.push(operation))
+  for (let n = 0; n < 3; n++) await a.submit({ n })
+  await until(() => a.stats().held > 0)
+  return { a, redis, sent, errors }
+}
+
+test('a removal that keeps failing as the holder closes is tried four times, then close ends, saying so', { timeout: 30_000 }, async () => {
+  const admin = await client()
+  let release
+  const gate = new Promise((resolve) => {
+    release = resolve
+  })
+  const { a, redis, sent, errors } = await closingHolder('closefails', gate)
+  const lease = redis.halfopenOutboxLease
+  redis.halfopenOutboxLease = async (...args) => {
+    const reply = await lease.apply(redis, args)
+    if (args[4] !== '0') {
+      await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
+      release()
+    }
+    return reply
+  }
+  try {
+    // Writes paused for good (a Redis that does not come back in time).
+    const closed = await a.close()
+    assert.equal(closed.unremoved, 1)
+    assert.deepEqual(sent, [0])
+    assert.deepEqual(errors.slice(0, 4), ['remove', 'remove', 'remove', 'remove'], 'four tries')
+    assert.equal(errors.filter((e) => e === 'remove').length, 4, 'and no fifth')
+  } finally {
+    await admin.call('CLIENT', 'UNPAUSE')
+  }
+})
+
+test('a closing renewal Redis refuses (another process holds the lease) stops the retries: one try only', { timeout: 30_000 }, async () => {
+  const admin = await client()
+  let release
+  const gate = new Promise((resolve) => {
+    release = resolve
+  })
+  const { a, redis, sent, errors } = await closingHolder('closetaken', gate)
+  const leaseKey = 'halfopen:outbox:v1:{closetaken}:lease'
+  const lease = redis.halfopenOutboxLease
+  redis.halfopenOutboxLease = async (...args) => {
+    if (args[4] === '0') return lease.apply(redis, args)
+    // As the close renews it, the lease has run out and another process holds it.
+    await admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000)
+    const reply = await lease.apply(redis, args)
+    await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
+    release()
+    return reply
+  }
+  try {
+    assert.deepEqual(await a.close(), { unremoved: 1, lapsed: true })
+    assert.deepEqual(sent, [0])
+    assert.deepEqual(errors, ['remove', 'lease'], 'one removal try, then the release (paused too)')
+  } finally {
+    await admin.call('CLIENT', 'UNPAUSE')
+  }
+  assert.equal(await admin.get(leaseKey), 'elsewhere 99')
+})
+
+test('a client whose pipeline() throws at once: close still ends and gives the lease back', { timeout: 30_000 }, async () => {
+  const admin = await client()
+  let release
+  const gate = new Promise((resolve) => {
+    release = resolve
+  })
+  const { a, redis, sent, errors } = await closingHolder('closethrows', gate)
+  const lease = redis.halfopenOutboxLease
+  redis.halfopenOutboxLease = async (...args) => {
+    const reply = await lease.apply(redis, args)
+    if (args[4] !== '0') {
+      redis.pipeline = () => {
+        throw new Error('thrown at once')
+      }
+      release()
+    }
+    return reply
+  }
+  assert.deepEqual(await a.close(), { unremoved: 1, lapsed: false })
+  assert.deepEqual(sent, [0])
+  assert.deepEqual(errors, ['remove', 'remove', 'remove', 'remove'], 'four tries, each a failure')
+  assert.equal(await admin.exists('halfopen:outbox:v1:{closethrows}:lease'), 0, 'given back')
+})
+
 test('a lease that ran out before close gave it back is said (lapsed), and the next holder keeps its lease', { timeout: 30_000 }, async () => {
   const redis = await client()
   const admin = await client()

@@ -110,7 +110,7 @@ pub(crate) fn patch(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Con
         None => None,
         Some(p) => match p.extract::<String>() {
             Ok(name) => Some(Config::preset(&name).ok_or_else(|| {
-                value_error(py, "preset", Problem::OutOfRange, "must be \"whatsapp_gateway\" or \"partner_webhook\"")
+                value_error(py, "preset", Problem::OutOfRange, &format!("must be one of {:?}", Config::PRESETS))
             })?),
             Err(_) => return Err(option_error(py, true, "preset", &format!("must be a str, got {}", type_name(&p)))),
         },

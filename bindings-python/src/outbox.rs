@@ -197,9 +197,9 @@ impl NativeOutbox {
         self.deliverer.close_renewal(monotonic());
     }
 
-    /// The store confirmed the renewal as it closes.
-    fn close_renewed(&mut self) {
-        self.deliverer.close_renewed();
+    /// The store answered the renewal as it closes: whether this process still holds the lease.
+    fn close_renewal_answered(&mut self, holds: bool) {
+        self.deliverer.close_renewal_answered(holds);
     }
 
     /// A removal failed: seconds until it is tried again, or `None`

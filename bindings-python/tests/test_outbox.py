@@ -21,7 +21,7 @@ import tempfile
 import threading
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Set, Tuple
 
 import pytest
 import redis.asyncio
@@ -329,6 +329,24 @@ class _Partner(http.server.ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/"
 
+    def once(self) -> List[Dict[str, Any]]:
+        """What it accepted, each key's first arrival only, in order."""
+        with self.lock:
+            delivered = list(self.delivered)
+        seen: Set[str] = set()
+        first = []
+        for d in delivered:
+            if d["key"] not in seen:
+                seen.add(d["key"])
+                first.append(d)
+        return first
+
+    def repeated(self) -> Set[str]:
+        """The keys it accepted more than once."""
+        with self.lock:
+            keys = [d["key"] for d in self.delivered]
+        return {k for k in keys if keys.count(k) > 1}
+
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_way(server: AofServer) -> None:
@@ -341,10 +359,16 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
     )
     assert node.stdin is not None and node.stdout is not None
 
+    # Sends given up at their timeout (they may still arrive: at least once,
+    # so a repeat is explained only by one of these), Node's and Python's.
+    timed_out: Set[str] = set()
+
     def heard(what: str) -> Dict[str, Any]:
         assert node.stdout is not None
         for line in node.stdout:
             message: Dict[str, Any] = json.loads(line)
+            if message["what"] == "timedOut":
+                timed_out.add(message["key"])
             if message["what"] == what:
                 return message
         raise AssertionError(f"node ended before saying {what}")
@@ -358,7 +382,11 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
                 request = urllib.request.Request(partner.url, data=json.dumps(event).encode(), headers={"x-key": key, "x-pid": str(os.getpid())})
                 urllib.request.urlopen(request, timeout=5).read()
 
-            await asyncio.to_thread(post)
+            try:
+                await asyncio.to_thread(post)
+            except asyncio.CancelledError:
+                timed_out.add(key)
+                raise
 
         resumed: List[Any] = []
 
@@ -370,10 +398,10 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
         outbox: Outbox[Any] = await Outbox.open(server.client(), "mixed", send, on_event=on_event, **NODE_SENDER_OPTIONS)
         receipts = [await outbox.submit({"from": "python", "n": n, "text": "olá 🎉"}) for n in range(300)]
         # Node holds the lease: it delivers what Python submitted, in order.
-        await until(lambda: len(partner.delivered) >= 300, "Node delivered Python's events")
-        assert [d["event"]["n"] for d in partner.delivered] == list(range(300))
+        await until(lambda: len(partner.once()) >= 300, "Node delivered Python's events")
+        assert [d["event"]["n"] for d in partner.once()] == list(range(300))
         assert {d["pid"] for d in partner.delivered} == {node.pid}
-        assert [d["key"] for d in partner.delivered] == [r.key for r in receipts]
+        assert [d["key"] for d in partner.once()] == [r.key for r in receipts]
         assert partner.delivered[0]["event"]["text"] == "olá 🎉"
         # Node closes: Python takes the lease over and delivers from here.
         assert node.stdin is not None
@@ -385,10 +413,12 @@ def test_one_log_for_both_languages_python_submits_node_delivers_then_the_other_
         assert resumed == ["resumed"]
         for n in range(300, 350):
             await outbox.submit({"from": "python", "n": n})
-        await until(lambda: len(partner.delivered) >= 350, "Python delivered its own events")
-        assert [d["event"]["n"] for d in partner.delivered] == list(range(350))
-        assert {d["pid"] for d in partner.delivered[300:]} == {os.getpid()}
+        await until(lambda: len(partner.once()) >= 350, "Python delivered its own events")
         await outbox.aclose()
+        assert [d["event"]["n"] for d in partner.once()] == list(range(350))
+        assert {d["pid"] for d in partner.once()[300:]} == {os.getpid()}
+        assert partner.repeated() <= timed_out, "every repeat is of a send given up at its timeout"
+
 
     try:
         asyncio.run(main())
@@ -632,6 +662,125 @@ def test_a_removal_that_fails_as_the_holder_closes_is_retried_while_the_lease_le
         assert left == [1, 2, 3, 4], "the delivered event is out of the log, the rest is in it"
         for c in (client, admin):
             await c.aclose()
+
+    asyncio.run(main())
+
+
+async def _closing_holder(server: AofServer, partner: str, gate: asyncio.Event, errors: List[str]) -> "Tuple[Outbox[Any], List[int]]":
+    """A holder of three events whose first send waits for ``gate`` (the others stay in the log)."""
+    sent: List[int] = []
+    started = asyncio.Event()
+
+    async def send(event: Any, *, key: str, epoch: int) -> None:
+        started.set()
+        await gate.wait()
+        sent.append(event["n"])
+
+    def on_event(e: OutboxEvent) -> None:
+        if e.kind == "store_error":
+            errors.append(str(e.operation))
+
+    # (A lease of 9 s: room for every try.)
+    a: Outbox[Any] = await Outbox.open(server.client(), partner, send, on_event=on_event, **{**FAST, "timeout": 2.0})
+    for n in range(3):
+        await a.submit({"n": n})
+    await asyncio.wait_for(started.wait(), 10)
+    return a, sent
+
+
+def test_a_removal_that_keeps_failing_as_the_holder_closes_is_tried_four_times(server: AofServer) -> None:
+    async def main() -> None:
+        admin = server.client()
+        gate = asyncio.Event()
+        errors: List[str] = []
+        a, sent = await _closing_holder(server, "closefails", gate, errors)
+        lease = a._lease_script
+
+        async def then_paused(*, keys: Any, args: Any) -> Any:
+            reply = await lease(keys=keys, args=args)
+            if a._closed and args[1] != "0":
+                await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+                gate.set()
+            return reply
+
+        a._lease_script = then_paused  # type: ignore[assignment]
+        try:
+            closed = await a.aclose()
+        finally:
+            await admin.execute_command("CLIENT", "UNPAUSE")
+        assert closed["unremoved"] == 1 and sent == [0]
+        assert errors[:4] == ["remove"] * 4 and errors.count("remove") == 4, errors
+        await admin.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_closing_renewal_redis_refuses_stops_the_retries(server: AofServer) -> None:
+    async def main() -> None:
+        admin = server.client()
+        gate = asyncio.Event()
+        errors: List[str] = []
+        a, sent = await _closing_holder(server, "closetaken", gate, errors)
+        lease_key = "halfopen:outbox:v1:{closetaken}:lease"
+        lease = a._lease_script
+
+        async def taken(*, keys: Any, args: Any) -> Any:
+            if not (a._closed and args[1] != "0"):
+                return await lease(keys=keys, args=args)
+            # As aclose renews it, the lease has run out and another process holds it.
+            await admin.set(lease_key, "elsewhere 99", px=60_000)
+            reply = await lease(keys=keys, args=args)
+            await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+            gate.set()
+            return reply
+
+        a._lease_script = taken  # type: ignore[assignment]
+        try:
+            assert await a.aclose() == {"unremoved": 1, "lapsed": True}
+        finally:
+            await admin.execute_command("CLIENT", "UNPAUSE")
+        assert sent == [0]
+        assert errors == ["remove", "lease"], "one removal try, then the release (paused too)"
+        assert await admin.get(lease_key) == b"elsewhere 99"
+        await admin.aclose()
+
+    asyncio.run(main())
+
+
+def test_one_removal_try_makes_its_dead_letter_calls_at_once(server: AofServer) -> None:
+    async def main() -> None:
+        client = server.client()
+        errors: List[str] = []
+
+        async def send(event: Any, *, key: str, epoch: int) -> None:
+            pass
+
+        def on_event(e: OutboxEvent) -> None:
+            if e.kind == "store_error":
+                errors.append(str(e.operation))
+
+        a: Outbox[Any] = await Outbox.open(client, "deadonce", send, on_event=on_event, **{**FAST, "timeout": 2.0})
+        await a.submit({"n": 0})
+        await until(lambda: a.stats()["removed"] == 1, "the holder's first delivery")
+        # Redis never answers a dead-letter call: each try's calls are out together.
+        out, most = [0], [0]
+
+        async def unanswered(*, keys: Any, args: Any) -> Any:
+            out[0] += 1
+            most[0] = max(most[0], out[0])
+            try:
+                await asyncio.Event().wait()
+            finally:
+                out[0] -= 1
+
+        a._dead_script = unanswered  # type: ignore[assignment]
+        for _ in range(5):
+            await client.xadd(log_key("deadonce"), {"p": "{not json"})
+        await until(lambda: most[0] == 5, "a try with its five dead letters at once")
+        closed = await a.aclose()
+        assert closed["unremoved"] == 5
+        assert out[0] == 0, "every call of a try ends with it"
+        await client.aclose()
 
     asyncio.run(main())
 

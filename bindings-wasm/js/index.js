@@ -10,6 +10,7 @@ export {
   CircuitBreakerOpenError,
   CircuitBreakerTimeoutError,
   DeadLetterError,
+  isRefusal,
   RegistryFullError,
   RetentionFullError,
   SnapshotError,

@@ -1,7 +1,7 @@
 //! What stands between the sender and the gateway: nothing, seed 000's
 //! TypeScript class (ported below, line for line), or halfopen's core.
 
-use halfopen::{Breaker, ConcurrencyLimit, Config, Instant, Metrics, Outcome, Permit};
+use halfopen::{Breaker, Config, Instant, Metrics, Outcome, Permit};
 
 use crate::gateway::{Micros, SECOND};
 
@@ -21,14 +21,10 @@ pub enum Strategy {
     /// halfopen with its defaults (seed 000's values); a rejected job goes back
     /// to the queue until the breaker's retry time, without using an attempt.
     Halfopen,
-    /// halfopen with seed 000's values and an adaptive concurrency limit
-    /// ([`limited`]); the same queue integration.
+    /// halfopen's sender preset ([`Config::sender`]: seed 000's values and
+    /// an adaptive concurrency limit from 1 to 1,000); the same queue
+    /// integration.
     HalfopenLimited,
-}
-
-/// The adaptive limit the demo uses: from 1 up to the sender's concurrency.
-pub fn limited() -> Config {
-    Config { concurrency_limit: Some(ConcurrencyLimit::Adaptive { min: 1, max: 1_000 }), ..Config::default() }
 }
 
 impl Strategy {
@@ -79,7 +75,7 @@ impl Guard {
             Strategy::SeedClass => Guard::Seed(SeedBreaker::new(), false),
             Strategy::SeedClassRequeued => Guard::Seed(SeedBreaker::new(), true),
             Strategy::Halfopen => Guard::with_config(Config::default()),
-            Strategy::HalfopenLimited => Guard::with_config(limited()),
+            Strategy::HalfopenLimited => Guard::with_config(Config::sender()),
         }
     }
 

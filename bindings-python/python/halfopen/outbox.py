@@ -290,7 +290,7 @@ class Outbox(Generic[M]):
         self._removals: List[str] = []
         self._dead_letters: List[Tuple[str, Dict[str, str], str]] = []
         self._removal_timer: Optional[asyncio.TimerHandle] = None
-        self._flushing: Optional["asyncio.Task[None]"] = None
+        self._flushing: Optional["asyncio.Task[Optional[float]]"] = None
         self._lease_out: Optional["asyncio.Task[None]"] = None
         self._appending: "set[asyncio.Task[None]]" = set()
         self._retired: "set[asyncio.Task[None]]" = set()
@@ -651,19 +651,27 @@ class Outbox(Generic[M]):
         dead, self._dead_letters = self._dead_letters, []
         if not ids and not dead:
             return 0.0
-        results: List[Any] = []
+        # Each dead letter its own script call (a cluster client runs no
+        # script in a pipeline), all at once: one try is over within one
+        # store timeout (the core's retry rule counts on it).
+        calls: List[Awaitable[Any]] = []
+        results: List[Any]
         try:
             if ids:
-                results.append(await asyncio.wait_for(self._redis.xdel(self._log, *ids), self._timeout))
-        except Exception as err:  # noqa: BLE001 - retried
-            results.append(err)
-        # Each dead letter its own script call (a cluster client runs no script in a pipeline).
-        for entry_id, fields, reason in dead:
-            try:
+                calls.append(self._redis.xdel(self._log, *ids))
+            for entry_id, fields, reason in dead:
                 args = [entry_id, reason, *[v for kv in fields.items() for v in kv]]
-                results.append(await asyncio.wait_for(self._dead_script(keys=[self._log, self._dead], args=args), self._timeout))
+                calls.append(self._dead_script(keys=[self._log, self._dead], args=args))
+        except Exception as err:  # noqa: BLE001 - a client that raised at once: retried
+            for call in calls:
+                if inspect.iscoroutine(call):
+                    call.close()  # made, never sent
+            calls, results = [], [err] * (len(dead) + (1 if ids else 0))
+        if calls:
+            try:
+                results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), self._timeout)
             except Exception as err:  # noqa: BLE001 - retried
-                results.append(err)
+                results = [err] * len(calls)
         failed: Optional[BaseException] = None
         if ids:
             outcome = results.pop(0)
@@ -784,9 +792,12 @@ class Outbox(Generic[M]):
         except Exception as err:  # noqa: BLE001 - then it may lapse: said by the result
             self._store_error("lease", err)
             return False
-        kept = isinstance(reply, (list, tuple)) and len(reply) >= 2 and int(reply[0]) == 1 and int(reply[1]) == epoch
-        if kept:
-            self._native.close_renewed()
+        try:
+            kept = int(reply[0]) == 1 and int(reply[1]) == epoch
+        except (TypeError, ValueError, IndexError, KeyError):
+            return False  # not the script's reply: as if unanswered
+        # (Refused: another process may hold it; a failed removal is not tried again.)
+        self._native.close_renewal_answered(kept)
         return kept
 
 

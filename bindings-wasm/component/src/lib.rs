@@ -59,6 +59,10 @@ impl wit::Guest for Component {
     fn partner_webhook() -> wit::Config {
         convert::config_out(&halfopen::Config::partner_webhook())
     }
+
+    fn sender() -> wit::Config {
+        convert::config_out(&halfopen::Config::sender())
+    }
 }
 
 #[global_allocator]

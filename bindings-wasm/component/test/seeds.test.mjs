@@ -16,7 +16,7 @@ const snake = (name) => name.replaceAll('-', '_')
 function configOf(spec) {
   const keys = Object.keys(spec)
   assert.deepEqual(keys.filter((k) => k !== 'preset'), [], `config keys this runner reads: preset only, got ${keys}`)
-  const presets = { whatsapp_gateway: wit.whatsappGateway, partner_webhook: wit.partnerWebhook }
+  const presets = { whatsapp_gateway: wit.whatsappGateway, partner_webhook: wit.partnerWebhook, sender: wit.sender }
   const preset = spec.preset ?? 'whatsapp_gateway'
   assert.ok(preset in presets, `unknown preset ${preset}`)
   return presets[preset]()

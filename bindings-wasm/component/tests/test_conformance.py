@@ -58,7 +58,7 @@ def number(v: Any, name: str) -> float:
     return float(v)
 
 
-PRESETS = {"whatsapp_gateway": "whatsapp-gateway", "partner_webhook": "partner-webhook"}
+PRESETS = {"whatsapp_gateway": "whatsapp-gateway", "partner_webhook": "partner-webhook", "sender": "sender"}
 
 
 def changes(spec: Dict[str, Any]) -> List[Variant]:

@@ -98,6 +98,17 @@ struct Held {
     until: Instant,
 }
 
+/// A process closing after it released a held lease.
+#[derive(Debug, Clone, Copy)]
+struct Closing {
+    /// Until when the lease it held is surely its own.
+    until: Instant,
+    /// When the renewal as it closed was sent (until answered).
+    renewal: Option<Instant>,
+    /// Its removal tries that failed since it began to close.
+    failures: u32,
+}
+
 /// One process's part in an outbox: when it asks for the lease, whether it
 /// may send, when it reads a page and retries a removal. Every method takes
 /// `now` (an earlier one counts as the latest).
@@ -123,11 +134,8 @@ pub struct Deliverer {
     caught_up_at: Option<Instant>,
     removal_failures: u32,
     closed: bool,
-    /// Closed while holding: until when the lease it held is surely its
-    /// own (its removals are retried until then), and when the renewal as
-    /// it closed was sent.
-    closing_until: Option<Instant>,
-    closing_renewal: Option<Instant>,
+    /// Closed while holding: how its last removals are retried.
+    closing: Option<Closing>,
     /// After a loss, sends it started may still run until then: it starts
     /// none before, even holding the lease again.
     quiet_until: Instant,
@@ -164,8 +172,7 @@ impl Deliverer {
             caught_up_at: None,
             removal_failures: 0,
             closed: false,
-            closing_until: None,
-            closing_renewal: None,
+            closing: None,
             quiet_until: now,
             lost: None,
             acquired: None,
@@ -330,7 +337,7 @@ impl Deliverer {
         self.sent = None;
         let held = self.held;
         if let Some(h) = held {
-            self.closing_until = Some(h.until);
+            self.closing = Some(Closing { until: h.until, renewal: None, failures: 0 });
             self.lose(LostReason::Released);
         }
         held.is_some()
@@ -341,16 +348,21 @@ impl Deliverer {
     /// now.
     pub fn close_renewal(&mut self, now: Instant) {
         let now = self.at(now);
-        if self.closing_until.is_some() {
-            self.closing_renewal = Some(now);
+        if let Some(c) = &mut self.closing {
+            c.renewal = Some(now);
         }
     }
 
-    /// The store confirmed that renewal (within the store timeout): the
-    /// lease is its own a lease after it was sent.
-    pub fn close_renewed(&mut self) {
-        if let (Some(until), Some(sent)) = (self.closing_until, self.closing_renewal.take()) {
-            self.closing_until = Some(until.max(policy::held_until(&self.config, sent)));
+    /// The store answered that renewal within the store timeout: whether
+    /// this process still holds the lease (under the epoch it released).
+    /// Held: it is its own a lease after the renewal was sent. Not: another
+    /// process may hold it, and a failed removal is not tried again.
+    pub fn close_renewal_answered(&mut self, holds: bool) {
+        let Some(c) = &mut self.closing else { return };
+        match c.renewal.take() {
+            Some(sent) if holds => c.until = c.until.max(policy::held_until(&self.config, sent)),
+            _ if holds => {}
+            _ => self.closing = None,
         }
     }
 
@@ -419,21 +431,19 @@ impl Deliverer {
     }
 
     /// A removal (or dead letter) failed: when to try it again. Closing,
-    /// only while the lease it held leaves room (`policy::closing_retry`);
-    /// `None`: no more tries (the events stay in the log, to be sent again).
+    /// only a few times, while the lease it held leaves room
+    /// (`policy::closing_retry`); `None`: no more tries (the events stay in
+    /// the log, to be sent again).
     pub fn removal_failed(&mut self, now: Instant) -> Option<Instant> {
         let now = self.at(now);
-        self.removal_failures = self.removal_failures.saturating_add(1);
         if self.closed {
+            let c = self.closing.as_mut()?;
+            c.failures = c.failures.saturating_add(1);
             let at = now
-                + policy::retry_after(
-                    &self.config,
-                    self.removal_failures,
-                    self.seed ^ 1,
-                    policy::retry_cap(&self.config, true),
-                );
-            return self.closing_until.filter(|&until| policy::closing_retry(&self.config, at, until)).map(|_| at);
+                + policy::retry_after(&self.config, c.failures, self.seed ^ 1, policy::retry_cap(&self.config, true));
+            return policy::closing_retry(&self.config, c.failures, at, c.until).then_some(at);
         }
+        self.removal_failures = self.removal_failures.saturating_add(1);
         Some(now + policy::retry_after(&self.config, self.removal_failures, self.seed ^ 1, Duration::from_secs(30)))
     }
 

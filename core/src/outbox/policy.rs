@@ -70,14 +70,20 @@ pub(crate) fn retry_cap(c: &OutboxConfig, holding: bool) -> Duration {
     if holding { Duration::from_micros(c.lease().as_micros() / 10) } else { Duration::from_secs(30) }
 }
 
-/// Whether a process that is closing retries a failed removal at `at`,
-/// its lease (the one it held, renewed as it closed if the store
-/// confirmed it) ending at `until`: only if the try is over before then
-/// (a store timeout later). Removed before the lease ends, a delivered
-/// event is not sent again by the next holder; after, the retry would
-/// race it, and close would wait for nothing it can promise.
-pub(crate) fn closing_retry(c: &OutboxConfig, at: Instant, until: Instant) -> bool {
-    at + c.store_timeout <= until
+/// How many times a closing process tries its last removals, at most:
+/// close then ends within four store timeouts and three backoffs of the
+/// poll interval (about 6 s by default), well inside a shutdown's grace
+/// period, and rides out a stall of the store (an fsync) of a few seconds.
+pub(crate) const CLOSING_TRIES: u32 = 4;
+
+/// Whether a process that is closing, after `failed` failed tries of its
+/// last removals, tries again at `at`, its lease (the one it held, renewed
+/// as it closed if the store confirmed it) ending at `until`: only within
+/// [`CLOSING_TRIES`], and if the try is over before then (a store timeout
+/// later). Removed before the lease ends, a delivered event is not sent
+/// again by the next holder; after, the retry would race it.
+pub(crate) fn closing_retry(c: &OutboxConfig, failed: u32, at: Instant, until: Instant) -> bool {
+    failed < CLOSING_TRIES && at + c.store_timeout <= until
 }
 
 /// Whether a holder with `held` events in its dispatcher and `unremoved`

@@ -254,38 +254,42 @@ fn a_release_is_said_once_and_ends_the_calls() {
 }
 
 #[test]
-fn closing_retries_its_removals_only_while_the_lease_it_held_leaves_room() {
-    let holder = |renewed: bool| {
+fn closing_retries_its_removals_a_few_times_while_the_lease_it_held_leaves_room() {
+    let holder = |answer: Option<bool>| {
         let mut d = Deliverer::new(config(), None, 1, at(0)).unwrap();
         d.lease_call(at(0)).unwrap();
         d.lease_answered(at(0), true, 1);
-        assert!(d.removal_failed(at(500)).is_some(), "while running, always retried");
+        // Failures before the close do not shorten its tries.
+        for _ in 0..5 {
+            assert!(d.removal_failed(at(500)).is_some(), "while running, always retried");
+        }
         assert!(d.release(at(1_000)));
         d.close_renewal(at(1_000));
-        if renewed {
-            d.close_renewed();
+        if let Some(holds) = answer {
+            d.close_renewal_answered(holds);
         }
         d
     };
-    // Unconfirmed renewal: the grant's lease ends at 4,400 ms.
-    let mut d = holder(false);
+    // No answer to the renewal: the grant's lease ends at 4,400 ms.
+    let mut d = holder(None);
     let retry = d.removal_failed(at(3_000)).expect("room before 4,400 ms");
     assert!(retry > at(3_000) && retry + config().store_timeout <= at(4_400), "{retry:?}");
     assert_eq!(d.removal_failed(at(4_000)), None, "a try past the lease's end is not made");
-    // Confirmed: a lease from the renewal (5,400 ms).
-    let mut d = holder(true);
-    let retry = d.removal_failed(at(4_000)).expect("the renewal leaves room");
-    assert!(retry + config().store_timeout <= at(5_400), "{retry:?}");
-    // The backoff while closing is capped at a tenth of the lease.
-    for _ in 0..10 {
-        d.removal_failed(at(4_000));
-    }
-    assert!(d.removal_failed(at(4_000)).is_some_and(|r| r <= at(4_440)));
+    // Confirmed: a lease from the renewal (5,400 ms); four tries in all.
+    let mut d = holder(Some(true));
+    let first = d.removal_failed(at(4_000)).expect("the renewal leaves room");
+    assert!(first <= at(4_250) && first + config().store_timeout <= at(5_400), "{first:?}");
+    assert!(d.removal_failed(at(1_000)).is_some());
+    assert!(d.removal_failed(at(1_000)).is_some());
+    assert_eq!(d.removal_failed(at(1_000)), None, "the fourth try failed: no fifth");
+    // Refused (another process holds the lease): no retry at all.
+    let mut d = holder(Some(false));
+    assert_eq!(d.removal_failed(at(1_000)), None);
     // A process that did not hold the lease as it closed tries once.
     let mut d = Deliverer::new(config(), None, 1, at(0)).unwrap();
     assert!(!d.release(at(0)));
     d.close_renewal(at(0));
-    d.close_renewed();
+    d.close_renewal_answered(true);
     assert_eq!(d.removal_failed(at(0)), None);
 }
 
