@@ -692,7 +692,7 @@ export declare class Outbox<M = unknown> extends EventEmitter {
   /** The dispatcher's state while this process delivers, else null. */
   getState(): CircuitState | null
   /**
-   * Stores this turn's submits, waits for the sends in flight, removes what they delivered (retried with backoff while the lease leaves room), then gives the lease up.
+   * Stores this turn's submits, waits for the sends in flight, removes what they delivered (four tries at most, with backoff, while the lease leaves room), then gives the lease up.
    * `unremoved`: deliveries whose removal Redis did not confirm (sent again later); `lapsed`: Redis did not confirm the
    * lease's last renewal, so it may have run out first (the next holder may send again what this one delivered last).
    */

@@ -675,8 +675,8 @@ class Outbox extends EventEmitter {
   /**
    * Stops submitting and delivering: waits for this turn's submits to be
    * stored (or refused) and for the sends in flight, makes the pending
-   * removals (retried with the core's backoff while the lease it held
-   * leaves room for the try), then gives the lease up (another process takes
+   * removals (four tries at most, with the core's backoff, while the
+   * lease it held leaves room: `policy::closing_retry`), then gives the lease up (another process takes
    * over at once, without what this one delivered). Resolves to
    * `{ unremoved, lapsed }`: events delivered whose removal Redis did not
    * confirm (they stay in the log and will be sent again), and whether the
@@ -718,7 +718,7 @@ class Outbox extends EventEmitter {
       // twice). The removals out first: what fails comes back to the lists.
       if (this._flushing !== null) await this._flushing
       await this._flushRemovals()
-      // What fails is retried with the core's backoff while the lease it held leaves room.
+      // What fails is tried again as the core says (a few times, while the lease it held leaves room).
       while (this._removalAt !== null && (this._removals.length > 0 || this._deadLetters.length > 0)) {
         await new Promise((resolve) => setTimeout(resolve, Math.max(0, this._removalAt - now())))
         await this._flushRemovals()

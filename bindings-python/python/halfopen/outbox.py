@@ -719,8 +719,9 @@ class Outbox(Generic[M]):
     async def aclose(self) -> OutboxClosed:
         """Stores this iteration's submits (and waits for those sent),
         waits for every send this process started, under any grant, makes
-        the pending removals (retried with the core's backoff while the
-        lease it held leaves room for the try), then gives the lease up (another
+        the pending removals (four tries at most, with the core's backoff,
+        while the lease it held leaves room: ``policy::closing_retry``),
+        then gives the lease up (another
         process takes over at once, without what this one delivered):
         an :class:`OutboxClosed`. The lease is renewed once as it begins,
         so that it outlasts the sends and removals. Every call waits for the
@@ -765,7 +766,7 @@ class Outbox(Generic[M]):
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         retry = await self._remove_now()
-        # What fails is retried with the core's backoff while the lease it held leaves room.
+        # What fails is tried again as the core says (a few times, while the lease it held leaves room).
         while retry is not None and (self._removals or self._dead_letters):
             await asyncio.sleep(retry)
             retry = await self._remove_now()
