@@ -205,4 +205,4 @@ function numberProblem(value, max) {
   return value > max ? 'too_large' : 'out_of_range'
 }
 
-module.exports = { MAX_TIMER_MS, checkAtLeastMs, checkForceOpenMs, checkName, translate }
+module.exports = { MAX_TIMER_MS, checkAtLeastMs, checkForceOpenMs, checkName, numberProblem, translate }

@@ -70,7 +70,7 @@ test('the packed main and platform packages install offline, pick this machine\'
 
     fs.writeFileSync(
       path.join(dir, 'use.ts'),
-      `import { CircuitBreaker, CircuitBreakerOpenError, DeadLetterError, Dispatcher, Outbox, RetentionFullError, RetentionQueue, StoreUnavailableError, type CircuitState } from 'halfopen'
+      `import { CircuitBreaker, CircuitBreakerOpenError, DeadLetterError, Dispatcher, isRefusal, Outbox, RetentionFullError, RetentionQueue, StoreUnavailableError, type CircuitState } from 'halfopen'
 import type { RedisStore } from 'halfopen/redis-store'
 const breaker = new CircuitBreaker({ name: 'ts', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 })
 const state: CircuitState = breaker.getState()
@@ -114,6 +114,9 @@ async function outbox(redis: unknown): Promise<string> {
   }
 }
 void outbox
+const answered = new CircuitBreaker({ name: 'fb', preset: 'sender', fallback: (r) => r.retryAfterMs })
+const fallen: Promise<string> = answered.execute(async () => 'sent', { fallback: (r) => r.breakerName + r.reason })
+void fallen.catch((err: unknown) => (isRefusal(err) ? err.breakerName : ''))
 `,
     )
     const typeRoots = path.join(PACKAGE, 'node_modules', '@types')

@@ -2,24 +2,29 @@
 // Seed 000's campaign, for real and small: a redis-server, a BullMQ queue of
 // messages for two WhatsApp instances, a worker (concurrency 100) posting to a
 // local gateway that rate-limits and takes 20 ms to answer, and one halfopen
-// breaker per instance with an adaptive concurrency limit (up to the
-// worker's concurrency). Whenever a breaker refuses — open, probes busy, or
-// its limit full — the job goes back to the queue, delayed by the refusal's
+// breaker per instance (a Registry keyed by instance) with an adaptive
+// concurrency limit (up to the worker's concurrency), through
+// `halfopen/bullmq`: whenever a breaker refuses — open, probes busy, or its
+// limit full — the job goes back to the queue, delayed by the refusal's
 // retryAfterMs: not failed, no attempt consumed. At the end every message
 // must have been delivered exactly once.
 //
-// node run.js [--messages N] [--no-limit] [--json]
+// node run.js [--messages N] [--rate R] [--no-limit] [--json]
+// (--rate: the messages per second the gateway takes from an instance,
+// default 100; its bucket holds as many.)
 
 const { spawn } = require('node:child_process')
 const net = require('node:net')
-const { Queue, Worker, DelayedError } = require('bullmq')
-const { CircuitBreaker, CircuitBreakerOpenError } = require('halfopen')
+const { Queue, Worker } = require('bullmq')
+const { Registry } = require('halfopen')
+const { breakerProcessor } = require('halfopen/bullmq')
 const { startGateway } = require('./gateway.js')
 
 const args = process.argv.slice(2)
 const MESSAGES = Number(args[args.indexOf('--messages') + 1]) || 1000
 const JSON_OUTPUT = args.includes('--json')
 const LIMIT = !args.includes('--no-limit')
+const RATE = Number(args[args.indexOf('--rate') + 1]) || 100
 const CONCURRENCY = 100 // the worker's sends in flight, and the adaptive limit's ceiling
 const INSTANCES = ['instance-a', 'instance-b']
 
@@ -46,7 +51,7 @@ async function startRedis() {
 
 async function main() {
   const redis = await startRedis()
-  const gateway = await startGateway({ ratePerSecond: 100, abuseLimit: 60, suspendMs: 3000, latencyMs: 20 })
+  const gateway = await startGateway({ ratePerSecond: RATE, abuseLimit: 60, suspendMs: 3000, latencyMs: 20 })
   const connection = { host: '127.0.0.1', port: redis.port, maxRetriesPerRequest: null }
   const queue = new Queue('messages', { connection })
 
@@ -58,54 +63,41 @@ async function main() {
   // three runs here, 1,000 messages: with the limit
   // 212–268 429s, 0–2 suspensions, 4.5–9.1 s; with --no-limit 272–333 429s,
   // 4 suspensions, 9.7–10.3 s. Real time: it varies from run to run.)
-  const breakers = new Map()
+  const breakers = new Registry({
+    failureThreshold: 5,
+    windowMs: 1000,
+    openTimeoutMs: 300,
+    maxOpenTimeoutMs: 1000,
+    halfOpenMaxAttempts: 3,
+    jitter: 0.3, // breakers of many instances do not reopen in step
+    ...(LIMIT ? { adaptiveLimitMin: 1, adaptiveLimitMax: CONCURRENCY } : {}),
+  })
   const events = { opens: 0, delayed: 0, limited: 0 }
-  function breakerFor(instanceId) {
-    if (!breakers.has(instanceId)) {
-      const breaker = new CircuitBreaker({
-        name: instanceId,
-        failureThreshold: 5,
-        windowMs: 1000,
-        openTimeoutMs: 300,
-        maxOpenTimeoutMs: 1000,
-        halfOpenMaxAttempts: 3,
-        jitter: 0.3, // breakers of many instances do not reopen in step
-        ...(LIMIT ? { adaptiveLimitMin: 1, adaptiveLimitMax: CONCURRENCY } : {}),
-      })
-      breaker.on('open', () => (events.opens += 1))
-      breakers.set(instanceId, breaker)
-    }
-    return breakers.get(instanceId)
-  }
+  breakers.on('open', () => (events.opens += 1))
+  // Each refusal puts its job back, delayed until the breaker says to try
+  // again (the open time left, spread after it; a short hint while the
+  // probes are out; about one round trip when the limit is full).
+  breakers.on('reject', (err) => {
+    events.delayed += 1
+    if (err.reason === 'limit_full') events.limited += 1
+  })
 
   const worker = new Worker(
     'messages',
-    async (job, token) => {
-      const { instanceId, id, phone, text } = job.data
-      try {
-        await breakerFor(instanceId).execute(async () => {
-          const res = await fetch(`${gateway.url}/instances/${instanceId}/messages`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ id, to: phone, type: 'text', text }),
-          })
-          if (!res.ok) throw new Error(`gateway answered ${res.status}`)
+    breakerProcessor({
+      breaker: breakers,
+      key: (job) => job.data.instanceId,
+      send: async (job) => {
+        const { instanceId, id, phone, text } = job.data
+        const res = await fetch(`${gateway.url}/instances/${instanceId}/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ id, to: phone, type: 'text', text }),
         })
-      } catch (err) {
-        if (err instanceof CircuitBreakerOpenError) {
-          // Back to the queue until the breaker says to try again, whatever
-          // the reason (the open time left, spread after it; a short hint
-          // while the probes are out; about one round trip when the limit
-          // is full); no attempt used. Up to 20 ms more, so that jobs
-          // refused in the same instant do not come back in one.
-          events.delayed += 1
-          if (err.reason === 'limit_full') events.limited += 1
-          await job.moveToDelayed(Date.now() + err.retryAfterMs + Math.random() * 20, token)
-          throw new DelayedError()
-        }
-        throw err // a 429/503 that got through: BullMQ retries it
-      }
-    },
+        // A 429/503 that got through: BullMQ retries it (attempts, backoff).
+        if (!res.ok) throw new Error(`gateway answered ${res.status}`)
+      },
+    }),
     { connection, concurrency: CONCURRENCY },
   )
 
