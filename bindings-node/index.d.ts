@@ -123,8 +123,10 @@ export interface CircuitOptions extends CoreOptions {
    * What a refused `execute` resolves to instead of rejecting with
    * `CircuitBreakerOpenError`: called with the refusal (a plain object: no
    * error is built), awaited if it returns a promise; what it throws or
-   * rejects with is the call's rejection. It should return what `fn` does.
-   * A call's own `fallback` option replaces it. `tryAcquire` is not affected.
+   * rejects with is the call's rejection. It should return what `fn` does
+   * (the type of `execute` assumes it). A call's own `fallback` option
+   * replaces it (`null`: none). It runs outside `signal` and `timeoutMs`.
+   * `tryAcquire` is not affected.
    */
   fallback?: (refusal: FallbackRefusal) => any
   /**
@@ -156,8 +158,14 @@ export type Permit = { admitted: true; generation: number; issuedAtMs: number }
 export type Refusal = { admitted: false; state: CircuitState; retryAfterMs: number; reason: RefusalReason }
 /** A refused call, as a fallback receives it (`registry_full`: a Registry full of busy breakers). */
 export type FallbackRefusal = { breakerName: string; state: CircuitState; retryAfterMs: number; reason: RefusalReason | 'registry_full' }
-/** `execute`'s options: an AbortSignal that cancels the call, and this call's fallback (see `CircuitOptions.fallback`). */
-export type ExecuteOptions<T> = { signal?: AbortSignal; fallback?: (refusal: FallbackRefusal) => T | PromiseLike<T> }
+/**
+ * `execute`'s options (own properties only): an AbortSignal that cancels the
+ * call, and this call's fallback (see `CircuitOptions.fallback`), which
+ * replaces the breaker's or Registry's; `null`: none for this call (a
+ * refusal rejects, as a retry library wants). A fallback runs outside
+ * `signal` and `timeoutMs`: it is neither aborted nor timed.
+ */
+export type ExecuteOptions<T> = { signal?: AbortSignal; fallback?: ((refusal: FallbackRefusal) => T | PromiseLike<T>) | null }
 export type Outcome = 'success' | 'failure' | 'ignored' | 'cancelled'
 
 export interface Metrics {

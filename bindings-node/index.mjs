@@ -8,6 +8,7 @@ export const {
   CircuitBreakerTimeoutError,
   DeadLetterError,
   Dispatcher,
+  isRefusal,
   Outbox,
   Registry,
   RegistryFullError,

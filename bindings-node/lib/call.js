@@ -42,12 +42,16 @@ function execute(host, fn, options) {
     let aborted = false
     try {
       if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
-      const own = options.fallback
-      if (own !== undefined) {
-        if (typeof own !== 'function') throw typeError('fallback', 'a function', own)
-        fallback = own
+      // Own properties only (an inherited one, from a polluted prototype, is not an option).
+      if (Object.hasOwn(options, 'fallback')) {
+        const own = options.fallback
+        if (own === null) fallback = undefined // this call: no fallback
+        else if (own !== undefined) {
+          if (typeof own !== 'function') throw typeError('fallback', 'a function or null', own)
+          fallback = own
+        }
       }
-      signal = options.signal
+      if (Object.hasOwn(options, 'signal')) signal = options.signal
       if (signal !== undefined) {
         // The getter checks the brand: an object that only pretends to be an AbortSignal throws.
         if (!(signal instanceof AbortSignal)) throw typeError('signal', 'an AbortSignal', signal)

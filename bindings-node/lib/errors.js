@@ -279,14 +279,26 @@ function snapshotText(snapshot) {
   return text
 }
 
+// The mark of a refusal, the same in every copy of the package (the Node
+// package and halfopen-wasm, or two versions in one app).
+const REFUSAL = Symbol.for('halfopen.refusal')
+CircuitBreakerOpenError.prototype[REFUSAL] = true
+RegistryFullError.prototype[REFUSAL] = true
+
 /**
  * Whether `err` is a breaker's refusal (`CircuitBreakerOpenError`, or a
- * Registry's `RegistryFullError`): the call never reached the upstream, so
- * a retry library should stop (`p-retry`'s `shouldRetry`, `async-retry`'s
- * `bail`) and the caller requeue at `retryAfterMs`, not retry at once.
+ * Registry's `RegistryFullError`, from any copy of the package): the call
+ * never reached the upstream, so a retry library should stop (`p-retry`'s
+ * `shouldRetry`, `async-retry`'s `bail`) and the caller requeue at
+ * `retryAfterMs`, not retry at once.
  */
 function isRefusal(err) {
-  return err instanceof CircuitBreakerOpenError || err instanceof RegistryFullError
+  if (err === null || (typeof err !== 'object' && typeof err !== 'function')) return false
+  try {
+    return err[REFUSAL] === true
+  } catch {
+    return false // (a Proxy that throws on reads is no refusal of ours)
+  }
 }
 
 module.exports = {

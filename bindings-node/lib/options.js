@@ -3,7 +3,7 @@
 // and defaults are the core's: a value of the right type goes through, and
 // the core refuses what no configuration can hold, naming the option.
 
-const { typeError, wellFormed } = require('./errors.js')
+const { rangeError, typeError, wellFormed } = require('./errors.js')
 const { performance } = require('./platform.js')
 
 // camelCase option -> kind: 'number', or 'nullable' (a policy; null unsets it).
@@ -111,7 +111,11 @@ function translate(given, where) {
   const native = Object.create(null)
   if (options.preset !== undefined) {
     const preset = Object.hasOwn(PRESETS, options.preset) ? PRESETS[options.preset] : undefined
-    if (preset === undefined) throw typeError('preset', `one of ${Object.keys(PRESETS).map((p) => `"${p}"`).join(', ')}`, options.preset)
+    if (preset === undefined) {
+      if (typeof options.preset !== 'string') throw typeError('preset', 'a string', options.preset)
+      const names = Object.keys(PRESETS).map((p) => `"${p}"`)
+      throw rangeError('preset', `must be one of ${names.join(', ')}, got ${JSON.stringify(options.preset)}`, 'out_of_range')
+    }
     native.preset = preset
   }
   for (const [option, kind] of Object.entries(CORE_OPTIONS)) {

@@ -368,3 +368,24 @@ test('a Registry fallback answers its names\' refusals, also when it is full of 
   now = 300
   assert.equal(await r.get('a').execute(ok('probe')), 'probe')
 })
+
+test('a call\'s fallback: null opts out of the breaker\'s; an inherited one is not an option; an unknown preset is a RangeError', async () => {
+  const { breaker } = clocked({ failureThreshold: 1, fallback: () => 'breaker-wide' })
+  await trip(breaker, 1)
+  assert.equal(await breaker.execute(ok()), 'breaker-wide')
+  assert.ok((await breaker.execute(ok(), { fallback: null }).catch((e) => e)) instanceof CircuitBreakerOpenError)
+  assert.equal(await breaker.execute(ok(), { fallback: undefined }), 'breaker-wide')
+  // From a prototype (a polluted Object.prototype, say): not this call's option.
+  const inherited = Object.create({ fallback: () => 'inherited' })
+  assert.equal(await breaker.execute(ok(), inherited), 'breaker-wide')
+  const unknown = (() => {
+    try {
+      return new CircuitBreaker({ name: 'p', preset: 'Sender' })
+    } catch (e) {
+      return e
+    }
+  })()
+  assert.ok(unknown instanceof RangeError && unknown.option === 'preset' && unknown.problem === 'out_of_range', String(unknown))
+  assert.match(unknown.message, /"Sender"/)
+  assert.throws(() => new CircuitBreaker({ name: 'p', preset: 7 }), (e) => e instanceof TypeError && e.option === 'preset')
+})

@@ -32,6 +32,16 @@ test('the platform packages carry the main package\'s version, one per napi targ
   // (The packed main package names them in optionalDependencies: tests/test_dist.py.)
 })
 
+test('the ESM entry names every export of the CommonJS one', async () => {
+  const esm = await import(path.join(PACKAGE, 'index.mjs'))
+  assert.deepEqual(
+    Object.keys(esm)
+      .filter((k) => k !== 'default')
+      .sort(),
+    Object.keys(require(PACKAGE)).sort(),
+  )
+})
+
 test('the packed main and platform packages install offline, pick this machine\'s binary, load from CommonJS and ESM, and type-check', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-pack-'))
   try {

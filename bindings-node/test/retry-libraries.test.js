@@ -8,6 +8,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
+const path = require('node:path')
 const retry = require('async-retry')
 const { CircuitBreaker, CircuitBreakerOpenError, isRefusal, Registry, RegistryFullError } = require(process.env.HALFOPEN_PACKAGE || '..')
 
@@ -36,6 +37,22 @@ test('isRefusal: a breaker\'s refusal or a full Registry, nothing else', async (
   const full = await r.get('b').execute(() => 1).catch((e) => e)
   assert.ok(full instanceof RegistryFullError && isRefusal(full))
   for (const other of [new Error('down'), null, undefined, 'CircuitBreakerOpenError', { name: 'CircuitBreakerOpenError' }]) assert.equal(isRefusal(other), false)
+  const hostile = new Proxy({}, {
+    get() {
+      throw new Error('no reads')
+    },
+  })
+  assert.equal(isRefusal(hostile), false)
+})
+
+test('isRefusal knows a refusal made by another copy of the package (halfopen-wasm beside halfopen)', async () => {
+  const other = await import(path.join(__dirname, '..', '..', 'bindings-wasm', 'dist', 'node.js'))
+  const b = new other.CircuitBreaker({ name: 'elsewhere' })
+  b.forceOpen()
+  const refused = await b.execute(() => 1).catch((e) => e)
+  assert.equal(refused.name, 'CircuitBreakerOpenError')
+  assert.equal(isRefusal(refused), true)
+  assert.equal(other.isRefusal(new CircuitBreaker({ name: 'x' }).tryAcquire()), false, 'a permit is no refusal')
 })
 
 test('p-retry retries the upstream\'s failures and stops at the refusal (shouldRetry)', async () => {

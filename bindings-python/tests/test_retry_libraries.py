@@ -107,14 +107,17 @@ def test_backoff_async_and_a_full_registry_is_a_refusal_too() -> None:
     registry = Registry(capacity=1, failure_threshold=1, clock=lambda: 0.0)
     up = Upstream(failures=100)
 
+    tries: List[str] = []
+
     @backoff.on_exception(backoff.constant, Exception, interval=0, max_tries=10, giveup=lambda e: isinstance(e, CircuitBreakerError))
     async def send(name: str, message: str) -> str:
+        tries.append(name)
         return await registry.get(name).call_async(up.asend, message)
 
     with pytest.raises(CircuitBreakerError):
         asyncio.run(send("a", "olá"))
-    assert up.calls == 1
+    assert up.calls == 1 and tries == ["a", "a"], "one failure, then the refusal ended it"
     # "a" is open (not idle): the Registry has no room for "b".
     with pytest.raises(halfopen.RegistryFullError):
         asyncio.run(send("b", "olá"))
-    assert up.calls == 1, "refused: nothing reached the upstream, nothing retried"
+    assert up.calls == 1 and tries == ["a", "a", "b"], "refused: nothing reached the upstream, nothing retried"

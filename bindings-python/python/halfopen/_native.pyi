@@ -94,6 +94,8 @@ class StateChange:
     @property
     def at(self) -> float: ...
 
+#: The core's presets (`Config::PRESETS`).
+_Preset = Literal["whatsapp_gateway", "partner_webhook", "sender"]
 _ExcludeItem = Union[Type[BaseException], Callable[[BaseException], object]]
 #: A class, a predicate, or any iterable of them (nested ones flattened).
 _Exclude = Union[_ExcludeItem, Iterable[Union[_ExcludeItem, Iterable[Any]]]]
@@ -112,7 +114,7 @@ class NativeBreaker:
         shared_clock: Optional[bool] = None,
         fallback: Optional[Callable[..., Any]] = None,
         latency_histogram: Optional[bool] = None,
-        preset: str = ...,
+        preset: _Preset = ...,
         failure_threshold: Optional[int] = ...,
         window: float = ...,
         window_calls: int = ...,
@@ -142,7 +144,7 @@ class NativeBreaker:
         shared_clock: Optional[bool] = None,
         fallback: Optional[Callable[..., Any]] = None,
         latency_histogram: Optional[bool] = None,
-        preset: str = ...,
+        preset: _Preset = ...,
         failure_threshold: Optional[int] = ...,
         window: float = ...,
         window_calls: int = ...,
