@@ -388,9 +388,17 @@ test('a removal that fails as the holder closes is retried while the lease leave
   )
 })
 
-/** A holder of three events whose first send waits for `gate` (the others stay in the log). */
-async function closingHolder(partner, gate) {
+/**
+ * A holder of three events whose first send is held until its close has
+ * renewed the lease (the others stay in the log): then `after()` runs (and
+ * `before()` just before that renewal), and that send ends.
+ */
+async function closingHolder(partner, { before = async () => {}, after }) {
   const redis = await client()
+  let release
+  const gate = new Promise((resolve) => {
+    release = resolve
+  })
   const sent = []
   const a = await Outbox.open({
     redis,
@@ -407,28 +415,30 @@ async function closingHolder(partner, gate) {
   a.on('storeError', ({ operation }) => errors.push(operation))
   for (let n = 0; n < 3; n++) await a.submit({ n })
   await until(() => a.stats().held > 0)
-  return { a, redis, sent, errors }
+  const lease = redis.halfopenOutboxLease
+  let closing = false
+  redis.halfopenOutboxLease = async (...args) => {
+    if (!closing || args[4] === '0') return lease.apply(redis, args)
+    closing = false
+    await before()
+    const reply = await lease.apply(redis, args)
+    await after(redis)
+    release()
+    return reply
+  }
+  const close = () => {
+    closing = true
+    return a.close()
+  }
+  return { close, sent, errors }
 }
 
 test('a removal that keeps failing as the holder closes is tried four times, then close ends, saying so', { timeout: 30_000 }, async () => {
   const admin = await client()
-  let release
-  const gate = new Promise((resolve) => {
-    release = resolve
-  })
-  const { a, redis, sent, errors } = await closingHolder('closefails', gate)
-  const lease = redis.halfopenOutboxLease
-  redis.halfopenOutboxLease = async (...args) => {
-    const reply = await lease.apply(redis, args)
-    if (args[4] !== '0') {
-      await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
-      release()
-    }
-    return reply
-  }
+  // Writes paused for good once the close renewed the lease (a Redis that does not come back in time).
+  const { close, sent, errors } = await closingHolder('closefails', { after: () => admin.call('CLIENT', 'PAUSE', '60000', 'WRITE') })
   try {
-    // Writes paused for good (a Redis that does not come back in time).
-    const closed = await a.close()
+    const closed = await close()
     assert.equal(closed.unremoved, 1)
     assert.deepEqual(sent, [0])
     assert.deepEqual(errors.slice(0, 4), ['remove', 'remove', 'remove', 'remove'], 'four tries')
@@ -440,24 +450,14 @@ test('a removal that keeps failing as the holder closes is tried four times, the
 
 test('a closing renewal Redis refuses (another process holds the lease) stops the retries: one try only', { timeout: 30_000 }, async () => {
   const admin = await client()
-  let release
-  const gate = new Promise((resolve) => {
-    release = resolve
-  })
-  const { a, redis, sent, errors } = await closingHolder('closetaken', gate)
   const leaseKey = 'halfopen:outbox:v1:{closetaken}:lease'
-  const lease = redis.halfopenOutboxLease
-  redis.halfopenOutboxLease = async (...args) => {
-    if (args[4] === '0') return lease.apply(redis, args)
+  const { close, sent, errors } = await closingHolder('closetaken', {
     // As the close renews it, the lease has run out and another process holds it.
-    await admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000)
-    const reply = await lease.apply(redis, args)
-    await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')
-    release()
-    return reply
-  }
+    before: () => admin.set(leaseKey, 'elsewhere 99', 'PX', 60_000),
+    after: () => admin.call('CLIENT', 'PAUSE', '60000', 'WRITE'),
+  })
   try {
-    assert.deepEqual(await a.close(), { unremoved: 1, lapsed: true })
+    assert.deepEqual(await close(), { unremoved: 1, lapsed: true })
     assert.deepEqual(sent, [0])
     assert.deepEqual(errors, ['remove', 'lease'], 'one removal try, then the release (paused too)')
   } finally {
@@ -468,23 +468,14 @@ test('a closing renewal Redis refuses (another process holds the lease) stops th
 
 test('a client whose pipeline() throws at once: close still ends and gives the lease back', { timeout: 30_000 }, async () => {
   const admin = await client()
-  let release
-  const gate = new Promise((resolve) => {
-    release = resolve
-  })
-  const { a, redis, sent, errors } = await closingHolder('closethrows', gate)
-  const lease = redis.halfopenOutboxLease
-  redis.halfopenOutboxLease = async (...args) => {
-    const reply = await lease.apply(redis, args)
-    if (args[4] !== '0') {
+  const { close, sent, errors } = await closingHolder('closethrows', {
+    after: async (redis) => {
       redis.pipeline = () => {
         throw new Error('thrown at once')
       }
-      release()
-    }
-    return reply
-  }
-  assert.deepEqual(await a.close(), { unremoved: 1, lapsed: false })
+    },
+  })
+  assert.deepEqual(await close(), { unremoved: 1, lapsed: false })
   assert.deepEqual(sent, [0])
   assert.deepEqual(errors, ['remove', 'remove', 'remove', 'remove'], 'four tries, each a failure')
   assert.equal(await admin.exists('halfopen:outbox:v1:{closethrows}:lease'), 0, 'given back')
