@@ -117,13 +117,14 @@ class CircuitBreaker {
     this._batch = 0 // successes under the licence, not yet handed over
     this._batchAt = 0
     this._rejections = 0 // rejections under the licence, not yet counted
-    this._refusalMs = 0 // the latest rejection's retry time (its state: `_gauge`)
+    this._refusalMs = 0 // the latest rejection's retry time
     this._licensed = null // the permit of calls admitted under the licence
     this._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
     this._room = Infinity // under "admit": calls that may still be admitted without asking
     this._limited = false // whether a concurrency limit is configured (set with the licence)
     this._pending = false // whether transitions waited when the licence was asked
-    this._refusalReason = 'open' // the latest rejection's reason (its state: `_gauge`)
+    this._refusalReason = 'open' // the latest rejection's reason
+    this._refusalGauge = 0 // and its state
     this._licenceRefusal = 'open' // under "reject": why (the licence says)
     this._queue = null // events (lib/events.js)
     if (t.given.group !== undefined) new GroupLink(this, t.given.group)
@@ -362,6 +363,7 @@ class CircuitBreaker {
       this._rejections += 1
       this._refusalMs = between(now, this._until)
       this._refusalReason = this._licenceRefusal
+      this._refusalGauge = this._gauge
       return null
     }
     const generation = this._acquire(now)
@@ -419,8 +421,10 @@ class CircuitBreaker {
     if (this._kind === UNKNOWN || this._limited) this._relicense(now)
     if (code < 0) {
       this._refusalMs = retryOf(code)
-      // Why, in the core's words (the binding does not infer it).
+      // Why, in the core's words (the binding does not infer it), and in
+      // which state (before a listener of the transitions below changes it).
       this._refusalReason = this._native.refusalReason()
+      this._refusalGauge = this._gauge
       // An open time that ended, then a full limit: the rejection observed
       // a transition (the licence, asked again with a limit, says so).
       if (this._pending) this._publishTransitions()
@@ -430,13 +434,13 @@ class CircuitBreaker {
   }
 
   _rejectionError() {
-    const err = new CircuitBreakerOpenError(this.name, STATES[this._gauge], this._refusalMs, this._refusalReason)
+    const err = new CircuitBreakerOpenError(this.name, STATES[this._refusalGauge], this._refusalMs, this._refusalReason)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
     return err
   }
 
   _refused() {
-    const refusal = { breakerName: this.name, state: STATES[this._gauge], retryAfterMs: this._refusalMs, reason: this._refusalReason }
+    const refusal = { breakerName: this.name, state: STATES[this._refusalGauge], retryAfterMs: this._refusalMs, reason: this._refusalReason }
     // (Read first: a listener may change the breaker.)
     if (this.listenerCount('reject') > 0) this._rejectionError()
     return refusal

@@ -24,10 +24,9 @@
 // promises and timers with the request's context, so neither `fn` nor its
 // timer would ever report it, and its permit would hold a concurrency-limit
 // or probe slot for good. So the calls with a timeout are also kept in
-// `host._timed`; when a call is refused while some of them are past their
-// deadline, those time out then (as their timer would have) and the call
-// asks again. (A call without `timeoutMs` has only the core's give-up:
-// `probeTimeoutMs`.)
+// `host._timed`; before a call is asked for, those past their deadline time
+// out (as their timer would have: the oldest is checked, one clock reading).
+// (A call without `timeoutMs` has only the core's give-up: `probeTimeoutMs`.)
 
 const { CircuitBreakerTimeoutError, typeError, warnCallback } = require('./errors.js')
 const { performance } = require('./platform.js')
@@ -68,9 +67,10 @@ function execute(host, fn, options) {
   }
   let permit
   try {
+    // Calls past their deadline whose timer was lost time out first (so
+    // that this call is asked once, and counted once).
+    if (host._timed !== undefined) expireOverdue(host)
     permit = host._admit()
-    // Calls past their deadline whose timer was lost: time them out, ask again.
-    if (permit === null && host._timed !== undefined && expireOverdue(host)) permit = host._admit()
   } catch (err) {
     return Promise.reject(err)
   }
@@ -138,17 +138,17 @@ function plain(host, fn, permit) {
   )
 }
 
-/** Times out the calls of `host` past their deadline; whether there were any. */
+/**
+ * Times out the calls of `host` past their deadline. Oldest first: a host
+ * has one `timeoutMs`, so its calls' deadlines come in the order they were
+ * added (a Set iterates so, and deleting the current one is safe).
+ */
 function expireOverdue(host) {
   const now = performance.now()
-  let any = false
-  for (const call of [...host._timed]) {
-    if (call.deadline <= now) {
-      call.expire()
-      any = true
-    }
+  for (const call of host._timed) {
+    if (call.deadline > now) return
+    call.expire()
   }
-  return any
 }
 
 /** Whether `value` is a thenable; a `then` that cannot be read counts as one (it will reject). */

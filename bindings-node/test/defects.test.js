@@ -1124,3 +1124,44 @@ test('timeoutMs: null is no timeout, as absent (fn gets no signal)', async () =>
   assert.equal(await b.execute((signal) => signal), undefined)
   assert.throws(() => new CircuitBreaker({ name: 'n', timeoutMs: 'soon' }), (e) => e instanceof TypeError && e.option === 'timeoutMs')
 })
+
+test('a refusal says the state it was made in, even when a listener of the transition it observed changes the breaker', async () => {
+  let t = 0
+  const b = new CircuitBreaker({ name: 'refusal-state', concurrencyLimit: 1, clock: () => t })
+  b.execute(() => new Promise(() => {})) // holds the one slot
+  b.forceOpen(100)
+  t = 200
+  // The next call observes open -> half-open, then the full limit refuses it; the listener opens the breaker again.
+  b.once('stateChange', () => b.forceOpen())
+  const seen = []
+  b.on('reject', (e) => seen.push([e.state, e.reason]))
+  const err = await b.execute(() => 'ran').catch((e) => e)
+  assert.deepEqual([err.state, err.reason], ['HALF_OPEN', 'limit_full'])
+  assert.deepEqual(seen, [['HALF_OPEN', 'limit_full']])
+  assert.equal(b.getState(), 'OPEN')
+})
+
+test('calls past their deadline whose timer was lost time out before the next call is asked: it is counted once', async () => {
+  const { performance } = require('node:perf_hooks')
+  const b = new CircuitBreaker({ name: 'overdue', timeoutMs: 20 })
+  // As in a workerd request that ended: the call's timer never fires.
+  const realSetTimeout = global.setTimeout
+  global.setTimeout = () => 0
+  let hung
+  try {
+    hung = b.execute(() => new Promise(() => {})).catch((e) => e)
+  } finally {
+    global.setTimeout = realSetTimeout
+  }
+  b.forceOpen()
+  const before = b.metrics().rejections
+  const deadline = performance.now() + 20
+  while (performance.now() <= deadline) {} // its deadline passes (the clock's own answer)
+  let events = 0
+  b.on('reject', () => (events += 1))
+  assert.equal(await b.execute(() => 'ran', { fallback: (r) => r.reason }), 'held')
+  assert.equal(b.metrics().rejections - before, 1, 'one refused call, one rejection')
+  assert.equal(events, 1)
+  assert.equal((await hung).name, 'CircuitBreakerTimeoutError')
+  assert.equal(b.metrics().inFlight, 0)
+})

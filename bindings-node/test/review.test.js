@@ -218,13 +218,14 @@ describe('hostile review', () => {
   })
 
   test('#8 names from Object.prototype are not options or presets', () => {
-    const check = (make, option) =>
-      assert.throws(make, (e) => e instanceof TypeError && e.option === option, `${option}`)
+    const check = (make, option, Type = TypeError) =>
+      assert.throws(make, (e) => e instanceof Type && e.option === option, `${option}`)
     for (const key of ['constructor', 'toString', 'hasOwnProperty']) {
       check(() => new CircuitBreaker({ name: 'r', [key]: 1 }), key)
-      check(() => new CircuitBreaker({ name: 'r', preset: key }), 'preset')
-      check(() => new Registry({ preset: key }), 'preset')
-      check(() => new Registry().configure('k', { preset: key }), 'preset')
+      // (A string, but no preset's name: a RangeError.)
+      check(() => new CircuitBreaker({ name: 'r', preset: key }), 'preset', RangeError)
+      check(() => new Registry({ preset: key }), 'preset', RangeError)
+      check(() => new Registry().configure('k', { preset: key }), 'preset', RangeError)
     }
     check(() => new CircuitBreaker(JSON.parse('{"name":"r","__proto__":{"x":1}}')), '__proto__')
   })
@@ -271,9 +272,13 @@ describe('hostile review', () => {
         throw new Error('getter')
       },
     }
+    // (Options are own properties: a proxy that cannot say what it has.)
     const proxy = new Proxy(
       {},
       {
+        getOwnPropertyDescriptor() {
+          throw new Error('proxy')
+        },
         get() {
           throw new Error('proxy')
         },
