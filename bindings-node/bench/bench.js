@@ -29,6 +29,10 @@ const CALLS = 200_000
 const ROUNDS = 7
 const BREAKERS = 100_000
 const seedOptions = { name: 'bench', failureThreshold: 5, windowMs: 60_000, openTimeoutMs: 30_000, halfOpenMaxAttempts: 3 }
+// The open and fallback rounds: open for an hour, so that no breaker half-opens
+// (and answers calls) before its rounds are over (30 s did, mid-measurement).
+const HOUR = 3_600_000
+const openOptions = { ...seedOptions, openTimeoutMs: HOUR }
 // Seed 001's webhook breaker: a slow-call threshold (latency matters for every call).
 const webhookOptions = {
   name: 'bench-webhook',
@@ -52,9 +56,9 @@ function cockatielBreaker() {
   })
 }
 
-function opossumBreaker() {
+function opossumBreaker(resetTimeout = 30_000) {
   // The call is passed per fire(), so one breaker serves any fn.
-  return new opossum((f) => f(), { timeout: false, errorThresholdPercentage: 50, resetTimeout: 30_000, volumeThreshold: 5 })
+  return new opossum((f) => f(), { timeout: false, errorThresholdPercentage: 50, resetTimeout, volumeThreshold: 5 })
 }
 
 const contenders = {
@@ -65,12 +69,12 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     open: async () => {
-      const b = new Seed(seedOptions)
+      const b = new Seed(openOptions)
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
     fallback: async () => {
-      const b = new Seed(seedOptions)
+      const b = new Seed(openOptions)
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn).catch(() => BUSY) }
     },
@@ -82,12 +86,12 @@ const contenders = {
       return { run: () => b.fire(fn) }
     },
     open: async () => {
-      const b = opossumBreaker()
+      const b = opossumBreaker(HOUR)
       b.open()
       return { run: () => b.fire(fn) }
     },
     fallback: async () => {
-      const b = opossumBreaker()
+      const b = opossumBreaker(HOUR)
       b.fallback(() => BUSY)
       b.open()
       return { run: () => b.fire(fn) }
@@ -118,12 +122,12 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     open: async () => {
-      const b = new CircuitBreaker(seedOptions)
+      const b = new CircuitBreaker(openOptions)
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
     fallback: async () => {
-      const b = new CircuitBreaker({ ...seedOptions, fallback: () => BUSY })
+      const b = new CircuitBreaker({ ...openOptions, fallback: () => BUSY })
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
@@ -135,12 +139,12 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     open: async () => {
-      const b = new Wasm(seedOptions)
+      const b = new Wasm(openOptions)
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
     fallback: async () => {
-      const b = new Wasm({ ...seedOptions, fallback: () => BUSY })
+      const b = new Wasm({ ...openOptions, fallback: () => BUSY })
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
@@ -154,7 +158,7 @@ const contenders = {
     },
     // Open: each rejection asks the core, which spreads its retry hint.
     open: async () => {
-      const b = new CircuitBreaker({ ...seedOptions, adaptiveLimitMin: 1, adaptiveLimitMax: 1000 })
+      const b = new CircuitBreaker({ ...openOptions, adaptiveLimitMin: 1, adaptiveLimitMax: 1000 })
       for (let i = 0; i < 5; i++) await b.execute(failing).catch(() => {})
       return { run: () => b.execute(fn) }
     },
@@ -237,8 +241,31 @@ async function startRedis() {
   return new Redis({ host: '127.0.0.1', port })
 }
 
+// `node --expose-gc bench/bench.js [closed] [open] [fallback]`: only those
+// tables (default: every table, and the clock, memory and require ones).
+const ONLY = process.argv.slice(2)
+const wanted = (table) => ONLY.length === 0 || ONLY.includes(table)
+
+/** The table of `kind` (ns per refused call), with each contender's ratio to the best peer. */
+async function refusals(kind, title) {
+  const results = await measure(kind)
+  const best = Math.min(...Object.entries(results).filter(([n]) => !n.startsWith('halfopen')).map(([, v]) => v))
+  console.log(`\n### ${title}\n`)
+  console.log('| contender | ns/call | × best peer |')
+  console.log('|---|---:|---:|')
+  for (const [name, ns] of Object.entries(results)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
+}
+
 async function main() {
   if (typeof global.gc !== 'function') throw new Error('run with node --expose-gc')
+  console.log(`node ${process.version}; ${CALLS} calls per round, ${ROUNDS} rounds, medians\n`)
+  if (wanted('closed')) await closedTable()
+  if (wanted('open')) await refusals('open', 'Open state: ns per rejected call')
+  if (wanted('fallback')) await refusals('fallback', 'Open state with a fallback: ns per refused call answered with a value (the seed class: a catch)')
+  if (ONLY.length === 0) others()
+}
+
+async function closedTable() {
   // The call path of a breaker in a group (its exchanges with Redis, one a
   // second, run beside it).
   const redis = await startRedis()
@@ -248,7 +275,6 @@ async function main() {
       return { run: () => b.execute(fn) }
     },
   }
-  console.log(`node ${process.version}; ${CALLS} calls per round, ${ROUNDS} rounds, medians\n`)
   const closed = await measure('closed')
   const raw = closed['raw await fn()']
   const seed = closed['seed class (plain-JS port)'] - raw
@@ -259,18 +285,10 @@ async function main() {
     const over = ns - raw
     console.log(`| ${name} | ${ns.toFixed(0)} | ${name.startsWith('raw') ? '' : over.toFixed(0)} | ${name.startsWith('raw') ? '' : (over / seed).toFixed(2)} |`)
   }
-  const open = await measure('open')
-  const best = Math.min(...Object.entries(open).filter(([n]) => !n.startsWith('halfopen')).map(([, v]) => v))
-  console.log('\n### Open state: ns per rejected call\n')
-  console.log('| contender | ns/call | × best peer |')
-  console.log('|---|---:|---:|')
-  for (const [name, ns] of Object.entries(open)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / best).toFixed(2)} |`)
-  const fallback = await measure('fallback')
-  const bestFallback = Math.min(...Object.entries(fallback).filter(([n]) => !n.startsWith('halfopen')).map(([, v]) => v))
-  console.log('\n### Open state with a fallback: ns per refused call answered with a value (the seed class: a catch)\n')
-  console.log('| contender | ns/call | × best peer |')
-  console.log('|---|---:|---:|')
-  for (const [name, ns] of Object.entries(fallback)) console.log(`| ${name} | ${ns.toFixed(0)} | ${(ns / bestFallback).toFixed(2)} |`)
+}
+
+/** The clock, memory and require tables. */
+function others() {
   // What one clock reading costs here: a time window needs one per success.
   console.log('\n### A clock reading: ns per call\n')
   console.log('| clock | ns/call |')
