@@ -71,6 +71,7 @@ test('an app importing the package bundles for the browser and runs in Chromium'
     assert.deepEqual(JSON.parse(body), ['OPEN', true, true], dom)
   } finally {
     server?.close()
-    rmSync(dir, { recursive: true, force: true })
+    // Chromium's helpers may still be closing their files in the profile as they exit: tried again then.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
   }
 })

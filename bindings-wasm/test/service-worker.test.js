@@ -80,16 +80,21 @@ async function pageSays(entry) {
     flags.push('--disable-background-networking', '--disable-component-update', '--disable-sync')
     // A debugging port keeps the headless browser running until it is stopped.
     flags.push(`--user-data-dir=${join(dir, 'profile')}`, '--remote-debugging-port=0')
-    browser = spawn(CHROMIUM, [...flags, `http://127.0.0.1:${server.address().port}/index.html`], { stdio: 'ignore' })
+    // Its own process group: stopping it stops its helper processes too.
+    browser = spawn(CHROMIUM, [...flags, `http://127.0.0.1:${server.address().port}/index.html`], { stdio: 'ignore', detached: true })
     const exited = once(browser, 'exit').then(() => 'the browser exited before the page reported')
     return await Promise.race([served.result, exited])
   } finally {
-    if (browser !== undefined && browser.exitCode === null) {
-      browser.kill()
-      await once(browser, 'exit')
+    if (browser !== undefined) {
+      const gone = browser.exitCode === null ? once(browser, 'exit') : undefined
+      try {
+        process.kill(-browser.pid)
+      } catch {} // (the group is gone already)
+      await gone
     }
     server?.close()
-    rmSync(dir, { recursive: true, force: true })
+    // A helper may still be closing its files in the profile as it exits: tried again then.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
   }
 }
 
