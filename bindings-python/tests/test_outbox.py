@@ -617,6 +617,20 @@ def test_a_holder_that_closes_removes_what_it_delivered_before_it_gives_the_leas
     asyncio.run(main())
 
 
+def _pause_writes_after_closing_renewal(a: "Outbox[Any]", admin: "redis.asyncio.Redis[bytes]", gate: asyncio.Event) -> None:
+    """Once ``a``'s closing renewal is answered, Redis stops taking writes; then ``gate`` opens (the send in flight ends)."""
+    lease = a._lease_script
+
+    async def then_paused(*, keys: Any, args: Any) -> Any:
+        reply = await lease(keys=keys, args=args)
+        if a._closed and args[1] != "0":
+            await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+            gate.set()
+        return reply
+
+    a._lease_script = then_paused  # type: ignore[assignment]
+
+
 def test_a_removal_that_fails_as_the_holder_closes_is_retried_while_the_lease_leaves_room(server: AofServer) -> None:
     async def main() -> None:
         client, admin = server.client(), server.client()
@@ -644,16 +658,7 @@ def test_a_removal_that_fails_as_the_holder_closes_is_retried_while_the_lease_le
             await a.submit({"n": n})
         await asyncio.wait_for(started.wait(), 10)
         # As aclose renews the lease (confirmed), Redis stops taking writes; then the send in flight ends.
-        lease = a._lease_script
-
-        async def then_paused(*, keys: Any, args: Any) -> Any:
-            reply = await lease(keys=keys, args=args)
-            if a._closed and args[1] != "0":
-                await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
-                gate.set()
-            return reply
-
-        a._lease_script = then_paused  # type: ignore[assignment]
+        _pause_writes_after_closing_renewal(a, admin, gate)
         assert await a.aclose() == {"unremoved": 0, "lapsed": False}
         await asyncio.gather(*unpaused)
         assert sent == [0]
@@ -694,16 +699,7 @@ def test_a_removal_that_keeps_failing_as_the_holder_closes_is_tried_four_times(s
         gate = asyncio.Event()
         errors: List[str] = []
         a, sent = await _closing_holder(server, "closefails", gate, errors)
-        lease = a._lease_script
-
-        async def then_paused(*, keys: Any, args: Any) -> Any:
-            reply = await lease(keys=keys, args=args)
-            if a._closed and args[1] != "0":
-                await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
-                gate.set()
-            return reply
-
-        a._lease_script = then_paused  # type: ignore[assignment]
+        _pause_writes_after_closing_renewal(a, admin, gate)
         try:
             closed = await a.aclose()
         finally:
