@@ -126,7 +126,7 @@ test-python: python-build setup-redis node-build
 
 setup-python-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1 redis==8.1.0 tenacity==9.2.1 backoff==2.2.1
+	$(VENV)/bin/pip install -q --disable-pip-version-check maturin==1.16.0 pytest==9.2.0 hypothesis==6.140.0 mypy==1.19.1 openai==2.8.1 redis==8.1.0 tenacity==9.2.1 backoff==2.2.1 opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2
 	touch $@
 
 # The wasm package (halfopen-wasm): the wasm32 target, wasm-bindgen's CLI at
@@ -144,12 +144,12 @@ wasm-build: setup-wasm
 
 # The Node package's API tests run against the wasm package too (same files,
 # HALFOPEN_PACKAGE) and against the Node package's own WebAssembly fallback
-# (HALFOPEN_BACKEND=wasm), then the wasm package's own: workerd, poisoning,
-# packing.
+# (HALFOPEN_BACKEND=wasm, with the Node package's OpenTelemetry entry), then
+# the wasm package's own: workerd, poisoning, packing.
 SHARED_NODE_TESTS := errors wire sizes breaker conformance limit review differential defects prom-client dispatcher retry-libraries
 test-wasm: wasm-build node-build setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
-	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
+	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js) test/opentelemetry.test.js
 	cd $(WASM_DIR) && node --test test/
 
 # The WebAssembly component (bindings-wasm/component, WIT in its wit/):

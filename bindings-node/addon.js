@@ -842,6 +842,7 @@ module.exports.NativeOutbox = nativeBinding.NativeOutbox
 module.exports.NativeRegistry = nativeBinding.NativeRegistry
 module.exports.groupKeys = nativeBinding.groupKeys
 module.exports.groupScript = nativeBinding.groupScript
+module.exports.opentelemetryInstruments = nativeBinding.opentelemetryInstruments
 module.exports.outboxDeadScript = nativeBinding.outboxDeadScript
 module.exports.outboxFields = nativeBinding.outboxFields
 module.exports.outboxKeys = nativeBinding.outboxKeys

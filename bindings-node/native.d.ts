@@ -686,6 +686,9 @@ export interface NativeTransition {
   atMs: number
 }
 
+/** Every instrument as the core's JSON (`halfopen::opentelemetry::write_json`). */
+export declare function opentelemetryInstruments(): string
+
 /** The dead-letter script (Lua). */
 export declare function outboxDeadScript(): string
 

@@ -46,6 +46,7 @@ function load() {
     try {
       const addon = require('./addon.js')
       const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, groupKeys, groupScript, NativeGroupMemoryStore } = addon
+      const { opentelemetryInstruments } = addon
       const { NativeOutbox, outboxDeadScript, outboxFields, outboxKeys, outboxLeaseScript } = addon
       return {
         NativeBreaker,
@@ -60,6 +61,7 @@ function load() {
         outboxFields,
         outboxKeys,
         outboxLeaseScript,
+        opentelemetryInstruments,
         backend: 'native',
       }
     } catch (err) {
@@ -88,8 +90,8 @@ function load() {
     warning.cause = loadError
     emitWarning(warning)
   }
-  const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes } = wasm
-  return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, backend: 'wasm' }
+  const { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, opentelemetryInstruments } = wasm
+  return { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes, opentelemetryInstruments, backend: 'wasm' }
 }
 
 module.exports = load()

@@ -13,6 +13,7 @@ mod breaker;
 mod dispatcher;
 mod error;
 mod group;
+mod opentelemetry;
 mod options;
 #[cfg(feature = "node")]
 mod outbox;
@@ -26,6 +27,7 @@ pub use dispatcher::{NativeDispatchEvent, NativeDispatcher, NativeRetention, Nat
 #[cfg(not(feature = "node"))]
 pub use error::PlainError;
 pub use group::{NativeGroupOptions, group_keys, group_script};
+pub use opentelemetry::opentelemetry_instruments;
 pub use options::NativeOptions;
 #[cfg(feature = "node")]
 pub use outbox::{NativeOutbox, outbox_dead_script, outbox_fields, outbox_keys, outbox_lease_script};

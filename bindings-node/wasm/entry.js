@@ -8,4 +8,4 @@ import { attach } from './native.js'
 
 attach(initSync({ module: readFileSync(new URL('./halfopen_wasm_bg.wasm', import.meta.url)) }))
 
-export { NativeBreaker, NativeDispatcher, NativeRegistry, wireCodes } from './native.js'
+export { NativeBreaker, NativeDispatcher, NativeRegistry, opentelemetryInstruments, wireCodes } from './native.js'

@@ -378,3 +378,13 @@ fn breaker_samples<'py>(
     }
     Ok(())
 }
+
+/// Every OpenTelemetry instrument as the core's JSON
+/// (`halfopen::opentelemetry::write_json`), for `halfopen.opentelemetry`.
+#[pyfunction]
+pub(crate) fn _opentelemetry_instruments() -> String {
+    let mut json = String::new();
+    // Writing into a String cannot fail.
+    let _ = halfopen::opentelemetry::write_json(&mut json);
+    json
+}

@@ -35,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<outbox::NativeOutbox>()?;
     m.add_function(wrap_pyfunction!(fork::_forked, m)?)?;
     m.add_function(wrap_pyfunction!(collector::_collect, m)?)?;
+    m.add_function(wrap_pyfunction!(collector::_opentelemetry_instruments, m)?)?;
     for f in [
         wrap_pyfunction!(outbox::_outbox_lease_script, m)?,
         wrap_pyfunction!(outbox::_outbox_keys, m)?,

@@ -22,7 +22,7 @@ import {
 
 // The codes of the packed values (src/wire.rs of the Node package) and the
 // flat records' fields (src/flat.rs), for the tests.
-export { flatFields, wireCodes } from './halfopen_wasm.js'
+export { flatFields, opentelemetryInstruments, wireCodes } from './halfopen_wasm.js'
 
 // No group mode here (it runs a Redis script through a Node client): the
 // `group` option is refused with a TypeError (lib/group.js).

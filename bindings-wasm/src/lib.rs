@@ -27,5 +27,12 @@ mod registry;
 mod wire;
 
 pub use breaker::NativeBreaker;
+
+/// The core's OpenTelemetry instruments as JSON (the Node package's `opentelemetry.js` reads them).
+#[wasm_bindgen::prelude::wasm_bindgen(js_name = opentelemetryInstruments)]
+pub fn opentelemetry_instruments() -> String {
+    halfopen_node::opentelemetry_instruments()
+}
+
 pub use dispatcher::NativeDispatcher;
 pub use registry::NativeRegistry;

@@ -88,6 +88,7 @@ mod licence;
 mod limit;
 mod meter;
 mod metrics;
+pub mod opentelemetry;
 pub mod outbox;
 mod patch;
 mod permit;

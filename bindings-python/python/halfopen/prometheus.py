@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Iterator, Tuple, Union
+from typing import Iterator, Tuple
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import REGISTRY, CollectorRegistry
@@ -36,24 +36,10 @@ from prometheus_client.registry import Collector as _Collector
 from prometheus_client.samples import Sample
 
 from . import _native
-from ._native import NativeBreaker, NativeRegistry, NativeRetentionQueue
-from .retention import Dispatcher
+from ._native import NativeRegistry, NativeRetentionQueue
+from ._sources import Source, _Native, _native_of
 
 __all__ = ["Collector", "register"]
-
-_Native = Union[NativeBreaker, NativeRegistry, NativeRetentionQueue]
-Source = Union[NativeBreaker, NativeRegistry, NativeRetentionQueue, "Dispatcher[object]"]
-
-
-def _native_of(source: object) -> _Native:
-    if isinstance(source, Dispatcher):
-        return source.queue
-    if isinstance(source, (NativeBreaker, NativeRegistry, NativeRetentionQueue)):
-        return source
-    hint = " (a registry's breaker: add the registry)" if hasattr(source, "registry") else ""
-    raise TypeError(
-        f"source must be a CircuitBreaker, a Registry, a RetentionQueue or a Dispatcher, got {type(source).__name__}{hint}"
-    )
 
 
 class Collector(_Collector):
