@@ -135,19 +135,61 @@ test('hostile names are whole attribute values', async () => {
 
 test('a source that fails is reported with the collection, and the others are still recorded', async () => {
   const good = new CircuitBreaker({ name: 'good' })
-  const bad = {
-    prometheus() {
-      throw new Error('no figures')
-    },
+  const bad = new CircuitBreaker({ name: 'bad' })
+  const garbage = new CircuitBreaker({ name: 'garbage' })
+  bad.prometheus = () => {
+    throw new Error('no figures')
   }
+  garbage.prometheus = () => 42
   const { meter, collect } = sdk()
-  observeBreakerMetrics([bad, good], { meter })
+  observeBreakerMetrics([bad, garbage, good], { meter })
   const { metrics, errors } = await collect()
   assert.equal(errors.length, 1)
-  assert.equal(errors[0].message, 'no figures')
+  assert.ok(errors[0] instanceof AggregateError)
+  assert.deepEqual(
+    errors[0].errors.map((e) => e.message),
+    ['no figures', 'prometheus() gave number, not a string'],
+  )
   assert.equal(pointOf(metrics.get('circuit.state'), { 'circuit.name': 'good' }), 0)
-  // Reported once: the next collection has the same failure, not two.
+  assert.equal(pointOf(metrics.get('circuit.state'), { 'circuit.name': 'bad' }), undefined)
+  // Reported once per collection.
   assert.equal((await collect()).errors.length, 1)
+})
+
+test('a breaker name in two sources: the series of the first, and an error', async () => {
+  const first = new CircuitBreaker({ name: 'api' })
+  const second = new CircuitBreaker({ name: 'api' })
+  second.forceOpen()
+  const other = new CircuitBreaker({ name: 'other' })
+  const { meter, collect } = sdk()
+  observeBreakerMetrics([first, second, other], { meter })
+  const { metrics, errors } = await collect()
+  assert.equal(pointOf(metrics.get('circuit.state'), { 'circuit.name': 'api' }), 0)
+  assert.equal(pointOf(metrics.get('circuit.opens'), { 'circuit.name': 'api' }), 0)
+  assert.equal(pointOf(metrics.get('circuit.state'), { 'circuit.name': 'other' }), 0)
+  assert.equal(errors.length, 1)
+  assert.match(errors[0].message, /breaker names in two sources .*"api"/)
+})
+
+test('one handle per meter; a source added during a collection waits for the next', async () => {
+  const { meter, collect } = sdk()
+  const one = new CircuitBreaker({ name: 'one' })
+  const two = new CircuitBreaker({ name: 'two' })
+  const handle = observeBreakerMetrics(one, { meter })
+  assert.equal(observeBreakerMetrics(two, { meter }), handle)
+  let calls = 0
+  const late = new CircuitBreaker({ name: 'late' })
+  const prometheus = one.prometheus.bind(one)
+  one.prometheus = () => {
+    calls++
+    handle.add(late)
+    return prometheus()
+  }
+  const first = (await collect()).metrics.get('circuit.state')
+  assert.deepEqual(first.dataPoints.map((p) => p.attributes['circuit.name']).sort(), ['one', 'two'])
+  assert.equal(calls, 1)
+  const second = (await collect()).metrics.get('circuit.state')
+  assert.deepEqual(second.dataPoints.map((p) => p.attributes['circuit.name']).sort(), ['late', 'one', 'two'])
 })
 
 test('close() stops observing; bad sources are TypeErrors', async () => {
@@ -160,10 +202,17 @@ test('close() stops observing; bad sources are TypeErrors', async () => {
   breaker.forceOpen()
   // The SDK may repeat the last value it had; it never sees the new one.
   assert.notEqual(pointOf((await collect()).metrics.get('circuit.state'), { 'circuit.name': 'c' }), 2)
-  for (const bad of [undefined, null, 1, 'name', {}, [new CircuitBreaker({ name: 'ok' }), {}]]) {
+  assert.throws(() => handle.add(breaker), /closed/)
+  // A new call on the meter makes a new handle.
+  const again = observeBreakerMetrics(breaker, { meter })
+  assert.notEqual(again, handle)
+  assert.equal(pointOf((await collect()).metrics.get('circuit.state'), { 'circuit.name': 'c' }), 2)
+  const fake = { prometheus: () => 'circuit_state{name="x"} 0\n' }
+  for (const bad of [undefined, null, 1, 'name', {}, fake, [new CircuitBreaker({ name: 'ok' }), {}]]) {
     assert.throws(() => observeBreakerMetrics(bad, { meter }), TypeError)
   }
-  assert.throws(() => handle.add({}), TypeError)
+  const registry = new Registry()
+  assert.throws(() => again.add(registry.get('k')), /a registry's breaker: observe the registry/)
 })
 
 test('the global meter provider by default', async () => {

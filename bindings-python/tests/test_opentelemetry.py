@@ -136,12 +136,47 @@ def test_close_stops_observing_and_bad_sources_are_type_errors() -> None:
     handle = observe(breaker, meter=meter)
     assert point(collected(reader)["circuit.state"], {NAME_ATTRIBUTE: "c"}) == 0
     handle.close()
+    handle.close()
     breaker.force_open()
     state = collected(reader).get("circuit.state")
     assert state is None or point(state, {NAME_ATTRIBUTE: "c"}) != 2
+    with pytest.raises(RuntimeError, match="closed"):
+        handle.add(breaker)
+    # observe() on the meter opens its handle again.
+    assert observe(breaker, meter=meter) is handle
+    assert point(collected(reader)["circuit.state"], {NAME_ATTRIBUTE: "c"}) == 2
     for bad in [None, 1, "name", object()]:
         with pytest.raises(TypeError):
             observe(bad, meter=meter)  # type: ignore[arg-type]
+    registry = halfopen.Registry()
+    with pytest.raises(TypeError, match="add the registry"):
+        observe(registry.get("k"), meter=meter)  # type: ignore[arg-type]
+
+
+def test_one_handle_per_meter() -> None:
+    # The SDK gives an instrument made twice on one meter its first callbacks
+    # only: a second observe() there must add to the first.
+    meter, reader = sdk()
+    one = observe(halfopen.CircuitBreaker("one"), meter=meter)
+    two = observe(halfopen.CircuitBreaker("two"), meter=meter)
+    assert one is two
+    names = sorted(p.attributes[NAME_ATTRIBUTE] for p in collected(reader)["circuit.state"].data.data_points)
+    assert names == ["one", "two"]
+
+
+def test_a_name_in_two_sources_is_the_first_ones_and_raised(caplog: pytest.LogCaptureFixture) -> None:
+    first, second = halfopen.CircuitBreaker("api"), halfopen.CircuitBreaker("api", failure_threshold=1)
+    with pytest.raises(ZeroDivisionError):
+        second.call(lambda: 1 / 0)
+    meter, reader = sdk()
+    observe(first, second, halfopen.CircuitBreaker("other"), meter=meter)
+    with caplog.at_level(logging.ERROR):
+        metrics = collected(reader)
+    assert point(metrics["circuit.failures"], {NAME_ATTRIBUTE: "api"}) == 0
+    assert point(metrics["circuit.state"], {NAME_ATTRIBUTE: "api"}) == 0
+    assert point(metrics["circuit.state"], {NAME_ATTRIBUTE: "other"}) == 0
+    raised = [r.exc_info[1] for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], ValueError)]
+    assert len(raised) == 1 and "api" in str(raised[0])
 
 
 def test_the_global_meter_provider_by_default() -> None:

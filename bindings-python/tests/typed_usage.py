@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Optional
 
+from opentelemetry.metrics import ObservableGauge
+
 import halfopen
+import halfopen.opentelemetry
+import halfopen.prometheus
 
 breaker = halfopen.CircuitBreaker("openai", failure_threshold=5, window=60.0, exclude=(ValueError,))
 registry = halfopen.Registry(capacity=100, open_timeout=30.0)
@@ -47,6 +51,10 @@ async def webhooks() -> None:
     dispatcher: halfopen.Dispatcher[dict[str, int]] = halfopen.Dispatcher(
         "partner", post, preset="partner_webhook", concurrency_limit=1, max_messages=10_000, timeout=10.0
     )
+    # Metrics of a typed dispatcher, beside the breaker and the registry.
+    handle = halfopen.opentelemetry.observe(breaker, registry, dispatcher)
+    state: ObservableGauge = handle.instruments["circuit.state"]  # type: ignore[assignment]
+    print(state, halfopen.prometheus.Collector(dispatcher))
     try:
         await dispatcher.submit({"id": 1})
     except halfopen.DeadLetterError as dead:

@@ -3,13 +3,13 @@ the native object behind each source they accept."""
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 from ._native import NativeBreaker, NativeRegistry, NativeRetentionQueue
 from .retention import Dispatcher
 
 _Native = Union[NativeBreaker, NativeRegistry, NativeRetentionQueue]
-Source = Union[NativeBreaker, NativeRegistry, NativeRetentionQueue, "Dispatcher[object]"]
+Source = Union[NativeBreaker, NativeRegistry, NativeRetentionQueue, "Dispatcher[Any]"]
 
 
 def _native_of(source: object) -> _Native:

@@ -12,27 +12,43 @@ core's table, the same in every runtime: ``circuit.state``,
 The values are those of the Prometheus collector (the same native
 readings, the same rounding).
 
-Decisions: the sources are read once per collection (the first instrument
-the SDK asks reads them; an instrument asking again starts the next
-reading). A registry's own series (breakers held, evictions) have no
-attributes and are summed over the registries. A source that fails to give
-its figures does not stop the others: their values are observed, and the
-failure is raised from a callback of its own on ``circuit.state`` (the SDK
-logs a failed callback with its traceback, and keeps what the other
-callbacks observed). A breaker name must be unique across the sources
-(OpenTelemetry keeps one value per instrument and attribute set).
+Decisions: one handle per meter (the SDK gives an instrument made twice
+on a meter its first callbacks only): a second ``observe()`` on the same
+meter adds to the first's handle and returns it, also after ``close()``.
+The sources are read once per collection (the first instrument the SDK
+asks reads them; an instrument asking again starts the next reading). A
+registry's own series (breakers held, evictions) have no attributes and are
+summed over the registries. A source that fails to give its figures does
+not stop the others: their values are observed, and the failure is raised
+from a callback of its own on ``circuit.state`` (the SDK logs a failed
+callback with its traceback, and keeps what the other callbacks observed).
+A breaker name in two sources (OpenTelemetry keeps one value per instrument
+and attribute set) is the first source's, and raised the same way.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections import namedtuple
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
-from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+try:
+    from opentelemetry import metrics
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Meter,
+        Observation,
+        ObservableCounter,
+        ObservableGauge,
+        ObservableUpDownCounter,
+    )
+except ImportError as error:  # pragma: no cover - the message is the point
+    raise ImportError(
+        f"halfopen.opentelemetry needs opentelemetry-api: pip install halfopen[opentelemetry] ({error})"
+    ) from error
 
 from . import _native
 from ._sources import Source, _Native, _native_of
@@ -66,8 +82,12 @@ INSTRUMENTS: Tuple[Instrument, ...] = tuple(Instrument(**row) for row in json.lo
 # What `_native._collect` makes each sample as (any named tuple whose first
 # fields are name, labels, value).
 _Sample = namedtuple("_Sample", "name labels value")
+_BY_SERIES = {(row.sample, row.label): row for row in INSTRUMENTS}
+# The sample every breaker has: a source's names are its samples' of it.
+_STATE_SAMPLE = INSTRUMENTS[0].sample
 
 _Point = Tuple[float, Dict[str, str]]
+_Observable = Union[ObservableGauge, ObservableCounter, ObservableUpDownCounter]
 
 
 def _version() -> str:
@@ -82,22 +102,20 @@ def _version() -> str:
 class BreakerMetrics:
     """The instruments made by :func:`observe`, observing its sources."""
 
-    def __init__(self, *sources: Source, meter: Optional[Meter] = None) -> None:
+    def __init__(self, meter: Meter) -> None:
         self._sources: Tuple[_Native, ...] = ()
         self._lock = threading.Lock()
         self._closed = False
         self._points: Dict[str, List[_Point]] = {}
         self._asked: Set[str] = set()
         self._failures: List[BaseException] = []
-        for source in sources:
-            self.add(source)
-        meter = meter if meter is not None else metrics.get_meter("halfopen", _version())
-        create = {
+        create: Dict[str, Callable[..., _Observable]] = {
             "gauge": meter.create_observable_gauge,
             "counter": meter.create_observable_counter,
             "updowncounter": meter.create_observable_up_down_counter,
         }
-        self.instruments: Dict[str, object] = {}
+        self.instruments: Dict[str, _Observable] = {}
+        """The instruments made, by name."""
         for i, row in enumerate(INSTRUMENTS):
             callbacks = [self._callback(row.name)]
             if i == 0:
@@ -106,9 +124,12 @@ class BreakerMetrics:
             self.instruments[row.name] = make(row.name, callbacks=callbacks, unit=row.unit, description=row.description)
 
     def add(self, source: Source) -> None:
-        """Observes ``source`` too (once, however often it is added)."""
+        """Observes ``source`` too (once, however often it is added). After
+        :meth:`close`, a ``RuntimeError``: :func:`observe` opens it again."""
         native = _native_of(source)
         with self._lock:
+            if self._closed:
+                raise RuntimeError("this handle is closed: observe() opens it again")
             if not any(s is native for s in self._sources):
                 self._sources = self._sources + (native,)
 
@@ -123,6 +144,10 @@ class BreakerMetrics:
         with self._lock:
             self._closed = True
             self._sources = ()
+
+    def _reopen(self) -> None:
+        with self._lock:
+            self._closed = False
 
     def _callback(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
@@ -141,22 +166,31 @@ class BreakerMetrics:
 
     def _read(self) -> None:
         """Reads every source (the lock held): the next collection's points."""
-        by_series = {(row.sample, row.label): row for row in INSTRUMENTS}
         points: Dict[str, List[_Point]] = {}
         unlabelled: Dict[str, float] = {}
         failures: List[BaseException] = []
+        owners: Set[str] = set()
         for source in self._sources:
             try:
                 families = _native._collect([source], _Sample)
             except Exception as error:  # noqa: BLE001 - raised from _report
                 failures.append(error)
                 continue
+            names = {s.labels["name"] for _, _, _, samples in families for s in samples if s.name == _STATE_SAMPLE}
+            taken = names & owners
+            owners |= names
+            if taken:
+                failures.append(ValueError(f"breaker names in two sources (their series are the first's): {sorted(taken)}"))
             for _, _, _, samples in families:
                 for sample in samples:
-                    labels = dict(sample.labels)
-                    breaker = labels.pop("name", None)
-                    label, value = next(iter(labels.items()), (None, None))
-                    row = by_series.get((sample.name, label))
+                    labels = sample.labels
+                    breaker = labels.get("name")
+                    if breaker in taken:
+                        continue
+                    label, value = None, None
+                    if len(labels) > 1:
+                        label, value = next((k, v) for k, v in labels.items() if k != "name")
+                    row = _BY_SERIES.get((sample.name, label))
                     if row is None:
                         continue
                     if breaker is None:
@@ -182,9 +216,23 @@ class BreakerMetrics:
         return []
 
 
+_handles: "weakref.WeakKeyDictionary[Meter, BreakerMetrics]" = weakref.WeakKeyDictionary()
+_observing = threading.Lock()
+
+
 def observe(*sources: Source, meter: Optional[Meter] = None) -> BreakerMetrics:
     """Observes ``sources`` (breakers, registries, retention queues,
     dispatchers) with OpenTelemetry instruments on ``meter`` (default:
     ``metrics.get_meter("halfopen", version)`` of the global meter
-    provider). Returns the handle, to add, remove or close."""
-    return BreakerMetrics(*sources, meter=meter)
+    provider). Returns the meter's handle (one per meter), to add, remove or
+    close."""
+    natives = [_native_of(source) for source in sources]
+    meter = meter if meter is not None else metrics.get_meter("halfopen", _version())
+    with _observing:
+        handle = _handles.get(meter)
+        if handle is None:
+            handle = _handles[meter] = BreakerMetrics(meter)
+        handle._reopen()
+    for native in natives:
+        handle.add(native)
+    return handle
