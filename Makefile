@@ -211,13 +211,17 @@ $(VENV)/.installed:
 # x64/arm64 (glibc 2.17 and musl) and macOS x64/arm64, as napi-rs's
 # platform packages (bindings-node/dist.mjs, tarballs in bindings-node/dist/);
 # abi3 wheels for the same platforms (target/wheels; the manylinux ones
-# checked with auditwheel). Nothing is downloaded from outside the package
-# registries, so no Windows build: its MSVC target needs cargo-xwin, which
-# downloads Microsoft's CRT.
+# checked with auditwheel), and both for Windows x64 with the GNU target
+# (the MSVC one needs cargo-xwin, which downloads Microsoft's CRT from outside
+# the package registries): the addon as bindings-node/dist.mjs says; the
+# wheel without maturin's --zig (for a dotted module name, maturin 1.16
+# writes a .def that exports `PyInit_halfopen._native` and nothing else), linked
+# by Zig through cargo-zigbuild (target/windows-gnu/cc), python3.dll's
+# import library (pyo3's raw-dylib) made by rustc with Zig's dlltool.
 WHEEL_TARGETS := x86_64-unknown-linux-gnu:manylinux2014 aarch64-unknown-linux-gnu:manylinux2014 x86_64-unknown-linux-musl:musllinux_1_2 aarch64-unknown-linux-musl:musllinux_1_2
 setup-dist: $(VENV)/.installed-dist
 $(VENV)/.installed-dist: $(VENV)/.installed-dev
-	$(VENV)/bin/pip install -q --disable-pip-version-check ziglang==0.17.0 cargo-zigbuild==0.24.0 auditwheel==6.8.2
+	$(VENV)/bin/pip install -q --disable-pip-version-check ziglang==0.17.0 cargo-zigbuild==0.24.0 auditwheel==6.8.2 pefile==2024.8.26
 	touch $@
 
 # DIST_PROFILE: the Cargo profile of the cross-builds (`release`, what is
@@ -236,6 +240,14 @@ dist: node-build wasm-build setup-dist
 		(cd $(PY_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH MACOSX_DEPLOYMENT_TARGET=$${t##*:} maturin build --profile $(DIST_PROFILE) --zig \
 			--target $${t%%:*} -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for $$t failed"; exit 1; }; \
 	done
+	rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1
+	mkdir -p target/windows-gnu
+	printf '#!/bin/sh\nexec cargo-zigbuild zig cc -- -target x86_64-windows-gnu "$$@"\n' > target/windows-gnu/cc
+	printf '#!/bin/sh\nexec $(abspath $(VENV))/bin/python -m ziglang dlltool "$$@"\n' > target/windows-gnu/x86_64-w64-mingw32-dlltool
+	chmod +x target/windows-gnu/*
+	(cd $(PY_DIR) && PATH=$(abspath target/windows-gnu):$(abspath $(VENV))/bin:$$PATH \
+		CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=$(abspath target/windows-gnu/cc) \
+		maturin build --profile $(DIST_PROFILE) --target x86_64-pc-windows-gnu -o ../target/wheels >/dev/null 2>&1) || { echo "wheel for Windows failed"; exit 1; }
 	ls target/wheels
 
 # The builds at work: arm64 ones under qemu-user with Debian's arm64 Node 18

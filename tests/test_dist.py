@@ -4,7 +4,10 @@ ones load here; the arm64 glibc ones run a seed scenario under qemu-user
 with Debian's arm64 Node 18 and Python 3.11 (`make setup-arm64`); the
 macOS ones are checked for their form only (no macOS here). The musl builds
 are checked for their form and their C library (musl's `libc.so`); no musl
-Node or Python is run here."""
+Node or Python is run here. The Windows ones (no Windows here, no Wine) are
+checked for their form with pefile: x86-64 PE DLLs that export the entry
+their host calls and import only DLLs every Windows 10 has (the addon
+nothing of Node, the wheel python3.dll: abi3)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,9 @@ DIST = NODE / "dist"
 WHEELS = ROOT / "target" / "wheels"
 ARM64 = ROOT / "target" / "arm64" / "root"
 QEMU = ["qemu-aarch64-static", "-L", str(ARM64)]
-PLATFORMS = ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64"]
+PLATFORMS = [
+    "linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64", "win32-x64-msvc",
+]
 
 # Seed 000's breaker: two failures within the window open it.
 NODE_SEED = """
@@ -124,10 +129,11 @@ def test_the_macos_binaries_run_on_the_oldest_macos_rust_supports(platform: str,
 @pytest.mark.parametrize("platform,magic", [
     ("linux-x64-gnu", b"\x7fELF"), ("linux-arm64-gnu", b"\x7fELF"), ("linux-x64-musl", b"\x7fELF"),
     ("linux-arm64-musl", b"\x7fELF"), ("darwin-x64", b"\xcf\xfa\xed\xfe"), ("darwin-arm64", b"\xcf\xfa\xed\xfe"),
+    ("win32-x64-msvc", b"MZ"),
 ])
 def test_each_binary_is_built_for_its_platform(platform: str, magic: bytes) -> None:
     data = binary(platform)
-    assert data[:4] == magic
+    assert data[:len(magic)] == magic
     if platform.startswith("linux"):
         machine = int.from_bytes(data[18:20], "little")
         assert machine == (62 if "x64" in platform else 183), "x86-64 or AArch64"
@@ -135,7 +141,7 @@ def test_each_binary_is_built_for_its_platform(platform: str, magic: bytes) -> N
         musl = platform.endswith("musl")
         assert (b"libc.so\x00" in data and b"libc.so.6" not in data) == musl, f"{platform}: its C library"
         assert (b"libc.so.6" in data) == (not musl)
-    else:
+    elif platform.startswith("darwin"):
         cpu = int.from_bytes(data[4:8], "little")
         assert cpu == (0x01000007 if "x64" in platform else 0x0100000C), "x86-64 or arm64 Mach-O"
 
@@ -184,3 +190,46 @@ def test_the_glibc_wheels_run_a_seed_scenario(tmp_path: pathlib.Path, tag: str, 
         z.extractall(tmp_path)
     code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{PYTHON_SEED}"
     assert run([*python, "-I", "-c", code], tmp_path) == f"{machine} OPEN"
+
+
+# What every Windows 10 (and later) has: the system's DLLs and the UCRT's
+# API sets. Anything else (node.exe, libnode.dll, MinGW's libgcc_s or
+# libwinpthread) would fail to load on a user's machine.
+WINDOWS_DLLS = {"kernel32.dll", "ntdll.dll", "ws2_32.dll", "userenv.dll", "bcryptprimitives.dll", "advapi32.dll", "user32.dll"}
+
+
+def pe_form(data: bytes) -> "tuple[int, bool, set[str], set[bytes]]":
+    """A PE's machine, whether it is a DLL, the DLLs it imports (lower case), and its exports."""
+    import pefile  # type: ignore[import-untyped]
+
+    # Zig's linker exports every symbol of a MinGW DLL (it does not take
+    # Rust's export list): more than pefile reads by default.
+    pe = pefile.PE(data=data, max_symbol_exports=1 << 16)
+    imports = {entry.dll.decode().lower() for entry in pe.DIRECTORY_ENTRY_IMPORT}
+    exports = {symbol.name for symbol in pe.DIRECTORY_ENTRY_EXPORT.symbols if symbol.name}
+    return pe.FILE_HEADER.Machine, pe.is_dll(), imports, exports
+
+
+def assert_windows_dlls(imports: "set[str]", allowed: "set[str]") -> None:
+    foreign = {d for d in imports if d not in allowed and not d.startswith("api-ms-win-")}
+    assert not foreign, f"imports DLLs Windows does not have: {foreign}"
+    assert any(d.startswith("api-ms-win-crt-") for d in imports), "the UCRT, as an MSVC build's"
+
+
+def test_the_windows_addon_is_an_x64_dll_that_takes_node_api_from_its_host() -> None:
+    machine, dll, imports, exports = pe_form(binary("win32-x64-msvc"))
+    assert (machine, dll) == (0x8664, True)
+    assert b"napi_register_module_v1" in exports
+    # Nothing of Node is linked: Node-API comes from the host process at load time.
+    assert_windows_dlls(imports, WINDOWS_DLLS)
+
+
+def test_the_windows_wheel_is_an_abi3_x64_extension() -> None:
+    with zipfile.ZipFile(wheel("win_amd64")) as z:
+        assert "halfopen/py.typed" in z.namelist()
+        data = z.read("halfopen/_native.pyd")
+    machine, dll, imports, exports = pe_form(data)
+    assert (machine, dll) == (0x8664, True)
+    assert b"PyInit__native" in exports
+    assert "python3.dll" in imports, "abi3: the stable ABI's python3.dll, not one version's"
+    assert_windows_dlls(imports, WINDOWS_DLLS | {"python3.dll"})
