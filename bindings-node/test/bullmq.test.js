@@ -11,7 +11,9 @@ const assert = require('node:assert/strict')
 const { Queue, Worker } = require('bullmq')
 const { CircuitBreaker, Registry } = require('..')
 const { breakerProcessor } = require('../bullmq.js')
+const path = require('node:path')
 const { freePort, startRedis } = require('./support/redis-server.js')
+const { PACKAGE, typeCheck } = require('./support/tsc.js')
 
 let server
 let connection
@@ -126,36 +128,13 @@ test("a Registry: one key open delays its jobs only; the other key's go through,
 })
 
 test('the types: a typed processor for a typed Worker (tsc --strict)', () => {
-  const { execFileSync } = require('node:child_process')
-  const fs = require('node:fs')
-  const os = require('node:os')
-  const path = require('node:path')
-  const pkg = path.join(__dirname, '..')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-bullmq-ts-'))
-  // (bullmq's types as an app has them: its node_modules.)
-  fs.symlinkSync(path.join(pkg, 'node_modules'), path.join(dir, 'node_modules'))
-  try {
-    fs.writeFileSync(
-      path.join(dir, 'use.ts'),
-      `import { Worker, type Job } from 'bullmq'
-import { CircuitBreaker, Registry } from ${JSON.stringify(path.join(pkg, 'index'))}
-import { breakerProcessor } from ${JSON.stringify(path.join(pkg, 'bullmq'))}
+  const pkg = (file) => JSON.stringify(path.join(PACKAGE, file))
+  typeCheck(`import { Worker, type Job } from 'bullmq'
+import { CircuitBreaker, Registry } from ${pkg('index')}
+import { breakerProcessor } from ${pkg('bullmq')}
 type Message = { instanceId: string; text: string }
 const one = breakerProcessor<Message, number>({ breaker: new CircuitBreaker({ name: 'gw' }), send: async (job: Job<Message, number>, signal) => (signal?.aborted ? 0 : job.data.text.length), pauseWhenOpenMs: null })
 const many = breakerProcessor<Message, number>({ breaker: new Registry(), key: (job) => job.data.instanceId, send: async (job) => job.data.text.length })
 export const workers = [new Worker<Message, number>('a', one), new Worker<Message, number>('b', many)]
-`,
-    )
-    const tsc = path.join(pkg, 'node_modules', '.bin', 'tsc')
-    try {
-      execFileSync(tsc, ['--strict', '--noEmit', '--skipLibCheck', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', path.join(pkg, 'node_modules', '@types'), '--types', 'node', 'use.ts'], {
-        cwd: dir,
-        encoding: 'utf8',
-      })
-    } catch (err) {
-      assert.fail(`tsc: ${err.stdout}`)
-    }
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+`)
 })

@@ -11,6 +11,8 @@ const assert = require('node:assert/strict')
 const { DataPointType, MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics')
 const { CircuitBreaker, Dispatcher, Registry } = require('..')
 const { INSTRUMENTS, observeBreakerMetrics } = require('../opentelemetry.js')
+const path = require('node:path')
+const { PACKAGE, typeCheck } = require('./support/tsc.js')
 
 class TestReader extends MetricReader {
   async onForceFlush() {}
@@ -232,36 +234,14 @@ test('the global meter provider by default', async () => {
 })
 
 test('the types (tsc --strict)', () => {
-  const { execFileSync } = require('node:child_process')
-  const fs = require('node:fs')
-  const os = require('node:os')
-  const path = require('node:path')
-  const pkg = path.join(__dirname, '..')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halfopen-otel-ts-'))
-  fs.symlinkSync(path.join(pkg, 'node_modules'), path.join(dir, 'node_modules'))
-  try {
-    fs.writeFileSync(
-      path.join(dir, 'use.ts'),
-      `import { metrics } from '@opentelemetry/api'
-import { CircuitBreaker, Registry } from ${JSON.stringify(path.join(pkg, 'index'))}
-import { INSTRUMENTS, observeBreakerMetrics } from ${JSON.stringify(path.join(pkg, 'opentelemetry'))}
+  const pkg = (file) => JSON.stringify(path.join(PACKAGE, file))
+  typeCheck(`import { metrics } from '@opentelemetry/api'
+import { CircuitBreaker, Registry } from ${pkg('index')}
+import { INSTRUMENTS, observeBreakerMetrics } from ${pkg('opentelemetry')}
 const handle = observeBreakerMetrics([new CircuitBreaker({ name: 'gw' }), new Registry()], { meter: metrics.getMeter('app') })
 handle.add(new CircuitBreaker({ name: 'other' }))
 export const units: string[] = INSTRUMENTS.map((row) => row.unit)
 export const state = handle.instruments['circuit.state']
 handle.close()
-`,
-    )
-    const tsc = path.join(pkg, 'node_modules', '.bin', 'tsc')
-    try {
-      execFileSync(tsc, ['--strict', '--noEmit', '--skipLibCheck', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--typeRoots', path.join(pkg, 'node_modules', '@types'), '--types', 'node', 'use.ts'], {
-        cwd: dir,
-        encoding: 'utf8',
-      })
-    } catch (err) {
-      assert.fail(`tsc: ${err.stdout}`)
-    }
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+`)
 })

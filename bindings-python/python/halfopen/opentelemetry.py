@@ -51,7 +51,7 @@ except ImportError as error:  # pragma: no cover - the message is the point
     ) from error
 
 from . import _native
-from ._sources import Source, _Native, _native_of
+from ._sources import Source, _Native, _native_of, _with, _without
 
 __all__ = ["INSTRUMENTS", "NAME_ATTRIBUTE", "BreakerMetrics", "Instrument", "observe"]
 
@@ -126,18 +126,15 @@ class BreakerMetrics:
     def add(self, source: Source) -> None:
         """Observes ``source`` too (once, however often it is added). After
         :meth:`close`, a ``RuntimeError``: :func:`observe` opens it again."""
-        native = _native_of(source)
         with self._lock:
             if self._closed:
                 raise RuntimeError("this handle is closed: observe() opens it again")
-            if not any(s is native for s in self._sources):
-                self._sources = self._sources + (native,)
+            self._sources = _with(self._sources, source)
 
     def remove(self, source: Source) -> None:
         """Stops observing ``source``."""
-        native = _native_of(source)
         with self._lock:
-            self._sources = tuple(s for s in self._sources if s is not native)
+            self._sources = _without(self._sources, source)
 
     def close(self) -> None:
         """Stops observing every source (the instruments stay, with no value)."""

@@ -37,7 +37,7 @@ from prometheus_client.samples import Sample
 
 from . import _native
 from ._native import NativeRegistry, NativeRetentionQueue
-from ._sources import Source, _Native, _native_of
+from ._sources import Source, _Native, _with, _without
 
 __all__ = ["Collector", "register"]
 
@@ -53,16 +53,13 @@ class Collector(_Collector):
 
     def add(self, source: Source) -> None:
         """Collects ``source`` too (once, however often it is added)."""
-        native = _native_of(source)
         with self._lock:
-            if not any(s is native for s in self._sources):
-                self._sources = self._sources + (native,)
+            self._sources = _with(self._sources, source)
 
     def remove(self, source: Source) -> None:
         """Stops collecting ``source``."""
-        native = _native_of(source)
         with self._lock:
-            self._sources = tuple(s for s in self._sources if s is not native)
+            self._sources = _without(self._sources, source)
 
     def collect(self) -> Iterator[Metric]:
         for name, kind, documentation, samples in _native._collect(list(self._sources), Sample):
