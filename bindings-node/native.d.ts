@@ -341,7 +341,8 @@ export declare class NativeRegistry {
   maxNameBytes(): number
   /**
    * Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
-   * or `wire::REGISTRY_FULL` when the registry is full.
+   * but a rejection carries the whole refusal (`wire::registry_rejection`);
+   * `wire::REGISTRY_FULL` when the registry is full.
    */
   acquire(name: string, nowMs: number): number
   /** Reports a call of `name`'s breaker. True if a transition waits. */
@@ -357,12 +358,6 @@ export declare class NativeRegistry {
   takeTransitions(): Array<NativeTransition>
   /** `name`'s licence and state at `nowMs`, or `null` if it has no breaker. */
   licence(name: string, nowMs: number): NativeLicence | null
-  /**
-   * The latest rejection `acquire` made, for `name`: the state gauge of
-   * `name`'s breaker at `nowMs` and why (`"open"`, `"probes_busy"`,
-   * `"limit_full"` or `"held"`).
-   */
-  refusal(name: string, nowMs: number): NativeRefusal
   /**
    * Milliseconds until a call for `name` is worth trying: 0 now, Infinity
    * when held open — or, for a name without a breaker, 0 if one would be
@@ -636,16 +631,6 @@ export interface NativeOutboxOptions {
 }
 
 /**
- * A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
- * whether transitions wait in `takeTransitions` (one the rejection observed).
- */
-export interface NativeRefusal {
-  gauge: number
-  reason: string
-  pending: boolean
-}
-
-/**
  * How a dispatcher retains, as numbers (milliseconds for times); absent:
  * the core's default (no bound, reject, probe with the oldest, never give
  * up, no rate).
@@ -712,6 +697,7 @@ export declare function wireCodes(): WireCodes
 export interface WireCodes {
   transitionPending: number
   registryFull: number
+  heldUs: number
   /** Outcome names (`"success"`, ...) by code. */
   outcomes: Array<string>
   licenceKinds: Array<string>

@@ -19,7 +19,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const pkg = process.env.HALFOPEN_PKG || path.join(__dirname, '..')
-const { CircuitBreaker } = require(pkg)
+const { CircuitBreaker, Registry } = require(pkg)
 const { NativeBreaker } = require(path.join(pkg, 'native.js'))
 const Seed = require('./seed-circuit-breaker.js').CircuitBreaker
 // The wasm package (make wasm-build), through Node's require of ES modules.
@@ -33,6 +33,8 @@ const seedOptions = { name: 'bench', failureThreshold: 5, windowMs: 60_000, open
 // (and answers calls) before its rounds are over (30 s did, mid-measurement).
 const HOUR = 3_600_000
 const openOptions = { ...seedOptions, openTimeoutMs: HOUR }
+/** A breaker's options as a registry's (a registry takes no name). */
+const keyOf = ({ name, ...options }) => options
 // Seed 001's webhook breaker: a slow-call threshold (latency matters for every call).
 const webhookOptions = {
   name: 'bench-webhook',
@@ -132,6 +134,18 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
     make: () => new CircuitBreaker(seedOptions),
+  },
+  // A Registry's key (issue 26: a refusal crosses into the addon once).
+  'halfopen, a Registry key': {
+    closed: () => {
+      const key = new Registry(keyOf(seedOptions)).get('instance-1')
+      return { run: () => key.execute(fn) }
+    },
+    open: async () => {
+      const key = new Registry(keyOf(openOptions)).get('instance-1')
+      for (let i = 0; i < 5; i++) await key.execute(failing).catch(() => {})
+      return { run: () => key.execute(fn) }
+    },
   },
   'halfopen-wasm (the same JavaScript half over the wasm module)': {
     closed: () => {

@@ -13,7 +13,7 @@ const { CircuitBreakerOpenError, fromNative, output, RegistryFullError, snapshot
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter } = require('./platform.js')
-const { REGISTRY_FULL, retryOf, TRANSITION_PENDING } = require('./wire.js')
+const { REGISTRY_FULL, registryRefusalOf, TRANSITION_PENDING } = require('./wire.js')
 
 /**
  * One breaker per name, made on first use, at most `capacity` (default
@@ -302,12 +302,13 @@ class KeyedBreaker {
       return null
     }
     if (code < 0) {
-      const refusal = r._native.refusal(this.name, now)
-      this._refusal[0] = refusal.gauge
-      this._refusal[1] = retryOf(code)
+      // One crossing: the code carries the whole refusal (src/wire.rs).
+      const [gauge, retryAfterMs, reason, pending] = registryRefusalOf(code)
+      this._refusal[0] = gauge
+      this._refusal[1] = retryAfterMs
       this._refusal[2] = false
-      this._refusal[3] = refusal.reason
-      if (refusal.pending) r._transitions()
+      this._refusal[3] = reason
+      if (pending) r._transitions()
       return null
     }
     if (code >= TRANSITION_PENDING) {

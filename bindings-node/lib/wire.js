@@ -27,6 +27,8 @@ const REFUSAL_REASONS = ['open', 'probes_busy', 'limit_full', 'held']
 const TRANSITION_PENDING = 4294967296
 /** A registry's `acquire` when it is full (no idle breaker to evict). */
 const REGISTRY_FULL = -0.5
+/** A registry name's rejection's retry time (µs) when held open until released. */
+const HELD_US = 2 ** 47
 
 /** What `report` did with the message, by code; `EVENTS_WAIT` is added when events wait. */
 const REPORTED = ['delivered', 'retained', 'dead', 'unknown']
@@ -38,6 +40,7 @@ const EVENTS_WAIT_IN_LIST = -1
 const CODES = {
   transitionPending: TRANSITION_PENDING,
   registryFull: REGISTRY_FULL,
+  heldUs: HELD_US,
   outcomes: OUTCOMES,
   licenceKinds: LICENCE_KINDS,
   refusalReasons: REFUSAL_REASONS,
@@ -49,6 +52,19 @@ const CODES = {
 /** A rejection's retry time from `acquire`'s code (`-1 - ms`), exact to the microsecond; held open: Infinity. */
 function retryOf(code) {
   return code === -Infinity ? Infinity : Math.round((-1 - code) * 1000) / 1000
+}
+
+/**
+ * A registry name's rejection from `acquire`'s code (`-1 - (32 × µs + 16 ×
+ * pending + 4 × reason + gauge)`): `[gauge, retryAfterMs, reason, pending]`,
+ * the milliseconds as `ms()` of src/time.rs makes them (held open: Infinity).
+ */
+function registryRefusalOf(code) {
+  const x = -1 - code
+  const low = x % 32
+  const us = (x - low) / 32
+  const retryAfterMs = us === HELD_US ? Infinity : Math.floor(us / 1000) + (us % 1000) / 1000
+  return [low % 4, retryAfterMs, REFUSAL_REASONS[(low >> 2) % 4], low >= 16]
 }
 
 /** `submit`'s code: `{ status: 'send' | 'retained' | 'refused', seq?, events }`. */
@@ -84,6 +100,7 @@ module.exports = {
   TRANSITION_PENDING,
   UNKNOWN,
   nextOf,
+  registryRefusalOf,
   reportedOf,
   retryOf,
   submitted,

@@ -31,5 +31,5 @@ pub use opentelemetry::opentelemetry_instruments;
 pub use options::NativeOptions;
 #[cfg(feature = "node")]
 pub use outbox::{NativeOutbox, outbox_dead_script, outbox_fields, outbox_keys, outbox_lease_script};
-pub use registry::{NativeRefusal, NativeRegistry};
+pub use registry::NativeRegistry;
 pub use wire::{WireCodes, wire_codes};

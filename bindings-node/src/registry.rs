@@ -16,21 +16,9 @@ use crate::options::NativeOptions;
 use crate::time::{duration, elapsed, instant, ms};
 use crate::wire;
 
-/// A rejection: the state gauge (0 closed, 1 half-open, 2 open), why, and
-/// whether transitions wait in `takeTransitions` (one the rejection observed).
-#[cfg_attr(feature = "node", napi(object))]
-#[derive(Default)]
-pub struct NativeRefusal {
-    pub gauge: u32,
-    pub reason: String,
-    pub pending: bool,
-}
-
 #[cfg_attr(feature = "node", napi)]
 pub struct NativeRegistry {
     pub(crate) registry: Registry<Gauges>,
-    /// Why the latest rejection was made (`Wait::reason`).
-    refusal: &'static str,
     /// Transitions not yet taken, with the name of their breaker.
     pub(crate) transitions: Vec<(String, Transition)>,
     /// Its group, once it joins one (`src/registry_group.rs`).
@@ -79,7 +67,7 @@ impl NativeRegistry {
             return Err(Refusal::Registry(halfopen::RegistryError::Capacity).into());
         }
         let registry = Registry::new(config, capacity as usize).map_err(Refusal::from)?;
-        Ok(NativeRegistry { registry, transitions: Vec::new(), refusal: "", group: None })
+        Ok(NativeRegistry { registry, transitions: Vec::new(), group: None })
     }
 
     /// Gives `name` the registry's configuration changed by `options` (the
@@ -100,16 +88,22 @@ impl NativeRegistry {
     }
 
     /// Like `NativeBreaker.acquire` for `name`'s breaker (made on first use),
-    /// or `wire::REGISTRY_FULL` when the registry is full.
+    /// but a rejection carries the whole refusal (`wire::registry_rejection`);
+    /// `wire::REGISTRY_FULL` when the registry is full.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn acquire(&mut self, name: String, now_ms: f64) -> f64 {
-        match self.registry.try_acquire(&name, instant(now_ms)) {
+        let now = instant(now_ms);
+        match self.registry.try_acquire(&name, now) {
             Ok(admission) => {
                 self.keep(&name, admission.transition);
-                if let Err(rejection) = &admission.decision {
-                    self.refusal = rejection.wait.reason();
+                match &admission.decision {
+                    Ok(_) => wire::admission(&admission),
+                    Err(rejection) => {
+                        let gauge = self.registry.peek(&name).map_or(2, |b| b.state(now).gauge());
+                        let pending = !self.transitions.is_empty();
+                        wire::registry_rejection(rejection.retry_after(), rejection.wait.reason(), gauge, pending)
+                    }
                 }
-                wire::admission(&admission)
             }
             Err(_) => wire::REGISTRY_FULL,
         }
@@ -161,15 +155,6 @@ impl NativeRegistry {
     pub fn licence(&self, name: String, now_ms: f64) -> Option<NativeLicence> {
         let pending = self.transitions.iter().any(|(n, _)| *n == name);
         self.registry.peek(&name).map(|b| licence_of(b, instant(now_ms), pending))
-    }
-
-    /// The latest rejection `acquire` made, for `name`: the state gauge of
-    /// `name`'s breaker at `nowMs` and why (`"open"`, `"probes_busy"`,
-    /// `"limit_full"` or `"held"`).
-    #[cfg_attr(feature = "node", napi)]
-    pub fn refusal(&self, name: String, now_ms: f64) -> NativeRefusal {
-        let gauge = self.registry.peek(&name).map_or(2, |b| u32::from(b.state(instant(now_ms)).gauge()));
-        NativeRefusal { gauge, reason: self.refusal.into(), pending: !self.transitions.is_empty() }
     }
 
     /// Milliseconds until a call for `name` is worth trying: 0 now, Infinity

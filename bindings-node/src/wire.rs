@@ -16,6 +16,12 @@
 //!   `-1 - retryAfterMs` (below 0; `-Infinity`: held open until released;
 //!   the reason is read only when needed, `refusalReason`); a registry too
 //!   full for a new name answers [`REGISTRY_FULL`].
+//! - **a registry name's rejection** (`acquire`): everything the refusal
+//!   needs in the one crossing, `-1 - (32 × µs + 16 × pending + 4 × reason
+//!   + gauge)`: µs the retry time in whole microseconds ([`HELD_US`] when
+//!   held open until released), reason the index in [`REFUSAL_REASONS`],
+//!   gauge the breaker's state (0 closed, 1 half-open, 2 open), pending
+//!   whether transitions wait in `takeTransitions`. Exact: below 2^52.
 //! - **outcomes** (`record`, `report`): the index in [`OUTCOMES`].
 //! - **licence kinds** (`NativeLicence.kind`): the index in [`LICENCE_KINDS`];
 //!   under "reject", why (`NativeLicence.refusal`): the index in
@@ -40,6 +46,11 @@ pub(crate) const TRANSITION_PENDING: f64 = 4_294_967_296.0;
 
 /// What a registry's `acquire` answers when it is full (no idle breaker to evict).
 pub(crate) const REGISTRY_FULL: f64 = -0.5;
+
+/// A registry name's rejection's retry time when it is held open until
+/// released (2^47 µs, 4.4 years: a longer retry time is sent as this less
+/// one microsecond).
+pub(crate) const HELD_US: f64 = 140_737_488_355_328.0;
 
 /// The outcomes, by code.
 pub(crate) const OUTCOMES: [Outcome; 4] = Outcome::ALL;
@@ -80,6 +91,18 @@ pub(crate) fn admission(admission: &Admission) -> f64 {
     }
 }
 
+/// A registry name's rejection code (see the module's documentation).
+pub(crate) fn registry_rejection(
+    retry_after: Option<halfopen::Duration>,
+    reason: &str,
+    gauge: u8,
+    pending: bool,
+) -> f64 {
+    let us = retry_after.map_or(HELD_US, |d| (d.as_micros() as f64).min(HELD_US - 1.0));
+    let low = 16 * u32::from(pending) + 4 * refusal_reason(Some(reason)) + u32::from(gauge);
+    -1.0 - (32.0 * us + f64::from(low))
+}
+
 /// A licence kind's code.
 pub(crate) fn licence_kind(kind: &str) -> u32 {
     LICENCE_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u32
@@ -112,6 +135,7 @@ pub(crate) fn reported<M>(reported: Option<&Reported<M>>, events: bool) -> u32 {
 pub struct WireCodes {
     pub transition_pending: f64,
     pub registry_full: f64,
+    pub held_us: f64,
     /// Outcome names (`"success"`, ...) by code.
     pub outcomes: Vec<String>,
     pub licence_kinds: Vec<String>,
@@ -129,6 +153,7 @@ pub fn wire_codes() -> WireCodes {
     WireCodes {
         transition_pending: TRANSITION_PENDING,
         registry_full: REGISTRY_FULL,
+        held_us: HELD_US,
         outcomes: names(&outcomes),
         licence_kinds: names(&LICENCE_KINDS),
         refusal_reasons: names(&REFUSAL_REASONS),

@@ -31,6 +31,43 @@ test('the packed retention values decode to what they say', () => {
   assert.deepEqual(wire.nextOf(d.next(2)), { seqs: [], events: false })
 })
 
+test("a registry name's rejection carries its whole refusal in one number", () => {
+  const { NativeBreaker, NativeRegistry } = native
+  const options = { failureThreshold: 1, openTimeoutMs: 30000.5, halfOpenMaxAttempts: 1, concurrencyLimit: 1 }
+  const r = new NativeRegistry(options, 10)
+  // A single breaker driven alike: its code's retry time is the same (while
+  // closed: no jitter).
+  const b = new NativeBreaker(options, false)
+  const both = (now) => [wire.registryRefusalOf(r.acquire('a', now)), wire.retryOf(b.acquire(now))]
+  // Closed with its one slot taken: limit_full, closed.
+  const first = r.acquire('a', 0)
+  assert.equal(b.acquire(0), first)
+  const [refusal, retry] = both(1)
+  assert.deepEqual(refusal, [0, retry, 'limit_full', false])
+  assert.ok(retry > 0)
+  // The failure trips it (a transition waits, taken here): open.
+  assert.equal(r.record('a', first, 0, wire.FAILURE, 2), true)
+  r.takeTransitions()
+  // (Open for 30000.5 ms and the breaker's own jitter: the hint is the core's.)
+  for (const now of [2, 1002.25]) {
+    const hint = r.retryAfter('a', now)
+    assert.ok(hint > 20000, `${hint}`)
+    assert.deepEqual(wire.registryRefusalOf(r.acquire('a', now)), [2, hint, 'open', false])
+  }
+  // A probe out: probes_busy, half-open; the transition to half-open waits.
+  assert.ok(r.acquire('a', 40000) >= wire.TRANSITION_PENDING)
+  const [gauge, probeRetry, reason, pending] = wire.registryRefusalOf(r.acquire('a', 40001))
+  assert.deepEqual([gauge, reason, pending], [1, 'probes_busy', true])
+  assert.ok(probeRetry > 0)
+  r.takeTransitions()
+  // Held open until released: Infinity, held.
+  r.manual('b', 'force_open', 0)
+  r.takeTransitions()
+  assert.deepEqual(wire.registryRefusalOf(r.acquire('b', 1)), [2, Infinity, 'held', false])
+  // Microseconds to milliseconds as src/time.rs writes them.
+  assert.equal(wire.registryRefusalOf(-1 - (32 * 123456789 + 16 + 4 * 2 + 1))[1], 123456.789)
+})
+
 test('sequence numbers past 2^51 never cross inexactly: such a snapshot is refused, the last one refuses new messages', () => {
   const { RetentionQueue, SnapshotError } = require(process.env.HALFOPEN_PACKAGE || '..')
   const options = { name: 'q', clock: () => 0, concurrencyLimit: 1, maxMessages: 2, overflow: 'dropOldest' }

@@ -199,12 +199,6 @@ function statsOf(f) {
   }
 }
 
-/** A refusal (flat.rs). */
-function refusalOf(f) {
-  const p = at.refusal
-  return { gauge: f[p.gauge], reason: f[p.reason], pending: f[p.pending] }
-}
-
 /** `method` of the module's class, guarded; `parse` turns its result into the addon's. */
 function guarded(method, parse = same) {
   // Five parameters, no rest: the hot calls (acquire, record) stay cheap.
@@ -325,7 +319,6 @@ export const NativeRegistry = guardedClass(
     'manual',
     'takeTransitions',
     'licence',
-    'refusal',
     'retryAfter',
     'mode',
     'metrics',
@@ -336,7 +329,7 @@ export const NativeRegistry = guardedClass(
     'restoreJson',
     'maxNameBytes',
   ],
-  { takeTransitions: transitionsOf, licence: licenceOf, refusal: refusalOf, metrics: metricsOf },
+  { takeTransitions: transitionsOf, licence: licenceOf, metrics: metricsOf },
   ['size', 'evictions'],
 )
 

@@ -7,13 +7,11 @@
 //! agree is checked by `test/flat.test.js`, which compares the objects
 //! built with the Node addon's for the same calls.
 
-use halfopen_node::{
-    NativeDispatchEvent, NativeLicence, NativeMetrics, NativeRefusal, NativeRetentionStats, NativeTransition,
-};
+use halfopen_node::{NativeDispatchEvent, NativeLicence, NativeMetrics, NativeRetentionStats, NativeTransition};
 use wasm_bindgen::prelude::*;
 
 /// Each record's field names, in the order its values come:
-/// `record=field,...;` for licence, metrics, transition, refusal, event, stats.
+/// `record=field,...;` for licence, metrics, transition, event, stats.
 const FIELDS: &str = concat!(
     "licence=kind,generation,untilMs,gauge,slowAfterMs,room,refusal,limited,pending;",
     "metrics=state,admitted,successes,failures,slow,rejections,ignored,cancelled,stale,opens,opensLast24h,",
@@ -21,7 +19,6 @@ const FIELDS: &str = concat!(
     "latencyP99Ms,latencyMaxMs,consecutiveFailures,windowCalls,windowFailures,windowSlow,probesInFlight,",
     "probeSuccesses,inFlight,concurrencyLimit;",
     "transition=name,from,to,reason,atMs;",
-    "refusal=gauge,reason,pending;",
     "event=kind,seq,reason,attempts,from,to,transitionReason,atMs;",
     "stats=retained,inFlight,bytes,submitted,refused,sent,delivered,failed,dead,dropped",
 );
@@ -102,11 +99,6 @@ pub(crate) fn transitions(list: Vec<NativeTransition>) -> Vec<JsValue> {
         out.push(JsValue::from_f64(t.at_ms));
     }
     out
-}
-
-/// gauge, reason, pending.
-pub(crate) fn refusal(r: NativeRefusal) -> Vec<JsValue> {
-    vec![JsValue::from_f64(f64::from(r.gauge)), JsValue::from_str(&r.reason), JsValue::from_bool(r.pending)]
 }
 
 /// Eight values per event: kind, seq (`NaN`: none), reason (`undefined`:

@@ -96,12 +96,6 @@ impl NativeRegistry {
         Ok(value.as_ref().map_or_else(Vec::new, flat::licence))
     }
 
-    /// Why `name`'s call was refused, flat (see `flat::refusal`).
-    pub fn refusal(&self, name: String, now_ms: f64) -> Result<Vec<JsValue>, JsError> {
-        let value = open(&self.0)?.refusal(name, now_ms);
-        Ok(flat::refusal(value))
-    }
-
     #[wasm_bindgen(js_name = retryAfter)]
     pub fn retry_after(&self, name: String, now_ms: f64) -> Result<f64, JsError> {
         Ok(open(&self.0)?.retry_after(name, now_ms))
