@@ -119,9 +119,9 @@ function observeBreakerMetrics(sources, { meter = api.metrics.getMeter('halfopen
   let failures = []
   const callback = (result) => {
     const unlabelled = new Map()
-    // The names each earlier source gave (a name in two sources is kept
+    // The names the earlier sources gave (a name in two sources is kept
     // from the first, and reported).
-    const owners = new Map()
+    const owners = new Set()
     failures = []
     // A copy: a source added during the collection waits for the next.
     for (const source of [...observed]) {
@@ -138,7 +138,7 @@ function observeBreakerMetrics(sources, { meter = api.metrics.getMeter('halfopen
       for (const [sample, name] of samples) {
         if (sample !== STATE_SAMPLE || name === undefined) continue
         if (owners.has(name)) taken.add(name)
-        else owners.set(name, source)
+        else owners.add(name)
       }
       if (taken.size > 0) {
         const names = [...taken].map((n) => JSON.stringify(n)).join(', ')
