@@ -698,6 +698,7 @@ export interface WireCodes {
   transitionPending: number
   registryFull: number
   heldUs: number
+  longUs: number
   /** Outcome names (`"success"`, ...) by code. */
   outcomes: Array<string>
   licenceKinds: Array<string>

@@ -305,7 +305,8 @@ class KeyedBreaker {
       // One crossing: the code carries the whole refusal (src/wire.rs).
       const [gauge, retryAfterMs, reason, pending] = registryRefusalOf(code)
       this._refusal[0] = gauge
-      this._refusal[1] = retryAfterMs
+      // (Past 4.46 years, past what the code holds exactly: asked for.)
+      this._refusal[1] = Number.isNaN(retryAfterMs) ? r._native.retryAfter(this.name, now) : retryAfterMs
       this._refusal[2] = false
       this._refusal[3] = reason
       if (pending) r._transitions()

@@ -29,6 +29,8 @@ const TRANSITION_PENDING = 4294967296
 const REGISTRY_FULL = -0.5
 /** A registry name's rejection's retry time (µs) when held open until released. */
 const HELD_US = 2 ** 47
+/** ... when it is 2^47 µs or more, past what the code holds exactly: ask for it (`retryAfter`). */
+const LONG_US = HELD_US + 1
 
 /** What `report` did with the message, by code; `EVENTS_WAIT` is added when events wait. */
 const REPORTED = ['delivered', 'retained', 'dead', 'unknown']
@@ -41,6 +43,7 @@ const CODES = {
   transitionPending: TRANSITION_PENDING,
   registryFull: REGISTRY_FULL,
   heldUs: HELD_US,
+  longUs: LONG_US,
   outcomes: OUTCOMES,
   licenceKinds: LICENCE_KINDS,
   refusalReasons: REFUSAL_REASONS,
@@ -57,13 +60,14 @@ function retryOf(code) {
 /**
  * A registry name's rejection from `acquire`'s code (`-1 - (32 × µs + 16 ×
  * pending + 4 × reason + gauge)`): `[gauge, retryAfterMs, reason, pending]`,
- * the milliseconds as `ms()` of src/time.rs makes them (held open: Infinity).
+ * the milliseconds as `ms()` of src/time.rs makes them (held open: Infinity;
+ * 2^47 µs or more: NaN, to be asked for with `retryAfter`).
  */
 function registryRefusalOf(code) {
   const x = -1 - code
   const low = x % 32
   const us = (x - low) / 32
-  const retryAfterMs = us === HELD_US ? Infinity : Math.floor(us / 1000) + (us % 1000) / 1000
+  const retryAfterMs = us === HELD_US ? Infinity : us === LONG_US ? Number.NaN : Math.floor(us / 1000) + (us % 1000) / 1000
   return [low % 4, retryAfterMs, REFUSAL_REASONS[(low >> 2) % 4], low >= 16]
 }
 

@@ -19,7 +19,9 @@
 //! - **a registry name's rejection** (`acquire`): everything the refusal
 //!   needs in the one crossing, `-1 - (32 × µs + 16 × pending + 4 × reason
 //!   + gauge)`: µs the retry time in whole microseconds ([`HELD_US`] when
-//!   held open until released), reason the index in [`REFUSAL_REASONS`],
+//!   held open until released, [`LONG_US`] from 2^47 µs on: 4.46 years,
+//!   past what the code holds exactly, asked for with `retryAfter`), reason
+//!   the index in [`REFUSAL_REASONS`],
 //!   gauge the breaker's state (0 closed, 1 half-open, 2 open), pending
 //!   whether transitions wait in `takeTransitions`. Exact: below 2^52.
 //! - **outcomes** (`record`, `report`): the index in [`OUTCOMES`].
@@ -48,9 +50,11 @@ pub(crate) const TRANSITION_PENDING: f64 = 4_294_967_296.0;
 pub(crate) const REGISTRY_FULL: f64 = -0.5;
 
 /// A registry name's rejection's retry time when it is held open until
-/// released (2^47 µs, 4.4 years: a longer retry time is sent as this less
-/// one microsecond).
+/// released (2^47 µs).
 pub(crate) const HELD_US: f64 = 140_737_488_355_328.0;
+/// A registry name's rejection's retry time when it is 2^47 µs or more
+/// (4.46 years): the caller asks for it (`retryAfter`).
+pub(crate) const LONG_US: f64 = HELD_US + 1.0;
 
 /// The outcomes, by code.
 pub(crate) const OUTCOMES: [Outcome; 4] = Outcome::ALL;
@@ -98,7 +102,8 @@ pub(crate) fn registry_rejection(
     gauge: u8,
     pending: bool,
 ) -> f64 {
-    let us = retry_after.map_or(HELD_US, |d| (d.as_micros() as f64).min(HELD_US - 1.0));
+    let us =
+        retry_after.map_or(HELD_US, |d| if d.as_micros() as f64 >= HELD_US { LONG_US } else { d.as_micros() as f64 });
     let low = 16 * u32::from(pending) + 4 * refusal_reason(Some(reason)) + u32::from(gauge);
     -1.0 - (32.0 * us + f64::from(low))
 }
@@ -136,6 +141,7 @@ pub struct WireCodes {
     pub transition_pending: f64,
     pub registry_full: f64,
     pub held_us: f64,
+    pub long_us: f64,
     /// Outcome names (`"success"`, ...) by code.
     pub outcomes: Vec<String>,
     pub licence_kinds: Vec<String>,
@@ -154,6 +160,7 @@ pub fn wire_codes() -> WireCodes {
         transition_pending: TRANSITION_PENDING,
         registry_full: REGISTRY_FULL,
         held_us: HELD_US,
+        long_us: LONG_US,
         outcomes: names(&outcomes),
         licence_kinds: names(&LICENCE_KINDS),
         refusal_reasons: names(&REFUSAL_REASONS),

@@ -64,6 +64,13 @@ test("a registry name's rejection carries its whole refusal in one number", () =
   r.manual('b', 'force_open', 0)
   r.takeTransitions()
   assert.deepEqual(wire.registryRefusalOf(r.acquire('b', 1)), [2, Infinity, 'held', false])
+  // Past 2^47 µs (4.46 years) the code does not hold the time exactly: the
+  // key asks for it (a hostile review found it cut to 2^47 µs).
+  r.manual('c', 'force_open', 0, 1e12)
+  r.takeTransitions()
+  const [longGauge, long, longReason] = wire.registryRefusalOf(r.acquire('c', 1))
+  assert.deepEqual([longGauge, longReason], [2, 'open'])
+  assert.ok(Number.isNaN(long))
   // Microseconds to milliseconds as src/time.rs writes them.
   assert.equal(wire.registryRefusalOf(-1 - (32 * 123456789 + 16 + 4 * 2 + 1))[1], 123456.789)
 })
@@ -79,4 +86,23 @@ test('sequence numbers past 2^51 never cross inexactly: such a snapshot is refus
   const below = RetentionQueue.fromJSON(options, at(2 ** 51 - 1), [])
   assert.deepEqual(below.submit('A'), { status: 'send', seq: 2 ** 51 - 1 })
   assert.deepEqual(below.submit('B'), { status: 'refused' })
+})
+
+test("a Registry key's refusal past 4.46 years says its exact retry time everywhere", async () => {
+  const { CircuitBreaker, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
+  for (const ms of [1e12, 2 ** 53 - 1, 140737488355.329, 140737488355.327]) {
+    const clock = () => 5
+    const registry = new Registry({ clock })
+    const key = registry.get('k')
+    key.forceOpen(ms)
+    const single = new CircuitBreaker({ name: 'k', clock })
+    single.forceOpen(ms)
+    const expected = single.tryAcquire().retryAfterMs
+    assert.equal(key.tryAcquire().retryAfterMs, expected, `${ms}`)
+    assert.equal(key.retryAfterMs(), single.retryAfterMs())
+    const err = await key.execute(async () => 1).catch((e) => e)
+    assert.equal(err.retryAfterMs, expected)
+    const refusal = await registry.get('k').execute(async () => 1, { fallback: (r) => r })
+    assert.equal(refusal.retryAfterMs, expected)
+  }
 })

@@ -6,16 +6,17 @@
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-/// `{transitionPending, registryFull, heldUs, outcomes, licenceKinds, refusalReasons, reported, eventsWait, eventsWaitInList}`.
+/// `{transitionPending, registryFull, heldUs, longUs, outcomes, licenceKinds, refusalReasons, reported, eventsWait, eventsWaitInList}`.
 #[wasm_bindgen(js_name = wireCodes)]
 pub fn wire_codes() -> Result<Object, JsValue> {
     let codes = halfopen_node::wire_codes();
     let names = |list: &[String]| list.iter().map(|s| JsValue::from_str(s)).collect::<Array>();
     let object = Object::new();
-    let fields: [(&str, JsValue); 9] = [
+    let fields: [(&str, JsValue); 10] = [
         ("transitionPending", codes.transition_pending.into()),
         ("registryFull", codes.registry_full.into()),
         ("heldUs", codes.held_us.into()),
+        ("longUs", codes.long_us.into()),
         ("outcomes", names(&codes.outcomes).into()),
         ("licenceKinds", names(&codes.licence_kinds).into()),
         ("refusalReasons", names(&codes.refusal_reasons).into()),
