@@ -143,6 +143,9 @@ class Registry extends EventEmitter {
   }
 }
 
+/** Where a key's refusal is decoded (one for every key: each read at once). */
+const SCRATCH = [0, 0, '', false]
+
 /** A registry's breaker for one name: the `CircuitBreaker` methods that make sense per key. */
 class KeyedBreaker {
   constructor(registry, name) {
@@ -302,14 +305,15 @@ class KeyedBreaker {
       return null
     }
     if (code < 0) {
-      // One crossing: the code carries the whole refusal (src/wire.rs).
-      const [gauge, retryAfterMs, reason, pending] = registryRefusalOf(code)
-      this._refusal[0] = gauge
+      // One crossing: the code carries the whole refusal (src/wire.rs),
+      // decoded into a scratch record (no allocation per refusal).
+      registryRefusalOf(code, SCRATCH)
+      this._refusal[0] = SCRATCH[0]
       // (Past 4.46 years, past what the code holds exactly: asked for.)
-      this._refusal[1] = Number.isNaN(retryAfterMs) ? r._native.retryAfter(this.name, now) : retryAfterMs
+      this._refusal[1] = Number.isNaN(SCRATCH[1]) ? r._native.retryAfter(this.name, now) : SCRATCH[1]
       this._refusal[2] = false
-      this._refusal[3] = reason
-      if (pending) r._transitions()
+      this._refusal[3] = SCRATCH[2]
+      if (SCRATCH[3]) r._transitions()
       return null
     }
     if (code >= TRANSITION_PENDING) {

@@ -59,16 +59,20 @@ function retryOf(code) {
 
 /**
  * A registry name's rejection from `acquire`'s code (`-1 - (32 × µs + 16 ×
- * pending + 4 × reason + gauge)`): `[gauge, retryAfterMs, reason, pending]`,
- * the milliseconds as `ms()` of src/time.rs makes them (held open: Infinity;
- * 2^47 µs or more: NaN, to be asked for with `retryAfter`).
+ * pending + 4 × reason + gauge)`), written into `out` (no allocation on the
+ * call path): `[gauge, retryAfterMs, reason, pending]`, the milliseconds as
+ * `ms()` of src/time.rs makes them (held open: Infinity; 2^47 µs or more:
+ * NaN, to be asked for with `retryAfter`). Returns `out`.
  */
-function registryRefusalOf(code) {
+function registryRefusalOf(code, out = [0, 0, '', false]) {
   const x = -1 - code
   const low = x % 32
   const us = (x - low) / 32
-  const retryAfterMs = us === HELD_US ? Infinity : us === LONG_US ? Number.NaN : Math.floor(us / 1000) + (us % 1000) / 1000
-  return [low % 4, retryAfterMs, REFUSAL_REASONS[(low >> 2) % 4], low >= 16]
+  out[0] = low % 4
+  out[1] = us === HELD_US ? Infinity : us === LONG_US ? Number.NaN : Math.floor(us / 1000) + (us % 1000) / 1000
+  out[2] = REFUSAL_REASONS[(low >> 2) % 4]
+  out[3] = low >= 16
+  return out
 }
 
 /** `submit`'s code: `{ status: 'send' | 'retained' | 'refused', seq?, events }`. */

@@ -107,7 +107,7 @@ def test_a_failing_source_is_reported_and_the_others_still_observed(caplog: pyte
     good = halfopen.CircuitBreaker("good")
     bad: halfopen.Dispatcher[str] = halfopen.Dispatcher("bad", lambda m: None, concurrency_limit=1)
     meter, reader = sdk()
-    observe(good, bad, meter=meter)
+    handle = observe(good, bad, meter=meter)
     # A reading that fails (as the native _collect does when it runs out of memory).
     import halfopen.opentelemetry as module
 
@@ -128,6 +128,10 @@ def test_a_failing_source_is_reported_and_the_others_still_observed(caplog: pyte
     assert point(metrics["circuit.state"], {NAME_ATTRIBUTE: "bad"}) is None
     failures = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], MemoryError)]
     assert len(failures) == 1, caplog.records
+    # Where the program reads it (the SDK only logs).
+    assert [type(e) for e in handle.errors] == [MemoryError]
+    collected(reader)
+    assert handle.errors == ()
 
 
 def test_close_stops_observing_and_bad_sources_are_type_errors() -> None:
@@ -169,7 +173,7 @@ def test_a_name_in_two_sources_is_the_first_ones_and_raised(caplog: pytest.LogCa
     with pytest.raises(ZeroDivisionError):
         second.call(lambda: 1 / 0)
     meter, reader = sdk()
-    observe(first, second, halfopen.CircuitBreaker("other"), meter=meter)
+    handle = observe(first, second, halfopen.CircuitBreaker("other"), meter=meter)
     with caplog.at_level(logging.ERROR):
         metrics = collected(reader)
     assert point(metrics["circuit.failures"], {NAME_ATTRIBUTE: "api"}) == 0
@@ -177,6 +181,7 @@ def test_a_name_in_two_sources_is_the_first_ones_and_raised(caplog: pytest.LogCa
     assert point(metrics["circuit.state"], {NAME_ATTRIBUTE: "other"}) == 0
     raised = [r.exc_info[1] for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], ValueError)]
     assert len(raised) == 1 and "api" in str(raised[0])
+    assert [str(e) for e in handle.errors] == [str(raised[0])]
 
 
 def test_the_global_meter_provider_by_default() -> None:

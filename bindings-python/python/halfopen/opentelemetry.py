@@ -21,7 +21,8 @@ registry's own series (breakers held, evictions) have no attributes and are
 summed over the registries. A source that fails to give its figures does
 not stop the others: their values are observed, and the failure is raised
 from a callback of its own on ``circuit.state`` (the SDK logs a failed
-callback with its traceback, and keeps what the other callbacks observed).
+callback with its traceback, and keeps what the other callbacks observed),
+and kept in the handle's ``errors`` for the program to act on.
 A breaker name in two sources (OpenTelemetry keeps one value per instrument
 and attribute set) is the first source's, and raised the same way.
 """
@@ -109,6 +110,7 @@ class BreakerMetrics:
         self._points: Dict[str, List[_Point]] = {}
         self._asked: Set[str] = set()
         self._failures: List[BaseException] = []
+        self._errors: Tuple[BaseException, ...] = ()
         create: Dict[str, Callable[..., _Observable]] = {
             "gauge": meter.create_observable_gauge,
             "counter": meter.create_observable_counter,
@@ -141,6 +143,15 @@ class BreakerMetrics:
         with self._lock:
             self._closed = True
             self._sources = ()
+
+    @property
+    def errors(self) -> Tuple[BaseException, ...]:
+        """What went wrong in the latest collection: a source whose reading
+        failed, a breaker name in two sources (empty when all went well).
+        The SDK only logs a failed callback; this is where a program reads
+        it."""
+        with self._lock:
+            return self._errors
 
     def _reopen(self) -> None:
         with self._lock:
@@ -201,6 +212,7 @@ class BreakerMetrics:
             points.setdefault(name, []).append((total, {}))
         self._points, self._asked = points, set()
         self._failures = failures
+        self._errors = tuple(failures)
 
     def _report(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
