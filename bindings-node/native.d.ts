@@ -32,13 +32,13 @@ export declare class NativeBreaker {
   record(generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
   /** What JavaScript may do without asking from `nowMs`. */
   licence(nowMs: number): NativeLicence
-  /** Counts `count` calls admitted under a licence, the first at `firstMs`. */
-  admitLicensed(count: number, firstMs: number): void
   /**
-   * Reports `count` successes of licensed calls of `generation`, the
-   * latest read at `atMs`. True if a transition waits.
+   * Hands over what was done under the licence of `generation`:
+   * `admitted` calls, the first read at `firstMs`, and `successes` of
+   * them, the latest read at `atMs` (the core's `hand_over`, which orders
+   * them). True if a transition waits.
    */
-  recordSuccesses(generation: number, count: number, atMs: number): boolean
+  handOver(admitted: number, firstMs: number, generation: number, successes: number, atMs: number): boolean
   /** Counts `count` calls rejected under a licence. */
   countRejections(count: number, nowMs: number): void
   /** The transitions that happened since the last call, oldest first. */

@@ -207,7 +207,11 @@ const contenders = {
   },
 }
 
-async function time(run, calls) {
+// Each contender is timed by a loop of its own: one loop shared by all has
+// one `run()` call site that sees every contender, and what V8 then inlines
+// depends on which ran before (the same build's overhead moved by half
+// between runs); a loop per contender keeps its call site to one function.
+const LOOP = `return (async () => {
   const start = process.hrtime.bigint()
   for (let i = 0; i < calls; i++) {
     try {
@@ -215,6 +219,17 @@ async function time(run, calls) {
     } catch {}
   }
   return Number(process.hrtime.bigint() - start) / calls
+})()`
+const loops = new Map()
+
+/** ns per `run()` over `calls` awaited calls, in `run`'s own loop. */
+function time(run, calls) {
+  let loop = loops.get(run)
+  if (loop === undefined) {
+    loop = new Function('run', 'calls', LOOP)
+    loops.set(run, loop)
+  }
+  return loop(run, calls)
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]

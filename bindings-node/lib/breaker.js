@@ -16,6 +16,16 @@
 // The licence is asked again after anything that can change it: a
 // transition, a manual operation, a restore, or its time running out; with
 // a concurrency limit, also after every call and report that crosses.
+//
+// With the default clock and no slow-call threshold, a success under
+// "admit until T" reads no clock: an unref'd timer at T (platform.js's
+// `afterMs`) ends its batching, and until it fires a success counts as read
+// at the latest reading taken (the first admission of a batch reads one),
+// which lies in T's window bucket. A timer fires late only by the event
+// loop's lateness, so that bounds how much later than T a success can still
+// count in T's bucket (a success settled in a late turn was already read
+// that late by the plain protocol). Where no timer is trusted (halfopen-wasm:
+// workerd, browsers) every such success reads the clock.
 
 const { NativeBreaker } = require('../native.js')
 const { execute } = require('./call.js')
@@ -24,7 +34,7 @@ const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
-const { EventEmitter, nativeBytes } = require('./platform.js')
+const { EventEmitter, afterMs, cancel, nativeBytes } = require('./platform.js')
 const { ADMIT, OUTCOME_CODES, REFUSAL_REASONS, REJECT, retryOf, SUCCESS, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
@@ -123,6 +133,8 @@ class CircuitBreaker {
     this._room = Infinity // under "admit": calls that may still be admitted without asking
     this._limited = false // whether a concurrency limit is configured (set with the licence)
     this._pending = false // whether transitions waited when the licence was asked
+    this._watched = false // under "admit": whether successes need no clock reading (see the top)
+    this._watchTimer = undefined // the timer at the licence's end, until it fires
     this._refusalReason = 'open' // the latest rejection's reason
     this._refusalGauge = 0 // and its state
     this._licenceRefusal = 'open' // under "reject": why (the licence says)
@@ -350,6 +362,9 @@ class CircuitBreaker {
       const slow = this._slowAfter !== Infinity
       if (slow || !this._monotonic || this._admitted === 0) {
         const now = read(this)
+        // A reading past the licence's end ends its watch, if its timer has
+        // not (a timer replaced, or faked and not advanced).
+        if (!(now < this._until)) this._watched = false
         if (this._admitted === 0) this._admittedAt = now
         this._admitted += 1
         // With a slow-call threshold, the call's latency needs its start.
@@ -375,16 +390,15 @@ class CircuitBreaker {
    * caused. A success admitted under the licence that still holds joins the
    * batch if its reading is before the licence's end and it was not slow (a
    * success within 2 µs of the threshold is left to the core, whose
-   * microseconds decide). No reading at all when neither time nor latency
-   * matters (`until` and `slowAfter` Infinity) and the clock is the default,
-   * monotonic one.
+   * microseconds decide). No reading at all while the licence is watched
+   * (see the top): the default clock, no slow-call threshold, and an end
+   * that is Infinity or not yet reached by its timer.
    */
   _settle(permit, outcome, event, payload) {
     let now
     if (outcome === SUCCESS && permit.licensed === true && permit.generation === this._generation && this._kind === ADMIT) {
       const slowAfter = this._slowAfter
-      const needless = this._until === Infinity && slowAfter === Infinity && this._monotonic
-      now = needless ? this._last : readToReport(this)
+      now = this._watched ? this._last : readToReport(this)
       if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
         this._batch += 1
         this._batchAt = now
@@ -449,19 +463,16 @@ class CircuitBreaker {
   /** Hands everything done under the licence to the core; true if a transition waits. */
   _flush(now) {
     let pending = false
-    // Nothing may tell the core a later time before the successes: the
-    // admissions go first only if the first was read no later than the
-    // batch (else none of the batch's calls is among them), so that a
-    // success never ends a call the core has not yet counted in flight.
-    if (this._batch === 0 || this._admittedAt <= this._batchAt) this._handAdmissions()
-    if (this._batch > 0) {
-      const count = this._batch
+    if (this._admitted > 0 || this._batch > 0) {
+      const admitted = this._admitted
+      const successes = this._batch
+      this._admitted = 0
       this._batch = 0
-      // A batch is only of the licence's generation: every change of
-      // licence follows a native call, and every native call a flush.
-      pending = this._native.recordSuccesses(this._generation, count, this._batchAt)
+      // One crossing; the core orders the admissions and the successes. A
+      // batch is only of the licence's generation: every change of licence
+      // follows a native call, and every native call a flush.
+      pending = this._native.handOver(admitted, this._admittedAt, this._generation, successes, this._batchAt)
     }
-    this._handAdmissions()
     if (this._rejections > 0) {
       const count = this._rejections
       this._rejections = 0
@@ -470,19 +481,14 @@ class CircuitBreaker {
     return pending
   }
 
-  /** Hands the admissions made under the licence to the core, if any. */
-  _handAdmissions() {
-    if (this._admitted === 0) return
-    const count = this._admitted
-    this._admitted = 0
-    this._native.admitLicensed(count, this._admittedAt)
-  }
-
   _relicense(now) {
     const licence = this._native.licence(now)
+    const until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
+    const watchable = licence.kind === ADMIT && this._monotonic && licence.slowAfterMs === Infinity
+    this._watched = watchable ? this._watch(until) : this._unwatch()
     this._kind = licence.kind
     this._generation = licence.generation
-    this._until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
+    this._until = until
     this._gauge = licence.gauge
     this._slowAfter = licence.slowAfterMs
     this._room = licence.room
@@ -494,6 +500,37 @@ class CircuitBreaker {
     if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {
       this._licensed = { generation: licence.generation, issuedAtMs: now, licensed: true }
     }
+  }
+
+  /**
+   * Watches `until`, the end of a licence to admit (before `_until` is set
+   * to it): true if its successes need no reading. An end already watched
+   * keeps its timer.
+   */
+  _watch(until) {
+    if (until === Infinity) return this._unwatch() || true
+    if (this._watchTimer !== undefined && until === this._until) return true
+    this._unwatch()
+    if (afterMs === undefined) return false
+    // (A weak reference: a breaker no one holds is not kept for its timer.)
+    const self = new WeakRef(this)
+    this._watchTimer = afterMs(until - this._clock(), () => self.deref()?._watchEnded())
+    return true
+  }
+
+  /** Cancels the timer at the licence's end, if any; false. */
+  _unwatch() {
+    if (this._watchTimer !== undefined) {
+      cancel(this._watchTimer)
+      this._watchTimer = undefined
+    }
+    return false
+  }
+
+  /** The licence's end came: successes read the clock again. */
+  _watchEnded() {
+    this._watchTimer = undefined
+    this._watched = false
   }
 
   _manual(op) {

@@ -7,6 +7,7 @@
 // reading with a warning.
 
 const { warnCallback } = require('./errors.js')
+const { performance } = require('./platform.js')
 
 function clockError(value, cause) {
   const got = cause !== undefined ? 'an exception' : value === null ? 'null' : typeof value === 'number' ? String(value) : typeof value
@@ -25,7 +26,11 @@ function clockError(value, cause) {
  * times (a licence's end) agree with the core's own.
  */
 function read(host) {
-  readRaw(host)
+  // The default clock (performance.now) needs no check: a finite number.
+  if (host._monotonic === true) {
+    const now = quantize(performance.now())
+    if (now > host._last) host._last = now
+  } else readRaw(host)
   return host._last
 }
 

@@ -17,4 +17,21 @@ const nativeBytes = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes
 /** Reports a warning (an Error with `code`) the way the platform does. */
 const emitWarning = (warning) => process.emitWarning(warning)
 
-module.exports = { EventEmitter, emitWarning, nativeBytes, performance, randomHex64 }
+/**
+ * Calls `callback` once, `ms` from now, without keeping the process alive;
+ * returns what `cancel` takes. A breaker's licence ends on it, so that its
+ * successes need no clock reading (lib/breaker.js). Node fires a timer late
+ * only by the event loop's own lateness. (The global `setTimeout`, looked up
+ * at each call: test runners' fake timers replace it.)
+ */
+function afterMs(ms, callback) {
+  const timer = setTimeout(callback, ms)
+  // (A replaced setTimeout may answer a number.)
+  if (typeof timer?.unref === 'function') timer.unref()
+  return timer
+}
+
+/** Cancels an `afterMs`. */
+const cancel = (timer) => clearTimeout(timer)
+
+module.exports = { EventEmitter, afterMs, cancel, emitWarning, nativeBytes, performance, randomHex64 }

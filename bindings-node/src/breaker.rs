@@ -185,17 +185,13 @@ impl NativeBreaker {
         licence_of(&self.breaker, instant(now_ms), !self.transitions.is_empty())
     }
 
-    /// Counts `count` calls admitted under a licence, the first at `firstMs`.
+    /// Hands over what was done under the licence of `generation`:
+    /// `admitted` calls, the first read at `firstMs`, and `successes` of
+    /// them, the latest read at `atMs` (the core's `hand_over`, which orders
+    /// them). True if a transition waits.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn admit_licensed(&mut self, count: u32, first_ms: f64) {
-        self.breaker.admit_licensed(count, instant(first_ms));
-    }
-
-    /// Reports `count` successes of licensed calls of `generation`, the
-    /// latest read at `atMs`. True if a transition waits.
-    #[cfg_attr(feature = "node", napi(catch_unwind))]
-    pub fn record_successes(&mut self, generation: u32, count: u32, at_ms: f64) -> bool {
-        let t = self.breaker.record_successes(generation, count, instant(at_ms));
+    pub fn hand_over(&mut self, admitted: u32, first_ms: f64, generation: u32, successes: u32, at_ms: f64) -> bool {
+        let t = self.breaker.hand_over(admitted, instant(first_ms), generation, successes, instant(at_ms));
         self.keep(t)
     }
 

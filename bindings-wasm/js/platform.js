@@ -177,4 +177,12 @@ function emitWarning(warning) {
   else console.warn(warning)
 }
 
-export { EventEmitter, emitWarning, nativeBytes, performance, randomHex64 }
+/**
+ * No timer ends a breaker's licence here, so its successes read the clock
+ * (lib/breaker.js): workerd drops a request's timers with its context, and
+ * a browser fires a background tab's timers up to a minute late.
+ */
+const afterMs = undefined
+const cancel = undefined
+
+export { EventEmitter, afterMs, cancel, emitWarning, nativeBytes, performance, randomHex64 }

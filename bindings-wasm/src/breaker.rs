@@ -55,15 +55,16 @@ impl NativeBreaker {
         Ok(flat::licence(&value))
     }
 
-    #[wasm_bindgen(js_name = admitLicensed)]
-    pub fn admit_licensed(&self, count: u32, first_ms: f64) -> Result<(), JsError> {
-        open(&self.0)?.admit_licensed(count, first_ms);
-        Ok(())
-    }
-
-    #[wasm_bindgen(js_name = recordSuccesses)]
-    pub fn record_successes(&self, generation: u32, count: u32, at_ms: f64) -> Result<bool, JsError> {
-        Ok(open(&self.0)?.record_successes(generation, count, at_ms))
+    #[wasm_bindgen(js_name = handOver)]
+    pub fn hand_over(
+        &self,
+        admitted: u32,
+        first_ms: f64,
+        generation: u32,
+        successes: u32,
+        at_ms: f64,
+    ) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.hand_over(admitted, first_ms, generation, successes, at_ms))
     }
 
     #[wasm_bindgen(js_name = countRejections)]

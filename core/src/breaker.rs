@@ -284,9 +284,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
         }
         // At `first`, not the latest time seen: if these are the first calls
         // the breaker ever admitted, its time in states starts there.
-        for _ in 0..count {
-            self.meter.admitted(first);
-        }
+        self.meter.admitted_many(first, count);
     }
 
     /// Reports `count` successes of calls admitted under a
@@ -295,10 +293,59 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// latency is not measured. From a generation that has passed, they are
     /// stale.
     pub fn record_successes(&mut self, generation: u32, count: u32, at: Instant) -> Option<Transition> {
+        // The common case at once: as many `record` hot paths (each sees the
+        // same time, so the same latency, and changes no phase).
+        if count > 0
+            && self.phase == Phase::Closed
+            && generation == self.generation
+            && !self.limiter.give_up_pending()
+            && !policy::is_slow(self.config(), self.latest.max(at) - at)
+        {
+            let now = self.latest.max(at);
+            let c = self.config.borrow();
+            self.latest = now;
+            self.consecutive = 0;
+            self.in_flight = self.in_flight.saturating_sub(count);
+            self.limiter.reported();
+            self.limiter.succeeded_many(c, count);
+            let window = c.window;
+            self.window.record_successes(window, now, count);
+            self.tally.calls += u64::from(count);
+            let report = Report { outcome: Outcome::Success, latency: now - at, slow: false, stale: false };
+            self.meter.reported_many(report, count);
+            return None;
+        }
         let mut transition = None;
         for _ in 0..count {
             let reported = self.record(Permit { generation, issued_at: at }, Outcome::Success, at);
             transition = transition.or(reported);
+        }
+        transition
+    }
+
+    /// Hands over, in one step, what a binding did under a
+    /// [`Licence::Admit`] of `generation` since it last did: `admitted`
+    /// calls, the first read at `first` ([`admit_licensed`](Self::admit_licensed)),
+    /// and `successes` ([`record_successes`](Self::record_successes), the
+    /// latest read at `at`). The admissions go first unless the first was
+    /// read after `at` (then none of the successes' calls is among them), so
+    /// that nothing tells the breaker a later time before the successes and
+    /// no success ends a call not yet counted in flight.
+    pub fn hand_over(
+        &mut self,
+        admitted: u32,
+        first: Instant,
+        generation: u32,
+        successes: u32,
+        at: Instant,
+    ) -> Option<Transition> {
+        let admissions_first = successes == 0 || first <= at;
+        if admitted > 0 && admissions_first {
+            self.admit_licensed(admitted, first);
+        }
+        let transition = self.record_successes(generation, successes, at);
+        if admitted > 0 && !admissions_first {
+            self.admit_licensed(admitted, first);
         }
         transition
     }

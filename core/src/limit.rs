@@ -311,6 +311,16 @@ impl Limiter {
         }
     }
 
+    /// `count` successes were counted: as many [`succeeded`](Self::succeeded)s
+    /// (nothing to do without an adaptive limit).
+    pub(crate) fn succeeded_many(&mut self, c: &Config, count: u32) {
+        if adaptive(c).is_some() {
+            for _ in 0..count {
+                self.succeeded(c);
+            }
+        }
+    }
+
     /// One success's growth: one step below the threshold, a credit above
     /// it (a step per `limit` credits). A step needs a refusal before the next.
     fn grow(&mut self, max: u32) {

@@ -29,6 +29,12 @@ pub trait Meter {
     fn admitted(&mut self, now: Instant) {
         let _ = now;
     }
+    /// `count` calls were admitted at `now` (a binding's licensed batch).
+    fn admitted_many(&mut self, now: Instant, count: u32) {
+        for _ in 0..count {
+            self.admitted(now);
+        }
+    }
     /// A call was rejected at `now`.
     fn rejected(&mut self, now: Instant) {
         let _ = now;
@@ -36,6 +42,12 @@ pub trait Meter {
     /// A call was reported.
     fn reported(&mut self, report: Report) {
         let _ = report;
+    }
+    /// `count` calls were reported alike (a binding's batch of successes).
+    fn reported_many(&mut self, report: Report, count: u32) {
+        for _ in 0..count {
+            self.reported(report);
+        }
     }
     /// The state changed.
     fn transitioned(&mut self, transition: &Transition) {
@@ -57,6 +69,11 @@ impl<M: Meter> Meter for Option<M> {
             m.admitted(now);
         }
     }
+    fn admitted_many(&mut self, now: Instant, count: u32) {
+        if let Some(m) = self {
+            m.admitted_many(now, count);
+        }
+    }
     fn rejected(&mut self, now: Instant) {
         if let Some(m) = self {
             m.rejected(now);
@@ -65,6 +82,11 @@ impl<M: Meter> Meter for Option<M> {
     fn reported(&mut self, report: Report) {
         if let Some(m) = self {
             m.reported(report);
+        }
+    }
+    fn reported_many(&mut self, report: Report, count: u32) {
+        if let Some(m) = self {
+            m.reported_many(report, count);
         }
     }
     fn transitioned(&mut self, transition: &Transition) {
@@ -83,11 +105,17 @@ impl<M: Meter + ?Sized> Meter for alloc::boxed::Box<M> {
     fn admitted(&mut self, now: Instant) {
         (**self).admitted(now);
     }
+    fn admitted_many(&mut self, now: Instant, count: u32) {
+        (**self).admitted_many(now, count);
+    }
     fn rejected(&mut self, now: Instant) {
         (**self).rejected(now);
     }
     fn reported(&mut self, report: Report) {
         (**self).reported(report);
+    }
+    fn reported_many(&mut self, report: Report, count: u32) {
+        (**self).reported_many(report, count);
     }
     fn transitioned(&mut self, transition: &Transition) {
         (**self).transitioned(transition);
@@ -102,6 +130,10 @@ impl<A: Meter, B: Meter> Meter for (A, B) {
         self.0.admitted(now);
         self.1.admitted(now);
     }
+    fn admitted_many(&mut self, now: Instant, count: u32) {
+        self.0.admitted_many(now, count);
+        self.1.admitted_many(now, count);
+    }
     fn rejected(&mut self, now: Instant) {
         self.0.rejected(now);
         self.1.rejected(now);
@@ -109,6 +141,10 @@ impl<A: Meter, B: Meter> Meter for (A, B) {
     fn reported(&mut self, report: Report) {
         self.0.reported(report);
         self.1.reported(report);
+    }
+    fn reported_many(&mut self, report: Report, count: u32) {
+        self.0.reported_many(report, count);
+        self.1.reported_many(report, count);
     }
     fn transitioned(&mut self, transition: &Transition) {
         self.0.transitioned(transition);

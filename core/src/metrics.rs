@@ -150,7 +150,13 @@ impl Metrics {
 /// Counts one more, saturating.
 #[inline]
 fn bump(counter: &mut u64) {
-    *counter = counter.saturating_add(1);
+    add(counter, 1);
+}
+
+/// Counts `count` more, saturating.
+#[inline]
+fn add(counter: &mut u64, count: u32) {
+    *counter = counter.saturating_add(u64::from(count));
 }
 
 fn hour(t: Instant) -> u32 {
@@ -163,22 +169,36 @@ impl Meter for Metrics {
         bump(&mut self.counters.admitted);
     }
 
+    fn admitted_many(&mut self, now: Instant, count: u32) {
+        if count > 0 {
+            self.touch(now);
+            add(&mut self.counters.admitted, count);
+        }
+    }
+
     fn rejected(&mut self, now: Instant) {
         self.touch(now);
         bump(&mut self.counters.rejections);
     }
 
     fn reported(&mut self, report: Report) {
+        self.reported_many(report, 1);
+    }
+
+    fn reported_many(&mut self, report: Report, count: u32) {
         let c = &mut self.counters;
-        bump(match report.outcome {
-            _ if report.stale => &mut c.stale,
-            Outcome::Ignored => &mut c.ignored,
-            Outcome::Cancelled => &mut c.cancelled,
-            Outcome::Success if !report.slow => &mut c.successes,
-            Outcome::Success | Outcome::Failure => &mut c.failures,
-        });
+        add(
+            match report.outcome {
+                _ if report.stale => &mut c.stale,
+                Outcome::Ignored => &mut c.ignored,
+                Outcome::Cancelled => &mut c.cancelled,
+                Outcome::Success if !report.slow => &mut c.successes,
+                Outcome::Success | Outcome::Failure => &mut c.failures,
+            },
+            count,
+        );
         if report.slow {
-            bump(&mut c.slow);
+            add(&mut c.slow, count);
         }
     }
 

@@ -67,6 +67,16 @@ impl WindowState {
         }
     }
 
+    /// Counts `count` successes (neither failed nor slow) at `now`: as
+    /// many [`record`](Self::record)s.
+    pub(crate) fn record_successes(&mut self, window: Window, now: Instant, count: u32) {
+        match (self, window) {
+            (WindowState::Time(ring), Window::Time(span)) => ring.record_successes(span, now, count),
+            (WindowState::Count(ring), _) => ring.record_successes(count),
+            (WindowState::Off, _) | (WindowState::Time(_), Window::Count(_)) => {}
+        }
+    }
+
     pub(crate) fn totals(&self, window: Window, now: Instant) -> WindowCounts {
         match (self, window) {
             (WindowState::Time(ring), Window::Time(span)) => ring.totals(span, now),
@@ -164,6 +174,12 @@ impl TimeRing {
         bucket.slow = bucket.slow.saturating_add(u32::from(slow));
     }
 
+    fn record_successes(&mut self, span: Duration, now: Instant, count: u32) {
+        self.advance(span, now);
+        let bucket = &mut self.buckets[usize::from(self.newest_slot) & (SLOTS - 1)];
+        bucket.calls = bucket.calls.saturating_add(count);
+    }
+
     fn totals(&self, span: Duration, now: Instant) -> WindowCounts {
         let ahead = self.ahead(width(span), now);
         let mut totals = WindowCounts::default();
@@ -211,6 +227,18 @@ impl CountRing {
         set_bit(&mut self.slow, i, slow);
         self.next = (self.next + 1) % self.capacity;
         self.len = (self.len + 1).min(self.capacity);
+    }
+
+    /// `count` successes: past a full ring's worth, only where the next
+    /// outcome goes still moves.
+    fn record_successes(&mut self, count: u32) {
+        let capacity = u32::from(self.capacity);
+        for _ in 0..count.min(capacity) {
+            self.record(false, false);
+        }
+        let rest = count.saturating_sub(capacity) % capacity;
+        // `rest` < capacity ≤ 128, so the sum fits a u32 and the result a u8.
+        self.next = ((u32::from(self.next) + rest) % capacity) as u8;
     }
 
     fn totals(&self) -> WindowCounts {
@@ -333,6 +361,34 @@ mod tests {
 
     fn ms(v: u64) -> Instant {
         Instant::from_millis(v)
+    }
+
+    #[test]
+    fn successes_at_once_leave_a_ring_as_one_by_one() {
+        let span = Duration::from_millis(8_000);
+        for capacity in [1u8, 3, 64, 128] {
+            for count in [0u32, 1, 2, u32::from(capacity) - 1, u32::from(capacity), u32::from(capacity) + 5, 1_000] {
+                // A ring with failures in it, its next slot not at the start.
+                let mut one = CountRing::new(capacity);
+                for i in 0..u32::from(capacity) + 2 {
+                    one.record(i % 3 == 0, i % 5 == 0);
+                }
+                let mut many = one.clone();
+                for _ in 0..count {
+                    one.record(false, false);
+                }
+                many.record_successes(count);
+                assert_eq!(many, one, "capacity {capacity}, {count} successes");
+            }
+        }
+        let mut one = TimeRing::new(span);
+        one.record(span, ms(0), true, false);
+        let mut many = one.clone();
+        for _ in 0..300 {
+            one.record(span, ms(9_500), false, false);
+        }
+        many.record_successes(span, ms(9_500), 300);
+        assert_eq!(many, one);
     }
 
     #[test]

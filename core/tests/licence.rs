@@ -43,23 +43,10 @@ struct Binding {
 
 impl Binding {
     fn flush(&mut self, now: Instant) {
-        // Nothing may tell the breaker a later time before the successes: the
-        // admissions go first only if the first was read no later than they
-        // were (else none of the batch's calls is among them).
         let (count, first) = self.admitted;
-        let admissions_first = self.batch.is_none_or(|(_, _, at)| first <= at);
-        if count > 0 && admissions_first {
-            self.breaker.admit_licensed(count, first);
-        }
-        if let Some((generation, count, at)) = self.batch.take() {
-            self.transitions.extend(self.breaker.record_successes(generation, count, at));
-        }
-        if count > 0 {
-            if !admissions_first {
-                self.breaker.admit_licensed(count, first);
-            }
-            self.admitted = (0, now);
-        }
+        let (generation, successes, at) = self.batch.take().unwrap_or((0, 0, first));
+        self.transitions.extend(self.breaker.hand_over(count, first, generation, successes, at));
+        self.admitted = (0, now);
         if self.rejections > 0 {
             self.breaker.count_rejections(self.rejections, now);
             self.rejections = 0;
