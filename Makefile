@@ -144,12 +144,13 @@ wasm-build: setup-wasm
 
 # The Node package's API tests run against the wasm package too (same files,
 # HALFOPEN_PACKAGE) and against the Node package's own WebAssembly fallback
-# (HALFOPEN_BACKEND=wasm, with the Node package's OpenTelemetry entry), then
+# (HALFOPEN_BACKEND=wasm, with the Node package's OpenTelemetry entry and its
+# licence timer, which halfopen-wasm has not), then
 # the wasm package's own: workerd, poisoning, packing.
 SHARED_NODE_TESTS := errors wire sizes breaker conformance limit review differential defects prom-client dispatcher retry-libraries
 test-wasm: wasm-build node-build setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
-	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js) test/opentelemetry.test.js
+	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js) test/opentelemetry.test.js test/licence-timer.test.js
 	cd $(WASM_DIR) && node --test test/
 
 # The WebAssembly component (bindings-wasm/component, WIT in its wit/):

@@ -524,6 +524,12 @@ export interface NativeLicence {
    * `Infinity`: no limit.
    */
   room: number
+  /**
+   * Under "admit": whether a success's window bucket can decide a trip
+   * (then read each success's time; else a timer at `untilMs` may end the
+   * batching, and a late one only moves the window's metrics).
+   */
+  bucketDecides: boolean
   /** Under "reject": why, the core's reason's code (`wire::REFUSAL_REASONS`). */
   refusal: number
   /**

@@ -242,6 +242,9 @@ async function measure(kind) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, r] of Object.entries(runs)) {
       results[name] ||= []
+      // Each starts with a clean heap: no contender pays for the garbage of
+      // the one before it.
+      global.gc()
       results[name].push(await time(r.run, CALLS))
     }
   }
@@ -260,14 +263,20 @@ function memory(make) {
   return { heap: per('heapUsed'), rss: per('rss') }
 }
 
-/** A redis-server on a free port for the group contender (stopped at exit). */
+/** A redis-server on a free port for the group contender, a client, and `stop()` (also at exit). */
 async function startRedis() {
   const port = 20000 + Math.floor(Math.random() * 20000)
   const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'])
   await new Promise((resolve) => server.stdout.on('data', (d) => String(d).includes('Ready to accept') && resolve()))
   process.on('exit', () => server.kill())
   const Redis = require(require.resolve('ioredis', { paths: [pkg] }))
-  return new Redis({ host: '127.0.0.1', port })
+  const redis = new Redis({ host: '127.0.0.1', port })
+  // (The client and the server's pipes would keep the process alive.)
+  const stop = () => {
+    redis.disconnect()
+    server.kill()
+  }
+  return { redis, stop }
 }
 
 // `node --expose-gc bench/bench.js [closed] [open] [fallback]`: only those
@@ -297,14 +306,17 @@ async function main() {
 async function closedTable() {
   // The call path of a breaker in a group (its exchanges with Redis, one a
   // second, run beside it).
-  const redis = await startRedis()
+  const { redis, stop } = await startRedis()
+  let grouped
   contenders['halfopen in a group (Redis)'] = {
     closed: () => {
-      const b = new CircuitBreaker({ ...seedOptions, group: { redis, name: 'bench' } })
-      return { run: () => b.execute(fn) }
+      grouped = new CircuitBreaker({ ...seedOptions, group: { redis, name: 'bench' } })
+      return { run: () => grouped.execute(fn) }
     },
   }
   const closed = await measure('closed')
+  grouped.leaveGroup()
+  stop()
   const raw = closed['raw await fn()']
   const seed = closed['seed class (plain-JS port)'] - raw
   console.log('### Closed state: ns per call\n')

@@ -17,15 +17,17 @@
 // transition, a manual operation, a restore, or its time running out; with
 // a concurrency limit, also after every call and report that crosses.
 //
-// With the default clock and no slow-call threshold, a success under
-// "admit until T" reads no clock: an unref'd timer at T (platform.js's
-// `afterMs`) ends its batching, and until it fires a success counts as read
-// at the latest reading taken (the first admission of a batch reads one),
-// which lies in T's window bucket. A timer fires late only by the event
-// loop's lateness, so that bounds how much later than T a success can still
-// count in T's bucket (a success settled in a late turn was already read
-// that late by the plain protocol). Where no timer is trusted (halfopen-wasm:
-// workerd, browsers) every such success reads the clock.
+// With the default clock, no slow-call threshold and no rate threshold (a
+// success's window bucket decides nothing: the licence's `bucketDecides`),
+// a success under "admit until T" reads no clock: an unref'd timer at T
+// (platform.js's `afterMs`) ends its batching, and until it fires a success
+// counts as read at the latest reading taken (the first admission of a
+// batch reads one), which lies in T's window bucket. A timer fires late by
+// as long as the event loop does not run timers (a long synchronous task, a
+// chain of promises): a success settled meanwhile counts in T's bucket,
+// which only the window's metrics (calls, error rate) can see, never a
+// decision. Where no timer is trusted (halfopen-wasm: workerd, browsers)
+// every such success reads the clock.
 
 const { NativeBreaker } = require('../native.js')
 const { execute } = require('./call.js')
@@ -34,13 +36,14 @@ const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueue, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
-const { EventEmitter, afterMs, cancel, nativeBytes } = require('./platform.js')
+const { EventEmitter, afterMs, cancel, nativeBytes, performance } = require('./platform.js')
 const { ADMIT, OUTCOME_CODES, REFUSAL_REASONS, REJECT, retryOf, SUCCESS, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
 const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
 const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
 const BATCH = 256
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
 const OUTSTANDING = new WeakMap()
@@ -134,7 +137,7 @@ class CircuitBreaker {
     this._limited = false // whether a concurrency limit is configured (set with the licence)
     this._pending = false // whether transitions waited when the licence was asked
     this._watched = false // under "admit": whether successes need no clock reading (see the top)
-    this._watchTimer = undefined // the timer at the licence's end, until it fires
+    this._watchTimer = undefined // the timer at the licence's end, until it fires: { until, handle }
     this._refusalReason = 'open' // the latest rejection's reason
     this._refusalGauge = 0 // and its state
     this._licenceRefusal = 'open' // under "reject": why (the licence says)
@@ -484,8 +487,10 @@ class CircuitBreaker {
   _relicense(now) {
     const licence = this._native.licence(now)
     const until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
-    const watchable = licence.kind === ADMIT && this._monotonic && licence.slowAfterMs === Infinity
-    this._watched = watchable ? this._watch(until) : this._unwatch()
+    const watchable = licence.kind === ADMIT && this._monotonic && licence.slowAfterMs === Infinity && !licence.bucketDecides
+    // (A timer not wanted now stays, harmless, for a later licence with the
+    // same end: a full limit asks between two licences to admit.)
+    this._watched = watchable && this._watch(until)
     this._kind = licence.kind
     this._generation = licence.generation
     this._until = until
@@ -508,27 +513,41 @@ class CircuitBreaker {
    * keeps its timer.
    */
   _watch(until) {
-    if (until === Infinity) return this._unwatch() || true
-    if (this._watchTimer !== undefined && until === this._until) return true
+    if (until === Infinity) {
+      this._unwatch()
+      return true
+    }
+    if (this._watchTimer !== undefined && until === this._watchTimer.until) return true
     this._unwatch()
-    if (afterMs === undefined) return false
+    const delay = until - performance.now()
+    // An end already reached (the licence was asked at an earlier reading):
+    // read. No timer where the platform has none.
+    if (!(delay > 0) || afterMs === undefined) return false
     // (A weak reference: a breaker no one holds is not kept for its timer.)
     const self = new WeakRef(this)
-    this._watchTimer = afterMs(until - this._clock(), () => self.deref()?._watchEnded())
+    const timer = { until, handle: undefined }
+    this._watchTimer = timer
+    // (At most setTimeout's longest delay, 2^31 − 1 ms, past which Node
+    // fires at once with a warning: a timer that fires early only brings
+    // the readings back.)
+    const handle = afterMs(Math.min(delay, MAX_TIMER_MS), () => self.deref()?._watchEnded(timer))
+    // A setTimeout that called back at once: nothing is watched.
+    if (this._watchTimer !== timer) return false
+    timer.handle = handle
     return true
   }
 
-  /** Cancels the timer at the licence's end, if any; false. */
+  /** Cancels the timer at the licence's end, if any. */
   _unwatch() {
     if (this._watchTimer !== undefined) {
-      cancel(this._watchTimer)
+      cancel(this._watchTimer.handle)
       this._watchTimer = undefined
     }
-    return false
   }
 
-  /** The licence's end came: successes read the clock again. */
-  _watchEnded() {
+  /** The licence's end came (`timer`'s): successes read the clock again. */
+  _watchEnded(timer) {
+    if (this._watchTimer !== timer) return
     this._watchTimer = undefined
     this._watched = false
   }

@@ -26,9 +26,11 @@ function clockError(value, cause) {
  * times (a licence's end) agree with the core's own.
  */
 function read(host) {
-  // The default clock (performance.now) needs no check: a finite number.
-  if (host._monotonic === true) {
-    const now = quantize(performance.now())
+  // The default clock (performance.now) read directly.
+  const t = host._monotonic === true ? performance.now() : undefined
+  // (Checked as any clock's reading: performance.now may be replaced.)
+  if (typeof t === 'number' && t >= 0 && t <= Number.MAX_SAFE_INTEGER) {
+    const now = quantize(t)
     if (now > host._last) host._last = now
   } else readRaw(host)
   return host._last

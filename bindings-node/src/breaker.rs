@@ -49,6 +49,10 @@ pub struct NativeLicence {
     /// batched success is reported at once and the licence asked again);
     /// `Infinity`: no limit.
     pub room: f64,
+    /// Under "admit": whether a success's window bucket can decide a trip
+    /// (then read each success's time; else a timer at `untilMs` may end the
+    /// batching, and a late one only moves the window's metrics).
+    pub bucket_decides: bool,
     /// Under "reject": why, the core's reason's code (`wire::REFUSAL_REASONS`).
     pub refusal: u32,
     /// Whether a concurrency limit is configured: then every admission and
@@ -114,15 +118,28 @@ pub(crate) fn licence_of(breaker: &Native, now: Instant, pending: bool) -> Nativ
     let generation = breaker.counts(now).generation;
     let licence = breaker.licence(now);
     let refusal = wire::refusal_reason(licence.refusal_reason());
-    let (kind, until, slow_after, room) = match licence {
-        Licence::Ask => (wire::licence_kind("ask"), Instant::MAX, None, None),
-        Licence::Admit { until, slow_after, room, .. } => (wire::licence_kind("admit"), until, slow_after, room),
-        Licence::Reject { until } => (wire::licence_kind("reject"), until.unwrap_or(Instant::MAX), None, None),
+    let (kind, until, slow_after, room, bucket_decides) = match licence {
+        Licence::Ask => (wire::licence_kind("ask"), Instant::MAX, None, None, true),
+        Licence::Admit { until, slow_after, room, bucket_decides, .. } => {
+            (wire::licence_kind("admit"), until, slow_after, room, bucket_decides)
+        }
+        Licence::Reject { until } => (wire::licence_kind("reject"), until.unwrap_or(Instant::MAX), None, None, true),
     };
     let slow_after_ms = slow_after.map_or(f64::INFINITY, ms);
     let room = room.map_or(f64::INFINITY, f64::from);
     let limited = breaker.config().concurrency_limit.is_some();
-    NativeLicence { kind, generation, until_ms: ms_at(until), gauge, slow_after_ms, room, refusal, limited, pending }
+    NativeLicence {
+        kind,
+        generation,
+        until_ms: ms_at(until),
+        gauge,
+        slow_after_ms,
+        room,
+        bucket_decides,
+        refusal,
+        limited,
+        pending,
+    }
 }
 
 impl NativeBreaker {

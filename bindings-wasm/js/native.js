@@ -92,6 +92,7 @@ function licenceOf(f) {
     gauge: f[p.gauge],
     slowAfterMs: f[p.slowAfterMs],
     room: f[p.room],
+    bucketDecides: f[p.bucketDecides] !== 0,
     refusal: f[p.refusal],
     limited: f[p.limited] !== 0,
     pending: f[p.pending] !== 0,

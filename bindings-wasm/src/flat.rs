@@ -13,7 +13,7 @@ use wasm_bindgen::prelude::*;
 /// Each record's field names, in the order its values come:
 /// `record=field,...;` for licence, metrics, transition, event, stats.
 const FIELDS: &str = concat!(
-    "licence=kind,generation,untilMs,gauge,slowAfterMs,room,refusal,limited,pending;",
+    "licence=kind,generation,untilMs,gauge,slowAfterMs,room,bucketDecides,refusal,limited,pending;",
     "metrics=state,admitted,successes,failures,slow,rejections,ignored,cancelled,stale,opens,opensLast24h,",
     "timeClosedMs,timeOpenMs,timeHalfOpenMs,meanTimeOpenMs,errorRate,latencyCount,latencyP50Ms,latencyP95Ms,",
     "latencyP99Ms,latencyMaxMs,consecutiveFailures,windowCalls,windowFailures,windowSlow,probesInFlight,",
@@ -29,7 +29,7 @@ pub fn flat_fields() -> String {
     FIELDS.to_owned()
 }
 
-/// kind, generation, untilMs, gauge, slowAfterMs, room, limited, pending.
+/// kind, generation, untilMs, gauge, slowAfterMs, room, bucketDecides, refusal, limited, pending.
 pub(crate) fn licence(l: &NativeLicence) -> Vec<f64> {
     let flag = |b: bool| f64::from(u8::from(b));
     vec![
@@ -39,6 +39,7 @@ pub(crate) fn licence(l: &NativeLicence) -> Vec<f64> {
         f64::from(l.gauge),
         l.slow_after_ms,
         l.room,
+        flag(l.bucket_decides),
         f64::from(l.refusal),
         flag(l.limited),
         flag(l.pending),

@@ -75,7 +75,7 @@ pub(crate) fn first_open_period(c: &Config) -> Duration {
 #[cfg(feature = "alloc")]
 pub(crate) fn forgettable(c: &Config, state: State, mode: Mode, counts: &Counts, in_flight: u32) -> bool {
     let run_matters = c.consecutive_failures.is_some();
-    let rates = c.failure_rate_threshold.is_some() || c.slow_call_rate_threshold.is_some();
+    let rates = successes_decide(c);
     state == State::Closed
         && mode == Mode::Normal
         && in_flight == 0
@@ -103,6 +103,12 @@ pub(crate) fn trip_reason(c: &Config, consecutive: u32, totals: WindowCounts) ->
         return Some(Reason::FailureRate);
     }
     reached(c.slow_call_rate_threshold, totals.slow).then_some(Reason::SlowCallRate)
+}
+
+/// Whether a success can decide a trip: only a rate threshold counts the
+/// window's calls (a count of failures, or of consecutive ones, does not).
+pub(crate) fn successes_decide(c: &Config) -> bool {
+    c.failure_rate_threshold.is_some() || c.slow_call_rate_threshold.is_some()
 }
 
 /// The open period after a failed half-open trial: `current` × `backoff_factor`,
@@ -253,6 +259,7 @@ pub(crate) fn grant(c: &Config, phase: Phase, now: Instant, measures_latency: bo
 mod tests {
     use super::*;
     use crate::config::ConcurrencyLimit;
+    use crate::window::WindowCounts;
 
     fn at(s: u64) -> Instant {
         Instant::ZERO + Duration::from_secs(s)
@@ -356,6 +363,22 @@ mod tests {
             assert!(d <= Duration::from_secs(30) && d >= Duration::from_secs(15), "{d:?}");
         }
         assert_eq!(open_period(&Config::default(), Duration::from_secs(30), 1), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn only_a_rate_threshold_lets_a_success_decide() {
+        let counts = Config { failure_threshold: Some(5), consecutive_failures: Some(3), ..Config::default() };
+        let counts = Config { failure_rate_threshold: None, slow_call_rate_threshold: None, ..counts };
+        assert!(!successes_decide(&counts));
+        assert!(successes_decide(&Config { failure_rate_threshold: Some(50.0), ..counts }));
+        assert!(successes_decide(&Config { slow_call_rate_threshold: Some(50.0), ..counts }));
+        // What a success changes is exactly what the trip rule reads of it: the
+        // window's calls, compared only by a rate.
+        let totals = WindowCounts { calls: 1_000, failures: 4, slow: 0 };
+        let fewer = WindowCounts { calls: 5, ..totals };
+        assert_eq!(trip_reason(&counts, 0, totals), trip_reason(&counts, 0, fewer));
+        let rate = Config { failure_rate_threshold: Some(50.0), minimum_calls: 1, ..counts };
+        assert_ne!(trip_reason(&rate, 0, totals), trip_reason(&rate, 0, fewer));
     }
 
     #[test]

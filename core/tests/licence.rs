@@ -302,7 +302,7 @@ fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
     let until = Instant::from_millis(300);
     assert_eq!(
         b.licence(Instant::from_millis(250)),
-        Licence::Admit { generation, until, slow_after: None, room: None }
+        Licence::Admit { generation, until, slow_after: None, bucket_decides: false, room: None }
     );
     let slow = Config { slow_call_duration: Some(Duration::from_secs(1)), ..Config::default() };
     let licence = Breaker::new(slow).expect("valid").licence(Instant::ZERO);
@@ -312,9 +312,14 @@ fn a_licence_to_admit_ends_where_the_window_bucket_ends() {
             generation: 0,
             until: Instant::from_millis(7_500),
             slow_after: Some(Duration::from_secs(1)),
+            bucket_decides: false,
             room: None
         }
     );
+    // A rate counts the window's calls: a success's bucket decides.
+    let rate = Config { failure_rate_threshold: Some(50.0), ..Config::default() };
+    let licence = Breaker::new(rate).expect("valid").licence(Instant::ZERO);
+    assert!(matches!(licence, Licence::Admit { bucket_decides: true, .. }), "{licence:?}");
     let histogram = Breaker::with_meter(Config::default(), halfopen::LatencyHistogram::default()).expect("valid");
     assert_eq!(histogram.licence(Instant::ZERO), Licence::Ask);
 }

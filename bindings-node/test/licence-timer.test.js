@@ -1,0 +1,151 @@
+'use strict'
+// The licence's end on a timer (lib/breaker.js, "With the default clock"):
+// with the default clock, no slow-call threshold and no rate threshold, a
+// success reads no clock until a timer at the end of the licence's window
+// bucket fires. What a hostile review found of it, each a test here: a
+// timer that never fires (a promise chain, a long task, fake timers never
+// advanced) must not change a decision; a rate threshold reads every
+// success; a setTimeout that calls back at once, or an end already reached,
+// leaves nothing watched; a full limit does not arm a timer per call; a
+// replaced performance.now that answers garbage is still a TypeError.
+//
+// Time is `t`, read through a replaced `performance.now` (the default clock
+// reads it at each call); `setTimeout` is replaced where a test says so.
+// Nothing here waits for real time.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { performance } = require('node:perf_hooks')
+const { CircuitBreaker } = require(process.env.HALFOPEN_PACKAGE || '..')
+
+let t = 0
+/** Runs `body` with performance.now reading `t` and setTimeout replaced by `fakeSetTimeout` (if given). */
+async function withClock(fakeSetTimeout, body) {
+  const realSetTimeout = global.setTimeout
+  performance.now = () => t
+  if (fakeSetTimeout !== undefined) global.setTimeout = fakeSetTimeout
+  try {
+    return await body()
+  } finally {
+    global.setTimeout = realSetTimeout
+    delete performance.now // back to Performance.prototype.now
+  }
+}
+
+/** A setTimeout whose timers never fire (as fake timers never advanced), with the delays it was given. */
+function neverFires(delays = []) {
+  const fake = (_callback, ms) => {
+    delays.push(ms)
+    return { unref() {} }
+  }
+  return fake
+}
+
+/** The same calls through `execute` (A) and `tryAcquire`/`record` (B), `t` moving as `steps` say, in one promise chain. */
+async function drive(options, steps) {
+  const A = new CircuitBreaker({ name: 'a', ...options })
+  const B = new CircuitBreaker({ name: 'b', ...options })
+  for (const [dt, outcome] of steps) {
+    t += dt
+    const permit = B.tryAcquire()
+    const call = A.execute(() => (outcome === 'success' ? Promise.resolve(1) : Promise.reject(new Error('down')))).catch(() => {})
+    await call
+    if (permit.admitted) B.record(permit, outcome)
+  }
+  return [A, B]
+}
+
+// Successes across every bucket of a 800 ms window (100 ms buckets), then
+// failures: with a rate, which successes are still in the window decides.
+const ACROSS = [
+  ...Array.from({ length: 40 }, () => [25, 'success']),
+  ...Array.from({ length: 6 }, () => [10, 'failure']),
+]
+
+test('a rate threshold reads every success: with no timer firing, the window and the state are the plain protocol\'s', async () => {
+  t = 1_000
+  const delays = []
+  const [A, B] = await withClock(neverFires(delays), () =>
+    drive({ failureThreshold: null, failureRateThreshold: 50, minimumCalls: 10, windowMs: 800 }, ACROSS),
+  )
+  assert.equal(delays.length, 0, 'no timer armed')
+  await withClock(neverFires(), () => {
+    assert.equal(A.metrics().windowCalls, B.metrics().windowCalls)
+    assert.equal(A.getState(), B.getState())
+    assert.deepEqual(A.metrics(), B.metrics())
+  })
+})
+
+test('a count threshold: with no timer firing, every decision is the plain protocol\'s', async () => {
+  t = 1_000
+  const delays = []
+  const [A, B] = await withClock(neverFires(delays), () => drive({ failureThreshold: 5, windowMs: 800 }, ACROSS))
+  assert.ok(delays.length > 0, 'a timer was armed')
+  await withClock(neverFires(), () => {
+    // (Only the window's calls may differ: successes counted in an earlier bucket.)
+    assert.equal(A.getState(), 'OPEN')
+    assert.equal(A.getState(), B.getState())
+    assert.equal(A.metrics().windowFailures, B.metrics().windowFailures)
+    assert.equal(A.metrics().consecutiveFailures, B.metrics().consecutiveFailures)
+  })
+})
+
+test('a setTimeout that calls back at once leaves nothing watched: every success is counted at its own time', async () => {
+  t = 1_000
+  const atOnce = (callback) => {
+    callback()
+    return 0
+  }
+  const [A, B] = await withClock(atOnce, () => drive({ failureThreshold: 5, windowMs: 800 }, ACROSS.slice(0, 40)))
+  await withClock(atOnce, () => assert.deepEqual(A.metrics(), B.metrics()))
+})
+
+test('a licence whose end the clock has already reached arms no timer', async () => {
+  t = 1_000
+  const delays = []
+  // The clock moves 0.7 ms at each reading: licences are asked at readings
+  // that are behind the clock by the time a timer would be armed.
+  const realNow = () => {
+    t += 0.7
+    return t
+  }
+  await withClock(neverFires(delays), async () => {
+    performance.now = realNow
+    const b = new CircuitBreaker({ name: 'stepping', failureThreshold: 5, windowMs: 8, concurrencyLimit: 1 })
+    for (let i = 0; i < 2_000; i++) await b.execute(() => Promise.resolve(1))
+  })
+  assert.ok(delays.length > 0)
+  assert.ok(
+    delays.every((ms) => ms > 0),
+    `delays ≤ 0: ${delays.filter((ms) => !(ms > 0)).length}`,
+  )
+})
+
+test('a full concurrency limit does not arm a timer per call: one per window bucket', async () => {
+  t = 1_000
+  const delays = []
+  await withClock(neverFires(delays), async () => {
+    const b = new CircuitBreaker({ name: 'full', failureThreshold: 5, windowMs: 800, concurrencyLimit: 1 })
+    // Two calls at a time, 500 times, in one bucket, then in the next: one
+    // is refused by the full limit (the licence asks), the other admitted.
+    const pair = () => Promise.all([b.execute(() => Promise.resolve(1)).catch((e) => e), b.execute(() => Promise.resolve(1)).catch((e) => e)])
+    let refused = 0
+    for (let i = 0; i < 500; i++) refused += (await pair()).filter((r) => r instanceof Error).length
+    t += 100
+    for (let i = 0; i < 500; i++) refused += (await pair()).filter((r) => r instanceof Error).length
+    assert.equal(refused, 1_000)
+  })
+  assert.equal(delays.length, 2)
+})
+
+test('a replaced performance.now that answers something else than a number is a TypeError naming clock', async () => {
+  const b = new CircuitBreaker({ name: 'garbage', failureThreshold: 5 })
+  for (const garbage of ['soon', '5', Number.NaN, Number.POSITIVE_INFINITY, undefined]) {
+    await withClock(undefined, async () => {
+      performance.now = () => garbage
+      const err = await b.execute(() => 1).catch((e) => e)
+      assert.ok(err instanceof TypeError, String(err))
+      assert.equal(err.option, 'clock')
+    })
+  }
+})
