@@ -30,7 +30,7 @@
 // every such success reads the clock.
 
 const { NativeBreaker } = require('../native.js')
-const { execute } = require('./call.js')
+const { execute, settlers } = require('./call.js')
 const { GroupLink, linkOf } = require('./group.js')
 const { between, read, readToReport } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
@@ -371,7 +371,7 @@ class CircuitBreaker {
         if (this._admitted === 0) this._admittedAt = now
         this._admitted += 1
         // With a slow-call threshold, the call's latency needs its start.
-        return slow ? { generation: this._generation, issuedAtMs: now, licensed: true } : this._licensed
+        return slow ? { generation: this._generation, issuedAtMs: now, licensed: true, settlers: undefined } : this._licensed
       }
       this._admitted += 1
       return this._licensed
@@ -503,7 +503,10 @@ class CircuitBreaker {
     // Without a slow-call threshold, one permit serves every call admitted
     // under this licence (no allocation per call).
     if (licence.kind === ADMIT && (this._licensed === null || this._licensed.generation !== licence.generation)) {
-      this._licensed = { generation: licence.generation, issuedAtMs: now, licensed: true }
+      const permit = { generation: licence.generation, issuedAtMs: now, licensed: true, settlers: undefined }
+      // (Its calls' reactions, made once: none per call.)
+      permit.settlers = settlers(this, permit)
+      this._licensed = permit
     }
   }
 

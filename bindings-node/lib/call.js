@@ -130,12 +130,21 @@ function plain(host, fn, permit) {
   } catch (err) {
     return Promise.reject(fail(host, permit, err))
   }
-  return Promise.resolve(result).then(
-    (value) => succeed(host, permit, value),
-    (err) => {
+  // A permit shared by many calls (a licence's) brings its own reactions.
+  const shared = permit.settlers
+  if (shared !== undefined) return Promise.resolve(result).then(shared.onValue, shared.onError)
+  const own = settlers(host, permit)
+  return Promise.resolve(result).then(own.onValue, own.onError)
+}
+
+/** The reactions that settle `permit` through `host`: to a value, to an error. */
+function settlers(host, permit) {
+  return {
+    onValue: (value) => succeed(host, permit, value),
+    onError: (err) => {
       throw fail(host, permit, err)
     },
-  )
+  }
 }
 
 /**
@@ -274,4 +283,4 @@ function guarded(host, fn, permit, signal) {
   })
 }
 
-module.exports = { classify, execute }
+module.exports = { classify, execute, settlers }
