@@ -24,6 +24,13 @@
 //!    [`Permit::from_parts`](crate::Permit::from_parts) of the licence's
 //!    generation, after handing over the batch (order matters: a success
 //!    resets the run of consecutive failures).
+//!    [`hand_over`](crate::Breaker::hand_over) hands over the admissions and
+//!    the batch in one step, in the order this asks. Where no decision
+//!    depends on a success's window bucket (`bucket_decides` false), a
+//!    binding may learn of `until` late (a timer, instead of a reading per
+//!    success) and count a success settled after it in the batch, stamped
+//!    with an earlier reading: only the
+//!    window's metrics can show it.
 //! 3. Under [`Licence::Reject`], reject each call read before `until` (or
 //!    every call, when `until` is `None`) with the wait `until − reading`
 //!    (or "held"), and count them with
