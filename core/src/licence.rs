@@ -29,8 +29,7 @@
 //!    depends on a success's window bucket (`bucket_decides` false), a
 //!    binding may learn of `until` late (a timer, instead of a reading per
 //!    success) and count a success settled after it in the batch, stamped
-//!    with an earlier reading: only the
-//!    window's metrics can show it.
+//!    with an earlier reading: only the window's metrics can show it.
 //! 3. Under [`Licence::Reject`], reject each call read before `until` (or
 //!    every call, when `until` is `None`) with the wait `until − reading`
 //!    (or "held"), and count them with
