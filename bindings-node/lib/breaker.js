@@ -17,8 +17,9 @@
 // transition, a manual operation, a restore, or its time running out; with
 // a concurrency limit, also after every call and report that crosses.
 //
-// With the default clock, no slow-call threshold and no rate threshold (a
-// success's window bucket decides nothing: the licence's `bucketDecides`),
+// With the default clock, no slow-call threshold, no rate threshold and no
+// concurrency limit (a success's window bucket then changes nothing a call
+// is told: the licence's `bucketDecides`),
 // a success under "admit until T" reads no clock: an unref'd timer at T
 // (platform.js's `afterMs`) ends its batching, and until it fires a success
 // counts as read at the latest reading taken (the first admission of a
@@ -26,7 +27,7 @@
 // as long as the event loop does not run timers (a long synchronous task, a
 // chain of promises): a success settled meanwhile counts in T's bucket,
 // which only the window's metrics (calls, error rate) can see, never a
-// decision. Where no timer is trusted (halfopen-wasm: workerd, browsers)
+// state, an event or a refusal. Where no timer is trusted (halfopen-wasm: workerd, browsers)
 // every such success reads the clock.
 
 const { NativeBreaker } = require('../native.js')
@@ -44,6 +45,14 @@ const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
 const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
 const BATCH = 256
 const MAX_TIMER_MS = 2 ** 31 - 1
+
+/**
+ * The licence timers of breakers, cancelled if their breaker is collected
+ * first. (Under fake timers whose ids start again, as after node:test's
+ * `mock.timers.reset()`, a late finalizer may cancel a newer timer of the
+ * same id.)
+ */
+const WATCHES = new FinalizationRegistry((handle) => cancel(handle))
 
 /** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
 const OUTSTANDING = new WeakMap()
@@ -488,8 +497,8 @@ class CircuitBreaker {
     const licence = this._native.licence(now)
     const until = licence.kind === ADMIT || licence.kind === REJECT ? licence.untilMs : -1
     const watchable = licence.kind === ADMIT && this._monotonic && licence.slowAfterMs === Infinity && !licence.bucketDecides
-    // (A timer not wanted now stays, harmless, for a later licence with the
-    // same end: a full limit asks between two licences to admit.)
+    // (A timer not wanted now stays until it fires, harmless: a licence to
+    // admit with the same end, after a trip and a forceClose, keeps it.)
     this._watched = watchable && this._watch(until)
     this._kind = licence.kind
     this._generation = licence.generation
@@ -526,25 +535,31 @@ class CircuitBreaker {
     // An end already reached (the licence was asked at an earlier reading):
     // read. No timer where the platform has none.
     if (!(delay > 0) || afterMs === undefined) return false
-    // (A weak reference: a breaker no one holds is not kept for its timer.)
+    // (A weak reference: a breaker no one holds is not kept for its timer,
+    // and the timer of one collected is cancelled.)
     const self = new WeakRef(this)
     const timer = { until, handle: undefined }
     this._watchTimer = timer
-    // (At most setTimeout's longest delay, 2^31 − 1 ms, past which Node
-    // fires at once with a warning: a timer that fires early only brings
-    // the readings back.)
-    const handle = afterMs(Math.min(delay, MAX_TIMER_MS), () => self.deref()?._watchEnded(timer))
+    // Whole milliseconds, rounded up (Node keeps a list per duration; a
+    // success counted up to 1 ms late in its bucket is a timer's lateness),
+    // at most setTimeout's longest delay, 2^31 − 1 ms, past which Node
+    // fires at once with a warning (a timer that fires early only brings
+    // the readings back).
+    const handle = afterMs(Math.min(Math.ceil(delay), MAX_TIMER_MS), () => self.deref()?._watchEnded(timer))
     // A setTimeout that called back at once: nothing is watched.
     if (this._watchTimer !== timer) return false
     timer.handle = handle
+    WATCHES.register(this, handle, timer)
     return true
   }
 
   /** Cancels the timer at the licence's end, if any. */
   _unwatch() {
-    if (this._watchTimer !== undefined) {
-      cancel(this._watchTimer.handle)
+    const timer = this._watchTimer
+    if (timer !== undefined) {
       this._watchTimer = undefined
+      cancel(timer.handle)
+      WATCHES.unregister(timer)
     }
   }
 
@@ -553,6 +568,7 @@ class CircuitBreaker {
     if (this._watchTimer !== timer) return
     this._watchTimer = undefined
     this._watched = false
+    WATCHES.unregister(timer)
   }
 
   _manual(op) {

@@ -32,6 +32,8 @@ const { CircuitBreakerTimeoutError, typeError, warnCallback } = require('./error
 const { performance } = require('./platform.js')
 const { CANCELLED, FAILURE, IGNORED, SUCCESS } = require('./wire.js')
 
+const then = Promise.prototype.then
+
 /** Runs `fn` through `host` if admitted; settles exactly as `fn` does (see index.d.ts). */
 function execute(host, fn, options) {
   if (typeof fn !== 'function') return Promise.reject(typeError('fn', 'a function', fn))
@@ -131,10 +133,10 @@ function plain(host, fn, permit) {
     return Promise.reject(fail(host, permit, err))
   }
   // A permit shared by many calls (a licence's) brings its own reactions.
-  const shared = permit.settlers
-  if (shared !== undefined) return Promise.resolve(result).then(shared.onValue, shared.onError)
-  const own = settlers(host, permit)
-  return Promise.resolve(result).then(own.onValue, own.onError)
+  // Promise's own `then`: a native promise `fn` returned with a `then` of
+  // its own would settle the call as often as that calls back.
+  const { onValue, onError } = permit.settlers ?? settlers(host, permit)
+  return then.call(Promise.resolve(result), onValue, onError)
 }
 
 /** The reactions that settle `permit` through `host`: to a value, to an error. */
@@ -273,7 +275,8 @@ function guarded(host, fn, permit, signal) {
       finish(() => resolve(succeed(host, permit, result)))
       return
     }
-    Promise.resolve(result).then(
+    then.call(
+      Promise.resolve(result),
       (value) => finish(() => resolve(succeed(host, permit, value))),
       (err) => finish(() => reject(fail(host, permit, err))),
     )

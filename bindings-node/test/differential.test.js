@@ -529,13 +529,14 @@ async function runSequence(seed, steps, timers, timeouts) {
 }
 
 async function runMany(title, base, count, timers, timeouts) {
+  // Once for every sequence: a reset would hand out a timer's id again, which
+  // a breaker of an earlier sequence, collected later, would cancel.
+  timers.enable({ apis: ['setTimeout'] })
   const list = seeds(base, count)
   const failures = []
   for (const seed of list) {
     let f
     try {
-      timers.reset()
-      timers.enable({ apis: ['setTimeout'] })
       f = await runSequence(seed, STEPS, timers, timeouts)
     } finally {
       delete performance.now // back to Performance.prototype.now

@@ -6,17 +6,22 @@
 // timer that never fires (a promise chain, a long task, fake timers never
 // advanced) must not change a decision; a rate threshold reads every
 // success; a setTimeout that calls back at once, or an end already reached,
-// leaves nothing watched; a full limit does not arm a timer per call; a
-// replaced performance.now that answers garbage is still a TypeError.
+// leaves nothing watched; a full limit's retry hint (which divides by the
+// window's calls) is the plain one, so a limit arms no timer; a
+// replaced performance.now that answers garbage is still a TypeError; the
+// timer of a breaker no one holds is cancelled.
 //
 // Time is `t`, read through a replaced `performance.now` (the default clock
 // reads it at each call); `setTimeout` is replaced where a test says so.
-// Nothing here waits for real time.
+// Nothing here waits for real time. The Node package only (its own backend
+// or HALFOPEN_BACKEND=wasm): halfopen-wasm sets no timer.
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
-const { CircuitBreaker } = require(process.env.HALFOPEN_PACKAGE || '..')
+const v8 = require('node:v8')
+const vm = require('node:vm')
+const { CircuitBreaker } = require('..')
 
 let t = 0
 /** Runs `body` with performance.now reading `t` and setTimeout replaced by `fakeSetTimeout` (if given). */
@@ -36,8 +41,11 @@ async function withClock(fakeSetTimeout, body) {
 function neverFires(delays = []) {
   const fake = (_callback, ms) => {
     delays.push(ms)
-    return { unref() {} }
+    const handle = { unref() {} }
+    fake.handles.add(handle)
+    return handle
   }
+  fake.handles = new Set()
   return fake
 }
 
@@ -111,7 +119,7 @@ test('a licence whose end the clock has already reached arms no timer', async ()
   }
   await withClock(neverFires(delays), async () => {
     performance.now = realNow
-    const b = new CircuitBreaker({ name: 'stepping', failureThreshold: 5, windowMs: 8, concurrencyLimit: 1 })
+    const b = new CircuitBreaker({ name: 'stepping', failureThreshold: 5, windowMs: 8 })
     for (let i = 0; i < 2_000; i++) await b.execute(() => Promise.resolve(1))
   })
   assert.ok(delays.length > 0)
@@ -119,23 +127,6 @@ test('a licence whose end the clock has already reached arms no timer', async ()
     delays.every((ms) => ms > 0),
     `delays ≤ 0: ${delays.filter((ms) => !(ms > 0)).length}`,
   )
-})
-
-test('a full concurrency limit does not arm a timer per call: one per window bucket', async () => {
-  t = 1_000
-  const delays = []
-  await withClock(neverFires(delays), async () => {
-    const b = new CircuitBreaker({ name: 'full', failureThreshold: 5, windowMs: 800, concurrencyLimit: 1 })
-    // Two calls at a time, 500 times, in one bucket, then in the next: one
-    // is refused by the full limit (the licence asks), the other admitted.
-    const pair = () => Promise.all([b.execute(() => Promise.resolve(1)).catch((e) => e), b.execute(() => Promise.resolve(1)).catch((e) => e)])
-    let refused = 0
-    for (let i = 0; i < 500; i++) refused += (await pair()).filter((r) => r instanceof Error).length
-    t += 100
-    for (let i = 0; i < 500; i++) refused += (await pair()).filter((r) => r instanceof Error).length
-    assert.equal(refused, 1_000)
-  })
-  assert.equal(delays.length, 2)
 })
 
 test('a replaced performance.now that answers something else than a number is a TypeError naming clock', async () => {
@@ -148,4 +139,76 @@ test('a replaced performance.now that answers something else than a number is a 
       assert.equal(err.option, 'clock')
     })
   }
+})
+
+test('a full limit\'s retry hint divides by the window\'s calls: with no timer firing, it is the plain protocol\'s', async () => {
+  // A success settled past the licence's end (1,100), then, once the
+  // bucket before has left the window, the limit filled and a call refused.
+  const hint = async (options) => {
+    t = 1_000
+    const b = new CircuitBreaker({ name: 'hint', failureThreshold: 5, windowMs: 800, concurrencyLimit: 2, ...options })
+    await b.execute(() => 1)
+    let settle
+    const first = b.execute(() => new Promise((resolve) => (settle = resolve)))
+    t = 1_150
+    settle(1)
+    await first
+    t = 1_805
+    const held = []
+    const busy = [0, 1].map(() => b.execute(() => new Promise((resolve) => held.push(resolve))))
+    const refused = await b.execute(() => 1).catch((e) => e)
+    for (const resolve of held) resolve()
+    await Promise.all(busy)
+    return [refused.reason, refused.retryAfterMs, b.metrics().windowCalls]
+  }
+  const delays = []
+  const watched = await withClock(neverFires(delays), () => hint({}))
+  const plain = await withClock(neverFires(), () => hint({ clock: () => t }))
+  assert.equal(watched[0], 'limit_full')
+  assert.deepEqual(watched, plain)
+  assert.equal(delays.length, 0, 'a limit: no timer armed')
+})
+
+test('fn\'s native promise with a then of its own settles the call once', async () => {
+  const b = new CircuitBreaker({ name: 'own-then', failureThreshold: 5, concurrencyLimit: 2 })
+  await b.execute(() => 1)
+  const odd = () => {
+    const p = Promise.resolve(1)
+    p.then = function (ok, bad) {
+      ok(1)
+      ok(1)
+      return Promise.prototype.then.call(this, ok, bad)
+    }
+    return p
+  }
+  for (let i = 0; i < 3; i++) assert.equal(await b.execute(odd), 1)
+  for (let i = 0; i < 3; i++) assert.equal(await b.execute(odd, { signal: new AbortController().signal }), 1)
+  const m = b.metrics()
+  assert.deepEqual([m.admitted, m.successes, m.inFlight], [7, 7, 0])
+})
+
+test('the timer of a breaker no one holds is cancelled once it is collected', async () => {
+  // (The collector, without --expose-gc on the command line.)
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  t = 1_000
+  const cancelled = []
+  const timers = neverFires()
+  const realClearTimeout = global.clearTimeout
+  // (Only this test's timers: node:test and the tests before clear others.)
+  global.clearTimeout = (handle) => timers.handles.has(handle) && cancelled.push(handle)
+  try {
+    await withClock(timers, async () => {
+      for (let i = 0; i < 100; i++) await new CircuitBreaker({ name: `dropped-${i}`, failureThreshold: 5 }).execute(() => 1)
+    })
+    // Collected, then finalized (FinalizationRegistry runs after a turn).
+    for (let i = 0; i < 10 && cancelled.length < 100; i++) {
+      gc()
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  } finally {
+    global.clearTimeout = realClearTimeout
+  }
+  assert.equal(timers.handles.size, 100)
+  assert.equal(cancelled.length, 100)
 })

@@ -267,7 +267,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
                 generation: self.generation,
                 until: self.window.bucket_end(c.window, now),
                 slow_after: policy::slow_after(c),
-                bucket_decides: policy::successes_decide(c),
+                bucket_decides: policy::bucket_decides(c),
                 room,
             },
             Grant::Reject { until } => Licence::Reject { until },

@@ -58,8 +58,9 @@ pub enum Licence {
         /// reading to its own) is slow, so a failure: report it with
         /// `record`, never in a batch. `None`: no success is slow.
         slow_after: Option<Duration>,
-        /// Whether the window bucket a success lands in can decide a trip
-        /// (a rate threshold counts the window's calls). If not, a binding
+        /// Whether the window bucket a success lands in can change what a
+        /// call is told (a rate threshold counts the window's calls, a full
+        /// concurrency limit's retry hint divides by them). If not, a binding
         /// that learns of `until` late (a timer) may count a success in the
         /// bucket of an earlier reading of this licence: only the window's
         /// metrics (calls, error rate) can see it, never a decision.

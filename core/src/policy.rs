@@ -75,7 +75,7 @@ pub(crate) fn first_open_period(c: &Config) -> Duration {
 #[cfg(feature = "alloc")]
 pub(crate) fn forgettable(c: &Config, state: State, mode: Mode, counts: &Counts, in_flight: u32) -> bool {
     let run_matters = c.consecutive_failures.is_some();
-    let rates = successes_decide(c);
+    let rates = rates(c);
     state == State::Closed
         && mode == Mode::Normal
         && in_flight == 0
@@ -105,10 +105,17 @@ pub(crate) fn trip_reason(c: &Config, consecutive: u32, totals: WindowCounts) ->
     reached(c.slow_call_rate_threshold, totals.slow).then_some(Reason::SlowCallRate)
 }
 
-/// Whether a success can decide a trip: only a rate threshold counts the
-/// window's calls (a count of failures, or of consecutive ones, does not).
-pub(crate) fn successes_decide(c: &Config) -> bool {
+/// Whether a trip is judged on a rate, which counts the window's calls (a
+/// count of failures, or of consecutive ones, does not).
+pub(crate) fn rates(c: &Config) -> bool {
     c.failure_rate_threshold.is_some() || c.slow_call_rate_threshold.is_some()
+}
+
+/// Whether the window bucket a success lands in can change what a call is
+/// told: a rate counts the window's calls, and a full concurrency limit's
+/// retry hint divides the time the window counted by them (`Limiter::retry_hint`).
+pub(crate) fn bucket_decides(c: &Config) -> bool {
+    rates(c) || c.concurrency_limit.is_some()
 }
 
 /// The open period after a failed half-open trial: `current` × `backoff_factor`,
@@ -366,14 +373,15 @@ mod tests {
     }
 
     #[test]
-    fn only_a_rate_threshold_lets_a_success_decide() {
+    fn a_successs_bucket_decides_with_a_rate_or_a_limit() {
         let counts = Config { failure_threshold: Some(5), consecutive_failures: Some(3), ..Config::default() };
         let counts = Config { failure_rate_threshold: None, slow_call_rate_threshold: None, ..counts };
-        assert!(!successes_decide(&counts));
-        assert!(successes_decide(&Config { failure_rate_threshold: Some(50.0), ..counts }));
-        assert!(successes_decide(&Config { slow_call_rate_threshold: Some(50.0), ..counts }));
-        // What a success changes is exactly what the trip rule reads of it: the
-        // window's calls, compared only by a rate.
+        assert!(!bucket_decides(&counts));
+        assert!(bucket_decides(&Config { failure_rate_threshold: Some(50.0), ..counts }));
+        assert!(bucket_decides(&Config { slow_call_rate_threshold: Some(50.0), ..counts }));
+        assert!(bucket_decides(&Config { concurrency_limit: Some(ConcurrencyLimit::Fixed(2)), ..counts }));
+        // Without those, the trip rule reads nothing a success changes: the
+        // window's calls are compared only by a rate.
         let totals = WindowCounts { calls: 1_000, failures: 4, slow: 0 };
         let fewer = WindowCounts { calls: 5, ..totals };
         assert_eq!(trip_reason(&counts, 0, totals), trip_reason(&counts, 0, fewer));
