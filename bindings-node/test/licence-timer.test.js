@@ -174,6 +174,7 @@ test('fn\'s native promise with a then of its own settles the call once', async 
   await b.execute(() => 1)
   const odd = () => {
     const p = Promise.resolve(1)
+    // biome-ignore lint/suspicious/noThenProperty: a promise with a then of its own is the point
     p.then = function (ok, bad) {
       ok(1)
       ok(1)
