@@ -19,16 +19,16 @@
 //
 // With the default clock, no slow-call threshold, no rate threshold and no
 // concurrency limit (a success's window bucket then changes nothing a call
-// is told: the licence's `bucketDecides`),
-// a success under "admit until T" reads no clock: an unref'd timer at T
-// (platform.js's `afterMs`) ends its batching, and until it fires a success
-// counts as read at the latest reading taken (the first admission of a
-// batch reads one), which lies in T's window bucket. A timer fires late by
-// as long as the event loop does not run timers (a long synchronous task, a
-// chain of promises): a success settled meanwhile counts in T's bucket,
-// which only the window's metrics (calls, error rate) can see, never a
-// state, an event or a refusal. Where no timer is trusted (halfopen-wasm: workerd, browsers)
-// every such success reads the clock.
+// is told: the licence's `bucketDecides`), a success under "admit until T"
+// reads no clock: an unref'd timer at T (platform.js's `afterMs`) ends its
+// batching, and until it fires a success counts as read at the latest
+// reading taken (the first admission of a batch reads one), which lies in
+// T's window bucket. A timer fires late by as long as the event loop does
+// not run timers (a long synchronous task, a chain of promises): a success
+// settled meanwhile counts in T's bucket, which only the window's metrics
+// (calls, error rate) can see, never a state, an event or a refusal. Where
+// no timer is trusted (halfopen-wasm: workerd, browsers) every such success
+// reads the clock.
 
 const { NativeBreaker } = require('../native.js')
 const { execute, settlers } = require('./call.js')
@@ -403,8 +403,8 @@ class CircuitBreaker {
    * batch if its reading is before the licence's end and it was not slow (a
    * success within 2 µs of the threshold is left to the core, whose
    * microseconds decide). No reading at all while the licence is watched
-   * (see the top): the default clock, no slow-call threshold, and an end
-   * that is Infinity or not yet reached by its timer.
+   * (see the top: the default clock, and no bucket, latency or limit that
+   * decides), until its end (Infinity, or its timer's).
    */
   _settle(permit, outcome, event, payload) {
     let now
