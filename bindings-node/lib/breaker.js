@@ -48,11 +48,12 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 
 /**
  * The licence timers of breakers, cancelled if their breaker is collected
- * first. (Under fake timers whose ids start again, as after node:test's
- * `mock.timers.reset()`, a late finalizer may cancel a newer timer of the
- * same id.)
+ * first; only where the platform has timers for it (halfopen-wasm has none,
+ * and workerd may have no FinalizationRegistry). (Under fake timers whose
+ * ids start again, as after node:test's `mock.timers.reset()`, a late
+ * finalizer may cancel a newer timer of the same id.)
  */
-const WATCHES = new FinalizationRegistry((handle) => cancel(handle))
+const WATCHES = afterMs === undefined ? undefined : new FinalizationRegistry((handle) => cancel(handle))
 
 /** Permits handed out by `tryAcquire()` and not yet reported, to their breaker. */
 const OUTSTANDING = new WeakMap()
