@@ -1,15 +1,16 @@
 'use strict'
 // The licence's end on a timer (lib/breaker.js, "With the default clock"):
-// with the default clock, no slow-call threshold and no rate threshold, a
-// success reads no clock until a timer at the end of the licence's window
-// bucket fires. What a hostile review found of it, each a test here: a
+// with the default clock, no slow-call threshold, no rate threshold and no
+// concurrency limit, a success reads no clock until a timer at the end of
+// the licence's window bucket fires. What a hostile review found of it, each a test here: a
 // timer that never fires (a promise chain, a long task, fake timers never
 // advanced) must not change a decision; a rate threshold reads every
 // success; a setTimeout that calls back at once, or an end already reached,
 // leaves nothing watched; a full limit's retry hint (which divides by the
 // window's calls) is the plain one, so a limit arms no timer; a
-// replaced performance.now that answers garbage is still a TypeError; the
-// timer of a breaker no one holds is cancelled.
+// replaced performance.now that answers garbage is still a TypeError; a
+// native promise with a then of its own settles its call once; the timer of
+// a breaker no one holds is cancelled.
 //
 // Time is `t`, read through a replaced `performance.now` (the default clock
 // reads it at each call); `setTimeout` is replaced where a test says so.
