@@ -547,8 +547,11 @@ class CircuitBreaker {
     // fires at once with a warning (a timer that fires early only brings
     // the readings back).
     const handle = afterMs(Math.min(Math.ceil(delay), MAX_TIMER_MS), () => self.deref()?._watchEnded(timer))
-    // A setTimeout that called back at once: nothing is watched.
-    if (this._watchTimer !== timer) return false
+    // A setTimeout that called back at once, or none set: nothing is watched.
+    if (this._watchTimer !== timer || handle === undefined) {
+      if (this._watchTimer === timer) this._watchTimer = undefined
+      return false
+    }
     timer.handle = handle
     WATCHES.register(this, handle, timer)
     return true

@@ -19,19 +19,28 @@ const emitWarning = (warning) => process.emitWarning(warning)
 
 /**
  * Calls `callback` once, `ms` from now, without keeping the process alive;
- * returns what `cancel` takes. A breaker's licence ends on it, so that its
- * successes need no clock reading (lib/breaker.js). Node fires a timer late
- * only by the event loop's own lateness. (The global `setTimeout`, looked up
- * at each call: test runners' fake timers replace it.)
+ * returns what `cancel` takes, or undefined if no timer could be set. A
+ * breaker's licence ends on it, so that its successes need no clock reading
+ * (lib/breaker.js), which reads them again without one. Node fires a timer
+ * late only by the event loop's own lateness. (The global `setTimeout`,
+ * looked up at each call: test runners' fake timers replace it, and a
+ * replaced one may throw, or answer a number.)
  */
 function afterMs(ms, callback) {
-  const timer = setTimeout(callback, ms)
-  // (A replaced setTimeout may answer a number.)
-  if (typeof timer?.unref === 'function') timer.unref()
-  return timer
+  try {
+    const timer = setTimeout(callback, ms)
+    if (typeof timer?.unref === 'function') timer.unref()
+    return timer ?? undefined
+  } catch {
+    return undefined
+  }
 }
 
-/** Cancels an `afterMs`. */
-const cancel = (timer) => clearTimeout(timer)
+/** Cancels an `afterMs` (a replaced clearTimeout that throws changes nothing: the callback checks its timer). */
+function cancel(timer) {
+  try {
+    clearTimeout(timer)
+  } catch {}
+}
 
 module.exports = { EventEmitter, afterMs, cancel, emitWarning, nativeBytes, performance, randomHex64 }

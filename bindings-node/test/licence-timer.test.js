@@ -10,7 +10,8 @@
 // window's calls) is the plain one, so a limit arms no timer; a
 // replaced performance.now that answers garbage is still a TypeError; a
 // native promise with a then of its own settles its call once; the timer of
-// a breaker no one holds is cancelled.
+// a breaker no one holds is cancelled; a setTimeout that throws leaks no
+// permit.
 //
 // Time is `t`, read through a replaced `performance.now` (the default clock
 // reads it at each call); `setTimeout` is replaced where a test says so.
@@ -213,4 +214,22 @@ test('the timer of a breaker no one holds is cancelled once it is collected', as
   }
   assert.equal(timers.handles.size, 100)
   assert.equal(cancelled.length, 100)
+})
+
+test('a setTimeout or clearTimeout that throws: every call is settled once, counted at its own time', async () => {
+  t = 1_000
+  const throws = () => {
+    throw new Error('no timers here')
+  }
+  const realClearTimeout = global.clearTimeout
+  global.clearTimeout = throws
+  try {
+    const [A, B] = await withClock(throws, () => drive({ failureThreshold: 5, windowMs: 800 }, ACROSS.slice(0, 40)))
+    await withClock(throws, () => {
+      assert.deepEqual(A.metrics(), B.metrics())
+      assert.equal(A.metrics().inFlight, 0)
+    })
+  } finally {
+    global.clearTimeout = realClearTimeout
+  }
 })
