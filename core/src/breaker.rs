@@ -1081,3 +1081,19 @@ mod saved {
 
 #[cfg(feature = "snapshot")]
 pub use saved::Snapshot;
+
+/// What a breaker holds, part by part (BENCHMARKS.md, issue 26's memory
+/// targets, reads these): a size that grows is a decision, not a side effect.
+#[cfg(all(test, target_pointer_width = "64"))]
+mod sizes {
+    use core::mem::size_of;
+
+    #[test]
+    fn a_breaker_and_its_parts_keep_their_sizes() {
+        assert_eq!(size_of::<super::Breaker<&'static crate::Config, ()>>(), 312);
+        assert_eq!(size_of::<crate::window::WindowState>(), 120);
+        assert_eq!(size_of::<crate::limit::Limiter>(), 80);
+        assert_eq!(size_of::<Option<crate::limit::Share>>(), 40);
+        assert_eq!(size_of::<super::Tally>(), 32);
+    }
+}
