@@ -313,6 +313,11 @@ fn main() {
         retention::report();
         return;
     }
+    // `-- registry`: that table alone.
+    if std::env::args().any(|a| a == "registry") {
+        registry::report();
+        return;
+    }
     println!("halfopen bench: {OPS} ops per round, {ROUNDS} rounds, contenders interleaved in each round");
     measure("Closed state: acquire + record a success", closed_contenders());
     measure("Open state: reject a call", open_contenders());

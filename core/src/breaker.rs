@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::error::ConfigError;
 use crate::histogram::LatencyHistogram;
 use crate::licence::Licence;
-use crate::limit::Limiter;
+use crate::limit::{LimitState, Limiter};
 use crate::meter::{Meter, Report};
 use crate::metrics::{MetricsReading, ReadMetrics};
 use crate::permit::{Admission, Outcome, Permit, Rejection, Wait};
@@ -110,7 +110,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             probes_in_flight: 0,
             probe_successes: 0,
             phase: Phase::Closed,
-            probes: Probes::Here,
+            probes: Probes::HERE,
             limiter: Limiter::new(c),
             tally: Tally::default(),
             closed_by_probes: false,
@@ -261,7 +261,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     pub fn licence(&self, now: Instant) -> Licence {
         let now = now.max(self.latest);
         let c = self.config();
-        let room = c.concurrency_limit.is_some().then(|| self.limiter.limit.saturating_sub(self.in_flight));
+        let room = c.concurrency_limit.is_some().then(|| self.limiter.limit().saturating_sub(self.in_flight));
         match policy::grant(c, self.phase, now, self.meter.measures_latency(), room) {
             Grant::Admit => Licence::Admit {
                 generation: self.generation,
@@ -433,7 +433,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             consecutive_failures: self.consecutive,
             window: self.window.totals(self.config().window, now),
             in_flight,
-            concurrency_limit: self.config().concurrency_limit.map(|_| limiter.limit),
+            concurrency_limit: limiter.map(|l| l.limit),
             probes_in_flight: if probing { probes_in_flight } else { 0 },
             probe_successes,
             generation: self.generation,
@@ -579,20 +579,20 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
             Gate::UntilHalfOpen { until } => Some(self.open_wait(until, now)),
             Gate::Held => Some(Wait::Held),
             Gate::ProbesBusy { retry, give_up } => Some(Wait::ProbesBusy { retry, give_up }),
-            Gate::Limit { probing, restarted: false } => self.limit_wait(&self.limiter, now, probing),
+            Gate::Limit { probing, restarted: false } => self.limit_wait(self.limiter.get(), now, probing),
             // Probing would begin: the first probe meets the limit started again.
-            Gate::Limit { probing, restarted: true } => self.limit_wait(&self.limiter_at(now), now, probing),
+            Gate::Limit { probing, restarted: true } => self.limit_wait(self.limiter_at(now).as_ref(), now, probing),
         }
     }
 
     /// The limiter as it would be at `now`: an open period that has ended
     /// starts probing, and the limit again.
-    fn limiter_at(&self, now: Instant) -> Limiter {
-        let mut limiter = self.limiter;
+    fn limiter_at(&self, now: Instant) -> Option<LimitState> {
+        let mut limiter = *self.limiter.get()?;
         if policy::open_period_ended(self.phase, now).is_some() {
             limiter.restart(self.config());
         }
-        limiter
+        Some(limiter)
     }
 
     /// Whether the calls in flight are given up by `now` (half-open probes
@@ -632,15 +632,17 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     #[inline]
     fn open_wait(&self, until: Instant, now: Instant) -> Wait {
         let left = until - now;
-        let spread = self.limiter.spread(self.config(), self.generation, now);
+        let spread = crate::limit::spread(self.config(), self.generation, now);
         Wait::UntilHalfOpen { left, retry: Duration::from_micros(left.as_micros().saturating_add(spread.as_micros())) }
     }
 
     /// Whether the concurrency limit refuses a call at `now`, and the wait:
     /// about one round trip while closed; while `probing`, the probes' hint,
     /// since the window counted nothing while the breaker was open. A full
-    /// limit whose calls are given up by `now` refuses nothing.
-    fn limit_wait(&self, limiter: &Limiter, now: Instant, probing: bool) -> Option<Wait> {
+    /// limit whose calls are given up by `now` refuses nothing, and no limit
+    /// (`None`) refuses nothing.
+    fn limit_wait(&self, limiter: Option<&LimitState>, now: Instant, probing: bool) -> Option<Wait> {
+        let limiter = limiter?;
         let c = self.config();
         if limiter.admits(self.in_flight) || limiter.gives_up(c, self.in_flight, now) {
             return None;
@@ -1020,7 +1022,7 @@ mod saved {
                 probes_in_flight: 0,
                 probe_successes: s.probe_successes,
                 phase,
-                probes: Probes::Here,
+                probes: Probes::HERE,
                 limiter,
                 tally: Tally::default(),
                 closed_by_probes: false,
@@ -1090,9 +1092,12 @@ mod sizes {
 
     #[test]
     fn a_breaker_and_its_parts_keep_their_sizes() {
-        assert_eq!(size_of::<super::Breaker<&'static crate::Config, ()>>(), 312);
-        assert_eq!(size_of::<crate::window::WindowState>(), 120);
-        assert_eq!(size_of::<crate::limit::Limiter>(), 80);
+        // A limit's state is behind a pointer with an allocator, inline without.
+        let limiter = if cfg!(feature = "alloc") { 8 } else { 80 };
+        assert_eq!(size_of::<crate::limit::Limiter>(), limiter);
+        assert_eq!(size_of::<super::Breaker<&'static crate::Config, ()>>(), 216 + limiter);
+        assert_eq!(size_of::<crate::window::WindowState>(), 112);
+        assert_eq!(size_of::<crate::limit::LimitState>(), 80);
         assert_eq!(size_of::<Option<crate::limit::Share>>(), 40);
         assert_eq!(size_of::<super::Tally>(), 32);
     }

@@ -41,9 +41,178 @@ use crate::policy;
 use crate::time::{Duration, Instant};
 use crate::window::{Window, WindowCounts};
 
+/// A breaker's concurrency limit: none (every call admitted by count, no
+/// state kept) or the state of its limit. With an allocator that state is
+/// behind a pointer, so that a breaker without a limit (the common case:
+/// a registry of a million of them) holds 8 bytes for it, not 80; it is
+/// allocated once, when the breaker is made. Without one (`no_std` without
+/// `alloc`) it is inline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Limiter(Option<Held>);
+
+#[cfg(feature = "alloc")]
+type Held = alloc::boxed::Box<LimitState>;
+#[cfg(not(feature = "alloc"))]
+type Held = LimitState;
+
+impl AsRef<LimitState> for LimitState {
+    fn as_ref(&self) -> &LimitState {
+        self
+    }
+}
+
+impl AsMut<LimitState> for LimitState {
+    fn as_mut(&mut self) -> &mut LimitState {
+        self
+    }
+}
+
+impl Limiter {
+    /// A new breaker's limit, if `c` has one.
+    pub(crate) fn new(c: &Config) -> Self {
+        Limiter(c.concurrency_limit.map(|_| Held::from(LimitState::new(c))))
+    }
+
+    /// The limit's state (`None`: no limit).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Option<&LimitState> {
+        self.0.as_ref().map(AsRef::as_ref)
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self) -> Option<&mut LimitState> {
+        self.0.as_mut().map(AsMut::as_mut)
+    }
+
+    /// Calls that may be in flight now (`u32::MAX`: no limit).
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u32 {
+        self.get().map_or(u32::MAX, |l| l.limit)
+    }
+
+    /// See [`LimitState::window_cleared`].
+    pub(crate) fn window_cleared(&mut self) {
+        if let Some(l) = self.get_mut() {
+            l.window_cleared();
+        }
+    }
+
+    /// See [`LimitState::admitted`].
+    #[inline(always)]
+    pub(crate) fn admitted(&mut self, now: Instant, in_flight: u32) {
+        if let Some(l) = self.get_mut() {
+            l.admitted(now, in_flight);
+        }
+    }
+
+    /// See [`LimitState::give_up_pending`].
+    #[inline(always)]
+    pub(crate) fn give_up_pending(&self) -> bool {
+        self.get().is_some_and(LimitState::give_up_pending)
+    }
+
+    /// See [`LimitState::reported`].
+    #[inline(always)]
+    pub(crate) fn reported(&mut self) {
+        if let Some(l) = self.get_mut() {
+            l.reported();
+        }
+    }
+
+    /// See [`LimitState::refused`].
+    pub(crate) fn refused(&mut self, c: &Config, now: Instant) {
+        if let Some(l) = self.get_mut() {
+            l.refused(c, now);
+        }
+    }
+
+    /// See [`LimitState::gives_up`].
+    pub(crate) fn gives_up(&self, c: &Config, in_flight: u32, now: Instant) -> bool {
+        self.get().is_some_and(|l| l.gives_up(c, in_flight, now))
+    }
+
+    /// See [`LimitState::give_up_at`].
+    pub(crate) fn give_up_at(&self, c: &Config) -> Option<Instant> {
+        self.get()?.give_up_at(c)
+    }
+
+    /// See [`LimitState::restart`].
+    pub(crate) fn restart(&mut self, c: &Config) {
+        if let Some(l) = self.get_mut() {
+            l.restart(c);
+        }
+    }
+
+    /// See [`LimitState::follow_group`] (nothing to follow without a limit).
+    pub(crate) fn follow_group(&mut self, seen: Share, share: u32, in_flight: u32) {
+        if let Some(l) = self.get_mut() {
+            l.follow_group(seen, share, in_flight);
+        }
+    }
+
+    /// See [`LimitState::take_share`].
+    pub(crate) fn take_share(&mut self) -> Option<Share> {
+        self.get_mut()?.take_share()
+    }
+
+    /// See [`LimitState::cut_pending`].
+    pub(crate) fn cut_pending(&self) -> bool {
+        self.get().is_some_and(LimitState::cut_pending)
+    }
+
+    /// See [`LimitState::leave_group`].
+    pub(crate) fn leave_group(&mut self, c: &Config) {
+        if let Some(l) = self.get_mut() {
+            l.leave_group(c);
+        }
+    }
+
+    /// Whether a call may go while `in_flight` are out.
+    #[inline(always)]
+    pub(crate) fn admits(&self, in_flight: u32) -> bool {
+        self.get().is_none_or(|l| l.admits(in_flight))
+    }
+
+    /// See [`LimitState::forget_in_flight`].
+    pub(crate) fn forget_in_flight(&mut self) {
+        if let Some(l) = self.get_mut() {
+            l.forget_in_flight();
+        }
+    }
+
+    /// See [`LimitState::ended`].
+    pub(crate) fn ended(&mut self) {
+        if let Some(l) = self.get_mut() {
+            l.ended();
+        }
+    }
+
+    /// See [`LimitState::succeeded`].
+    #[inline(always)]
+    pub(crate) fn succeeded(&mut self, c: &Config) {
+        if let Some(l) = self.get_mut() {
+            l.succeeded(c);
+        }
+    }
+
+    /// See [`LimitState::succeeded_many`].
+    pub(crate) fn succeeded_many(&mut self, c: &Config, count: u32) {
+        if let Some(l) = self.get_mut() {
+            l.succeeded_many(c, count);
+        }
+    }
+
+    /// See [`LimitState::failed`].
+    pub(crate) fn failed(&mut self, c: &Config, in_flight: u32) {
+        if let Some(l) = self.get_mut() {
+            l.failed(c, in_flight);
+        }
+    }
+}
+
 /// The limit in force and what adapts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limiter {
+pub(crate) struct LimitState {
     /// Calls that may be in flight now (`u32::MAX`: no limit).
     pub(crate) limit: u32,
     /// Below it each success adds one; from it on, `limit` successes add one.
@@ -116,10 +285,10 @@ fn adaptive(c: &Config) -> Option<(u32, u32)> {
     }
 }
 
-impl Limiter {
+impl LimitState {
     /// A new breaker's limit.
     pub(crate) fn new(c: &Config) -> Self {
-        let mut limiter = Limiter {
+        let mut limiter = LimitState {
             limit: u32::MAX,
             threshold: u32::MAX,
             credit: 0,
@@ -390,19 +559,19 @@ impl Limiter {
         let round_trip = u64::try_from(round_trip).unwrap_or(u64::MAX);
         Duration::from_micros(round_trip.max(1)).min(ceiling)
     }
+}
 
-    /// The spread added to an open rejection's hint at `now` with a limit
-    /// (none without): uniform over the tenth of `open_timeout` after the
-    /// deadline, drawn from the seed and the moment, so that a backlog
-    /// refused while open does not come back in one instant.
-    pub(crate) fn spread(&self, c: &Config, generation: u32, now: Instant) -> Duration {
-        if c.concurrency_limit.is_none() {
-            return Duration::ZERO;
-        }
-        let width = (c.open_timeout.as_micros() / 10).max(1);
-        let draw = crate::jitter::draw(c.jitter_seed ^ now.as_micros(), generation);
-        Duration::from_micros(draw % width)
+/// The spread added to an open rejection's hint at `now` with a limit
+/// (none without): uniform over the tenth of `open_timeout` after the
+/// deadline, drawn from the seed and the moment, so that a backlog
+/// refused while open does not come back in one instant.
+pub(crate) fn spread(c: &Config, generation: u32, now: Instant) -> Duration {
+    if c.concurrency_limit.is_none() {
+        return Duration::ZERO;
     }
+    let width = (c.open_timeout.as_micros() / 10).max(1);
+    let draw = crate::jitter::draw(c.jitter_seed ^ now.as_micros(), generation);
+    Duration::from_micros(draw % width)
 }
 
 /// One success's growth of a group's limit, counted in `share` (`credit`:
@@ -445,6 +614,18 @@ mod saved {
 
     impl Limiter {
         pub(crate) fn save(&self, c: &Config, now: Instant) -> Option<SavedLimit> {
+            self.get()?.save(c, now)
+        }
+
+        /// The limiter `saved` describes at `now` (see [`LimitState::load`]).
+        pub(crate) fn load(c: &Config, saved: Option<&SavedLimit>, now: Instant) -> Result<Self, SnapshotError> {
+            let state = LimitState::load(c, saved, now)?;
+            Ok(Limiter(c.concurrency_limit.map(|_| Held::from(state))))
+        }
+    }
+
+    impl LimitState {
+        fn save(&self, c: &Config, now: Instant) -> Option<SavedLimit> {
             let counting_for = match c.window {
                 Window::Time(length) if self.counting_since != i64::MAX => {
                     Some(self.counted_for(now).min(length).as_micros())
@@ -461,9 +642,9 @@ mod saved {
         /// The limiter `saved` describes at `now`. Calls issued before `now`
         /// are stale for the restored breaker and hold no slot, so no loss
         /// window is open.
-        pub(crate) fn load(c: &Config, saved: Option<&SavedLimit>, now: Instant) -> Result<Self, SnapshotError> {
+        fn load(c: &Config, saved: Option<&SavedLimit>, now: Instant) -> Result<Self, SnapshotError> {
             let corrupt = Err(SnapshotError::Corrupt("concurrency limit"));
-            let mut limiter = Limiter::new(c);
+            let mut limiter = LimitState::new(c);
             let Some(limit) = c.concurrency_limit else {
                 return if saved.is_none() { Ok(limiter) } else { corrupt };
             };
@@ -509,7 +690,7 @@ mod tests {
     #[test]
     fn slow_start_doubles_then_one_per_round_trip() {
         let c = adaptive_config(1, 100);
-        let mut l = Limiter::new(&c);
+        let mut l = LimitState::new(&c);
         assert_eq!(l.limit, 3);
         l.succeeded(&c);
         assert_eq!(l.limit, 3, "no growth before the limit has refused a call");

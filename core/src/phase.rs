@@ -41,14 +41,28 @@ impl Phase {
 
 /// Where a breaker's probes go from once its open period ends. Alone, always
 /// here; in a group (see `group`), the process holding the group's probe
-/// lease probes, and the others wait for the group's answer.
+/// lease probes, and the others wait for the group's answer: a call meets
+/// "probes busy" until the time they await it (when the group's next answer
+/// is due). Past it the breaker probes by itself again: a member that stops
+/// hearing from its group never holds its process open. Here is therefore
+/// an answer awaited until the origin (a time always past): one `Instant`,
+/// not an enum with a tag and padding (8 bytes less per breaker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Probes {
+pub(crate) struct Probes {
+    until: Instant,
+}
+
+impl Probes {
     /// This process probes (alone, or the group's lease holder).
-    Here,
-    /// Another process of the group probes, or none yet: a call meets "probes
-    /// busy" until `until` (when the group's next answer is due). Past it the
-    /// breaker probes by itself again: a member that stops hearing from its
-    /// group never holds its process open.
-    Elsewhere { until: Instant },
+    pub(crate) const HERE: Probes = Probes { until: Instant::ZERO };
+
+    /// Another process of the group probes, or none yet, until `until`.
+    pub(crate) const fn elsewhere(until: Instant) -> Probes {
+        Probes { until }
+    }
+
+    /// Until when another process's probes are awaited (past: none).
+    pub(crate) const fn awaited_until(self) -> Instant {
+        self.until
+    }
 }

@@ -155,10 +155,7 @@ pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, probes: Prob
         Phase::HeldOpen => Gate::Held,
         // The open period has ended, or probing: another process's probes.
         _ if probes_elsewhere(probes, now) => {
-            let wait = match probes {
-                Probes::Elsewhere { until } => until - now,
-                Probes::Here => Duration::ZERO,
-            };
+            let wait = probes.awaited_until() - now;
             Gate::ProbesBusy { retry: wait, give_up: wait }
         }
         Phase::Open { .. } | Phase::ForcedOpen { .. } => Gate::Limit { probing: true, restarted: true },
@@ -173,7 +170,7 @@ pub(crate) fn gate(c: &Config, phase: Phase, probes_in_flight: u16, probes: Prob
 
 /// Whether another process of the group probes at `now` (see [`Probes`]).
 pub(crate) fn probes_elsewhere(probes: Probes, now: Instant) -> bool {
-    matches!(probes, Probes::Elsewhere { until } if now < until)
+    now < probes.awaited_until()
 }
 
 /// Whether the half-open probes in flight are given up by `now`: none was
@@ -272,7 +269,7 @@ mod tests {
         Instant::ZERO + Duration::from_secs(s)
     }
 
-    const HERE: Probes = Probes::Here;
+    const HERE: Probes = Probes::HERE;
 
     #[test]
     fn the_admission_table() {
@@ -304,7 +301,7 @@ mod tests {
     #[test]
     fn probes_elsewhere_in_the_group_hold_calls_until_the_groups_answer_is_due() {
         let c = Config::default();
-        let elsewhere = Probes::Elsewhere { until: at(35) };
+        let elsewhere = Probes::elsewhere(at(35));
         let busy = |left| Gate::ProbesBusy { retry: Duration::from_secs(left), give_up: Duration::from_secs(left) };
         // Open: as alone until the period ends; then no probe from here.
         assert_eq!(

@@ -78,7 +78,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// Closes as its group did (its probes succeeded); probes go from here.
     pub(crate) fn follow_close(&mut self, now: Instant, reason: Reason) -> Transitions {
         let (observed, from) = self.settle(now);
-        self.probes = Probes::Here;
+        self.probes = Probes::HERE;
         let own = match self.phase {
             Phase::Open { .. } | Phase::HalfOpen { .. } => {
                 self.close();
@@ -93,7 +93,7 @@ impl<C: Borrow<Config>, M: Meter> Breaker<C, M> {
     /// period still running here ends now.
     pub(crate) fn follow_probe(&mut self, now: Instant) -> Transitions {
         let (observed, _) = self.settle(now);
-        self.probes = Probes::Here;
+        self.probes = Probes::HERE;
         let own = match self.phase {
             Phase::Open { .. } => {
                 self.enter(Phase::HalfOpen { give_up_at: self.latest });

@@ -352,7 +352,7 @@ impl Member {
             // probes by itself (closing only on its own probes).
             self.following = false;
             self.lease_seen = None;
-            breaker.set_probes(Probes::Here);
+            breaker.set_probes(Probes::HERE);
         }
         self.epoch = answer.register.epoch;
         if let GroupPhase::HalfOpen { .. } = answer.register.phase
@@ -476,7 +476,7 @@ impl Member {
             _ => Instant::ZERO,
         };
         let until = (now + period).max(group_until);
-        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&self.config, until) };
+        let probes = Probes::elsewhere(policy::probes_wait_until(&self.config, until));
         breaker.follow_open(now, until, open_for, Reason::ForcedOpen, probes)
     }
 
@@ -515,7 +515,7 @@ impl Member {
     /// adapts by itself again, from its share).
     pub fn leave<C: Borrow<Config>, M: Meter>(self, breaker: &mut Breaker<C, M>) {
         breaker.leave_limit();
-        breaker.set_probes(Probes::Here);
+        breaker.set_probes(Probes::HERE);
     }
 
     /// A change of the link since the last call, if any. (A change undone
@@ -600,7 +600,7 @@ impl Member {
                 };
                 // A longer force-open asked here and not answered yet holds.
                 let until = local(offset, until_us).min(now + longest).max(self.forcing.unwrap_or(Instant::ZERO));
-                let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until.max(now)) };
+                let probes = Probes::elsewhere(policy::probes_wait_until(&g, until.max(now)));
                 let closed_here = matches!(breaker.local(now), Local::Closed { .. });
                 if changed || closed_here {
                     breaker.follow_open(now, until, cap(Duration::from_micros(open_for_us)), reason, probes)
@@ -615,16 +615,16 @@ impl Member {
             }
             GroupPhase::HalfOpen { lease_until_us, open_for_us, reason, .. } => {
                 begin(self, breaker);
-                let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, now) };
+                let probes = Probes::elsewhere(policy::probes_wait_until(&g, now));
                 match breaker.local(now) {
                     // Open until the lease ends, at most its own lease length.
                     Local::Closed { .. } => {
                         let until = local(offset, lease_until_us).min(now + g.lease_for(&c)).max(now);
-                        let probes = Probes::Elsewhere { until: policy::probes_wait_until(&g, until) };
+                        let probes = Probes::elsewhere(policy::probes_wait_until(&g, until));
                         breaker.follow_open(now, until, cap(Duration::from_micros(open_for_us)), reason, probes)
                     }
                     Local::Open { left, .. } => {
-                        breaker.set_probes(Probes::Elsewhere { until: policy::probes_wait_until(&g, now + left) });
+                        breaker.set_probes(Probes::elsewhere(policy::probes_wait_until(&g, now + left)));
                         Transitions::default()
                     }
                     Local::HalfOpen { .. } | Local::Manual => {
