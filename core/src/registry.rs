@@ -458,6 +458,12 @@ impl<M: Meter + Default> Registry<M> {
         let born = self.births;
         let entry = Entry { name: Name::new(name), used: 0, in_flight: 0, earlier: Earlier::default(), born, breaker };
         let i = if self.entries.len() < self.capacity {
+            // Doubling, but never room for more breakers than the capacity:
+            // a registry filled to it holds no spare entries.
+            let len = self.entries.len();
+            if len == self.entries.capacity() {
+                self.entries.reserve_exact(len.max(4).min(self.capacity - len));
+            }
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
         } else {
@@ -728,6 +734,22 @@ mod saved {
             restored.dropped = dropped;
             *self = restored;
             Ok(transitions)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registry_filled_to_its_capacity_holds_no_spare_entries() {
+        for capacity in [1, 2, 3, 5, 1_000, 1_025] {
+            let mut r: Registry<()> = Registry::new(Config::default(), capacity).unwrap();
+            for i in 0..capacity {
+                r.get(&alloc::format!("n{i}"), Instant::ZERO).unwrap();
+            }
+            assert_eq!(r.entries.capacity(), capacity);
         }
     }
 }
