@@ -348,6 +348,14 @@ export declare class NativeRegistry {
   /** Reports a call of `name`'s breaker. True if a transition waits. */
   record(name: string, generation: number, issuedAtMs: number, outcomeCode: number, nowMs: number): boolean
   /**
+   * Hands over what JavaScript did under `name`'s licence (see
+   * `NativeBreaker.handOver`): its calls hold the name until reported.
+   * True if a transition waits.
+   */
+  handOver(name: string, admitted: number, firstMs: number, generation: number, successes: number, atMs: number): boolean
+  /** Counts `count` calls of `name` rejected under its licence. */
+  countRejections(name: string, count: number, nowMs: number): void
+  /**
    * Applies a manual operation to `name`'s breaker: "force_open" (with
    * `forMs`), "force_open_at_least" (with `forMs`, required),
    * "force_close", "disable", "release", "reset", "handle_timeout".

@@ -7,6 +7,11 @@
 
 const { warnCallback } = require('./errors.js')
 
+/** A state's name in the API, by the core's. */
+const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
+/** The event a transition to each state emits. */
+const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
+
 /** Emitters emitting now (a listener's own events join the running loop). */
 const DRAINING = new WeakSet()
 
@@ -49,4 +54,20 @@ function drain(emitter) {
   }
 }
 
-module.exports = { drain, enqueue, publish }
+/** The event payload of a native transition. */
+function transitionEvent(t) {
+  const event = { from: STATE_OF[t.from], to: STATE_OF[t.to], reason: t.reason, atMs: t.atMs }
+  if (t.name !== undefined && t.name !== null) return { name: t.name, ...event }
+  return event
+}
+
+/** Queues each transition the addon held, in its order, on `emitter`. */
+function enqueueTransitions(emitter, transitions) {
+  for (const t of transitions) {
+    const event = transitionEvent(t)
+    enqueue(emitter, EVENT_OF[t.to], event)
+    enqueue(emitter, 'stateChange', event)
+  }
+}
+
+module.exports = { drain, enqueue, enqueueTransitions, EVENT_OF, publish, STATE_OF }

@@ -88,6 +88,24 @@ const BREAKER = {
     })
     return code
   },
+  /** The exchange failed: the breaker decides alone (its limit its own again). */
+  failed(b, at) {
+    alone(b, at, () => b._native.groupFailed(at))
+  },
+  leave(b) {
+    alone(b, b._last, () => b._native.groupLeave())
+  },
+}
+
+/**
+ * Applies `op` (the breaker goes on alone: its limit may change) at `at`,
+ * a time already read, then asks for the licence again.
+ */
+function alone(b, at, op) {
+  const pending = b._flush(at)
+  op()
+  b._relicense(at)
+  if (pending) b._publishTransitions()
 }
 
 /** What a link does with a `Registry`: the names due, up to 100 a call (the core's rule). */
@@ -98,12 +116,36 @@ const REGISTRY = {
     return null
   },
   request(r, now) {
+    // What the names did under their licences counts in the running totals.
+    r._handOverAll(r._last)
     return r._native.groupRequest(now) ?? null
   },
   apply(r, reply, at) {
-    const code = r._native.groupApply(reply, at)
+    r._handOverAll(r._last)
+    let code
+    try {
+      code = r._native.groupApply(reply, at)
+    } finally {
+      r._revokeAll()
+    }
     if (code > 0) r._transitions()
     return code
+  },
+  failed(r, at) {
+    r._handOverAll(r._last)
+    try {
+      r._native.groupFailed(at)
+    } finally {
+      r._revokeAll()
+    }
+  },
+  leave(r) {
+    r._handOverAll(r._last)
+    try {
+      r._native.groupLeave()
+    } finally {
+      r._revokeAll()
+    }
   },
 }
 
@@ -253,7 +295,7 @@ class GroupLink {
         const code = this._host.apply(b, reply, at)
         if (code < 0) failure = new Error('the group store answered something its script cannot have')
       } else {
-        b._native.groupFailed(at)
+        this._host.failed(b, at)
       }
     } catch (err) {
       // The clock failed between the readings (or the breaker threw):
@@ -270,7 +312,7 @@ class GroupLink {
     const b = this._owner
     this._lastError = err
     try {
-      b._native.groupFailed(b._last)
+      this._host.failed(b, b._last)
     } catch (e) {
       warnCallback(e, this._label())
     }
@@ -301,7 +343,7 @@ class GroupLink {
 
   /** Stops exchanging (the breaker, or each name, goes on alone, in no group). */
   close() {
-    this._owner._native.groupLeave()
+    this._host.leave(this._owner)
     this._closed = true
     if (this._timer !== null) clearTimeout(this._timer)
     this._timer = null

@@ -117,6 +117,29 @@ impl NativeRegistry {
         self.keep(&name, t)
     }
 
+    /// Hands over what JavaScript did under `name`'s licence (see
+    /// `NativeBreaker.handOver`): its calls hold the name until reported.
+    /// True if a transition waits.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn hand_over(
+        &mut self,
+        name: String,
+        admitted: u32,
+        first_ms: f64,
+        generation: u32,
+        successes: u32,
+        at_ms: f64,
+    ) -> bool {
+        let t = self.registry.hand_over(&name, admitted, instant(first_ms), generation, successes, instant(at_ms));
+        self.keep(&name, t)
+    }
+
+    /// Counts `count` calls of `name` rejected under its licence.
+    #[cfg_attr(feature = "node", napi(catch_unwind))]
+    pub fn count_rejections(&mut self, name: String, count: u32, now_ms: f64) {
+        self.registry.count_rejections(&name, count, instant(now_ms));
+    }
+
     /// Applies a manual operation to `name`'s breaker: "force_open" (with
     /// `forMs`), "force_open_at_least" (with `forMs`, required),
     /// "force_close", "disable", "release", "reset", "handle_timeout".

@@ -316,6 +316,8 @@ export const NativeRegistry = guardedClass(
     'configure',
     'acquire',
     'record',
+    'handOver',
+    'countRejections',
     'manual',
     'takeTransitions',
     'licence',

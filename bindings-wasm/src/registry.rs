@@ -79,6 +79,25 @@ impl NativeRegistry {
         Ok(open(&self.0)?.record(name, generation, issued_at_ms, outcome_code, now_ms))
     }
 
+    #[wasm_bindgen(js_name = handOver)]
+    pub fn hand_over(
+        &self,
+        name: String,
+        admitted: u32,
+        first_ms: f64,
+        generation: u32,
+        successes: u32,
+        at_ms: f64,
+    ) -> Result<bool, JsError> {
+        Ok(open(&self.0)?.hand_over(name, admitted, first_ms, generation, successes, at_ms))
+    }
+
+    #[wasm_bindgen(js_name = countRejections)]
+    pub fn count_rejections(&self, name: String, count: u32, now_ms: f64) -> Result<(), JsError> {
+        open(&self.0)?.count_rejections(name, count, now_ms);
+        Ok(())
+    }
+
     pub fn manual(&self, name: String, op: String, now_ms: f64, for_ms: Option<f64>) -> Result<bool, JsError> {
         open(&self.0)?.manual(name, op, now_ms, for_ms).map_err(thrown)
     }

@@ -315,6 +315,40 @@ impl<M: Meter + Default> Registry<M> {
         entry.breaker.record(permit, outcome, now)
     }
 
+    /// Hands over what a caller did under `name`'s [`Licence`](crate::Licence)
+    /// (see [`Breaker::hand_over`]): the `admitted` calls hold the name (it
+    /// is not evicted while they are out) until reported, the `successes`
+    /// are reported. Dropped if `name` has no breaker (a caller hands over
+    /// before anything that may evict or replace one).
+    pub fn hand_over(
+        &mut self,
+        name: &str,
+        admitted: u32,
+        first: Instant,
+        generation: u32,
+        successes: u32,
+        at: Instant,
+    ) -> Option<Transition> {
+        let i = self.find(name)?;
+        self.uses += 1;
+        let entry = &mut self.entries[i as usize];
+        entry.used = self.uses;
+        entry.in_flight = entry.in_flight.saturating_add(admitted).saturating_sub(successes);
+        entry.breaker.hand_over(admitted, first, generation, successes, at)
+    }
+
+    /// Counts `count` calls of `name` rejected at `now` under a
+    /// [`Licence::Reject`](crate::Licence) (see [`Breaker::count_rejections`]);
+    /// dropped if `name` has no breaker.
+    pub fn count_rejections(&mut self, name: &str, count: u32, now: Instant) {
+        if let Some(i) = self.find(name) {
+            self.uses += 1;
+            let entry = &mut self.entries[i as usize];
+            entry.used = self.uses;
+            entry.breaker.count_rejections(count, now);
+        }
+    }
+
     /// Whether a name without a breaker would get one at `now`: there is
     /// room, or the next insertion would find an idle breaker to evict (the
     /// same sample it will draw). Changes nothing.

@@ -26,6 +26,31 @@ fn a_breaker_with_a_call_in_flight_is_never_evicted() {
 }
 
 #[test]
+fn calls_handed_over_under_a_licence_hold_their_name_until_reported() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
+    let mut alone = halfopen::Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
+    let generation = r.get("a", ms(0)).unwrap().counts(ms(0)).generation;
+    // Three calls admitted under the licence, one of them already a success.
+    assert_eq!(r.hand_over("a", 3, ms(1), generation, 1, ms(2)), None);
+    alone.hand_over(3, ms(1), generation, 1, ms(2));
+    assert!(!r.has_room(ms(3)), "two calls out: not evictable");
+    assert_eq!(r.try_acquire("b", ms(3)).unwrap_err(), RegistryError::Full { capacity: 1 });
+    // The other two succeed: the name is idle again, and counted as alone.
+    assert_eq!(r.hand_over("a", 0, ms(4), generation, 2, ms(4)), None);
+    alone.hand_over(0, ms(4), generation, 2, ms(4));
+    assert_eq!(r.peek("a").unwrap().metrics(ms(4)), alone.metrics(ms(4)));
+    assert!(r.has_room(ms(5)));
+    // Rejections counted under a licence reach the breaker's meter.
+    r.get("a", ms(5)).unwrap().force_open(ms(5), None);
+    r.count_rejections("a", 4, ms(6));
+    assert_eq!(r.peek("a").unwrap().metrics(ms(6)).counters.rejections, 4);
+    // For a name without a breaker, nothing is made.
+    assert_eq!(r.hand_over("b", 1, ms(7), 0, 1, ms(7)), None);
+    r.count_rejections("b", 1, ms(7));
+    assert!(r.peek("b").is_none());
+}
+
+#[test]
 fn has_room_predicts_the_next_insertion_exactly() {
     let mut r: Registry<Metrics> = Registry::new(Config::default(), 40).unwrap();
     for i in 0..40 {
