@@ -147,7 +147,7 @@ wasm-build: setup-wasm
 # (HALFOPEN_BACKEND=wasm, with the Node package's OpenTelemetry entry and its
 # licence timer, which halfopen-wasm has not), then
 # the wasm package's own: workerd, poisoning, packing.
-SHARED_NODE_TESTS := errors wire sizes breaker conformance limit review differential defects prom-client dispatcher retry-libraries
+SHARED_NODE_TESTS := errors wire sizes breaker conformance limit review differential registry-licence defects prom-client dispatcher retry-libraries
 test-wasm: wasm-build node-build setup-chromium
 	cd $(NODE_DIR) && HALFOPEN_PACKAGE=$(abspath $(WASM_DIR))/dist node --test $(SHARED_NODE_TESTS:%=test/%.test.js)
 	cd $(NODE_DIR) && HALFOPEN_BACKEND=wasm node --test $(SHARED_NODE_TESTS:%=test/%.test.js) test/opentelemetry.test.js test/licence-timer.test.js

@@ -30,7 +30,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { inspect, isDeepStrictEqual } = require('node:util')
-const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError } = require(process.env.HALFOPEN_PACKAGE || '..')
+const { CircuitBreaker, CircuitBreakerOpenError, CircuitBreakerTimeoutError, Registry } = require(process.env.HALFOPEN_PACKAGE || '..')
 
 const SEQUENCES = positiveInt(process.env.HALFOPEN_DIFF_SEQUENCES, 300)
 const STEPS = positiveInt(process.env.HALFOPEN_DIFF_STEPS, 150)
@@ -162,11 +162,17 @@ function report(title, failures, total, reproduce = (f) => `HALFOPEN_DIFF_SEED=$
 
 const TRANSITION_EVENTS = ['open', 'halfOpen', 'close', 'stateChange']
 
-function listen(breaker, log, results) {
+/** Logs `breaker`'s events (a registry's: those of the name `only`, and the successes and failures of every name). */
+function listen(breaker, log, results, only) {
+  const ours = (name) => only === undefined || name === only
   for (const name of TRANSITION_EVENTS) {
-    breaker.on(name, (e) => log.push({ event: name, from: e.from, to: e.to, reason: e.reason, atMs: e.atMs }))
+    breaker.on(name, (e) => {
+      if (ours(e.name)) log.push({ event: name, from: e.from, to: e.to, reason: e.reason, atMs: e.atMs })
+    })
   }
-  breaker.on('reject', (err) => log.push({ event: 'reject', state: err.state, retryAfterMs: err.retryAfterMs, reason: err.reason }))
+  breaker.on('reject', (err) => {
+    if (ours(err.breakerName)) log.push({ event: 'reject', state: err.state, retryAfterMs: err.retryAfterMs, reason: err.reason })
+  })
   if (results) {
     breaker.on('success', () => results.push('success'))
     breaker.on('failure', () => results.push('failure'))
@@ -232,9 +238,11 @@ function drawProfile(r) {
 /**
  * Runs one seeded sequence; returns null, or the first mismatch with its
  * context. `timers`: node:test's mock timers, ticked with `t`; `timeouts`:
- * the calls have a `timeoutMs`.
+ * the calls have a `timeoutMs`; `keyed`: A is a Registry's name (through
+ * handles kept and new), among other names whose calls, configurations and
+ * readings cross into the same registry.
  */
-async function runSequence(seed, steps, timers, timeouts) {
+async function runSequence(seed, steps, timers, timeouts, keyed = false) {
   const r = rng(seed)
   const profile = drawProfile(r)
   let t = r.int(0, 100000)
@@ -252,14 +260,28 @@ async function runSequence(seed, steps, timers, timeouts) {
   // Every fourth sequence, A answers refusals with a fallback (B, with
   // tryAcquire, has no use for one); some calls bring their own.
   const breakerFallback = seed % 4 === 1
-  const A = new CircuitBreaker(breakerFallback ? { ...options, fallback: (refusal) => ({ fellBack: refusal }) } : options)
+  const optionsA = breakerFallback ? { ...options, fallback: (refusal) => ({ fellBack: refusal }) } : options
+  let A
+  let registry
+  if (keyed) {
+    const { name: _, ...registryOptions } = optionsA
+    registry = new Registry(registryOptions)
+    A = registry.get('differential')
+  } else A = new CircuitBreaker(optionsA)
   const B = new CircuitBreaker(options)
   const logA = []
   const logB = []
   const resultsA = [] // A's 'success'/'failure' events
   const expectedResults = [] // what the driver's outcomes call for
-  listen(A, logA, resultsA)
+  listen(keyed ? registry : A, logA, resultsA, keyed ? 'differential' : undefined)
   listen(B, logB, null)
+  // (A name's breaker is made on its first use: made here, as B is.)
+  if (keyed) {
+    A.forceClose()
+    B.forceClose()
+  }
+  // A's handle for a call: the one kept, or (keyed, now and then) a new one.
+  const handle = () => (keyed && r.chance(0.3) ? registry.get('differential') : A)
 
   const history = []
   let step = 0
@@ -324,7 +346,7 @@ async function runSequence(seed, steps, timers, timeouts) {
     const given = {}
     if (withSignal) given.signal = call.controller.signal
     if (ownFallback) given.fallback = (refusal) => ({ own: refusal })
-    call.state = track(withSignal || ownFallback ? A.execute(fn, given) : A.execute(fn))
+    call.state = track(withSignal || ownFallback ? handle().execute(fn, given) : handle().execute(fn))
     const how = `${kind}${withSignal ? (preAborted ? ', pre-aborted signal' : ', signal') : ''}${ownFallback ? ', own fallback' : ''}`
     if (preAborted) {
       // Refused before asking the breaker: B does nothing.
@@ -436,6 +458,36 @@ async function runSequence(seed, steps, timers, timeouts) {
     }
   }
 
+  /** Keyed: another name's doing, which crosses into A's registry (A must not notice). */
+  async function others() {
+    const name = `other-${r.int(1, 6)}`
+    const what = r.pick(['call', 'call', 'configure', 'prometheus', 'toJSON', 'forceOpen', 'forceClose', 'metrics'])
+    note(`${name}: ${what}`)
+    const other = registry.get(name)
+    switch (what) {
+      case 'call': {
+        const s = track(other.execute(() => 'ok'))
+        await turn()
+        if (s.done && s.ok && s.value === 'ok') expectedResults.push('success') // (not a fallback's)
+        break
+      }
+      case 'configure':
+        registry.configure(name, { failureThreshold: r.int(1, 9) })
+        break
+      case 'prometheus':
+        registry.prometheus()
+        break
+      case 'toJSON':
+        registry.toJSON()
+        break
+      case 'metrics':
+        other.metrics()
+        break
+      default:
+        other[what]()
+    }
+  }
+
   function reads() {
     const a = { getState: A.getState(), isCallPermitted: A.isCallPermitted(), retryAfterMs: A.retryAfterMs() }
     const b = { getState: B.getState(), isCallPermitted: B.isCallPermitted(), retryAfterMs: B.retryAfterMs() }
@@ -470,6 +522,7 @@ async function runSequence(seed, steps, timers, timeouts) {
         [22, 'advance'],
         [4, 'manual'],
         [12, 'read'],
+        [keyed ? 8 : 0, 'others'],
       ])
       switch (action) {
         case 'start':
@@ -514,6 +567,9 @@ async function runSequence(seed, steps, timers, timeouts) {
         case 'manual':
           manual()
           break
+        case 'others':
+          await others()
+          break
         default:
           reads()
       }
@@ -528,7 +584,7 @@ async function runSequence(seed, steps, timers, timeouts) {
   }
 }
 
-async function runMany(title, base, count, timers, timeouts) {
+async function runMany(title, base, count, timers, timeouts, keyed = false) {
   // Once for every sequence: a reset would hand out a timer's id again, which
   // a breaker of an earlier sequence, collected later, would cancel.
   timers.enable({ apis: ['setTimeout'] })
@@ -537,7 +593,7 @@ async function runMany(title, base, count, timers, timeouts) {
   for (const seed of list) {
     let f
     try {
-      f = await runSequence(seed, STEPS, timers, timeouts)
+      f = await runSequence(seed, STEPS, timers, timeouts, keyed)
     } finally {
       delete performance.now // back to Performance.prototype.now
     }
@@ -554,6 +610,14 @@ test('execute() behaves exactly like tryAcquire()/record(): random sequences', a
 
 test('execute() with timeoutMs behaves exactly like tryAcquire()/record(failure at the timeout)', async (ctx) => {
   await runMany('timeout sequences', 1000001, Math.max(1, Math.ceil(SEQUENCES / 3)), ctx.mock.timers, true)
+})
+
+test("a Registry name's execute() behaves exactly like a breaker's tryAcquire()/record(), whatever other names do", async (ctx) => {
+  await runMany('keyed sequences', 2000001, SEQUENCES, ctx.mock.timers, false, true)
+})
+
+test("a Registry name's execute() with timeoutMs behaves exactly like a breaker's tryAcquire()/record()", async (ctx) => {
+  await runMany('keyed timeout sequences', 3000001, Math.max(1, Math.ceil(SEQUENCES / 3)), ctx.mock.timers, true, true)
 })
 
 // ---------------------------------------------------------------------------

@@ -202,11 +202,12 @@ function statsOf(f) {
 
 /** `method` of the module's class, guarded; `parse` turns its result into the addon's. */
 function guarded(method, parse = same) {
-  // Five parameters, no rest: the hot calls (acquire, record) stay cheap.
-  return function (a, b, c, d, e) {
+  // Six parameters (the most a method takes: a registry's `handOver`), no
+  // rest: the hot calls (acquire, record) stay cheap.
+  return function (a, b, c, d, e, f) {
     const entered = stackPointer?.value
     try {
-      return parse(method.call(this, a, b, c, d, e))
+      return parse(method.call(this, a, b, c, d, e, f))
     } catch (err) {
       throw unwound(entered, err)
     }
@@ -220,6 +221,8 @@ function guardedClass(Base, names, built, getters = []) {
   const Guarded = class extends Base {}
   for (const name of names) {
     const method = Base.prototype[name]
+    // (A parameter past the guard's six would arrive undefined.)
+    if (method.length > 6) throw new Error(`halfopen-wasm: ${name} takes ${method.length} parameters, the guard passes 6`)
     const build = Object.hasOwn(built, name) ? built[name] : same
     Object.defineProperty(Guarded.prototype, name, { value: guarded(method, build), writable: true, configurable: true })
   }

@@ -1,0 +1,148 @@
+'use strict'
+// A Registry's names under their licences (lib/registry.js): calls admitted
+// without crossing into the addon must still keep their name from eviction,
+// count exactly once, and survive what replaces or evicts breakers (a new
+// name at capacity, `configure`, `restore`). The name's own behaviour, call
+// by call, is test/differential.test.js's ("keyed sequences"); this covers
+// what those sequences never meet: a registry that evicts.
+//
+// Time is `t`, the registry's clock; calls are promises settled by hand.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { Registry, RegistryFullError } = require(process.env.HALFOPEN_PACKAGE || '..')
+
+let t = 0
+const clock = () => t
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+/** Starts a call of `key` that settles when its `resolve` or `reject` is called. */
+function pending(key) {
+  const call = {}
+  call.promise = key.execute(
+    () =>
+      new Promise((resolve, reject) => {
+        call.resolve = resolve
+        call.reject = reject
+      }),
+  )
+  call.promise.catch(() => {})
+  return call
+}
+
+test('a name with licensed calls in flight is never evicted, and an idle one is', async () => {
+  t = 1000
+  const r = new Registry({ clock, capacity: 2 })
+  const a = r.get('a')
+  const b = r.get('b')
+  // Made in this order: in the core's view "a" is used least recently, and
+  // its later calls, under its licence, do not cross.
+  await a.execute(() => 'made')
+  await b.execute(() => 'made')
+  t += 1
+  const calls = [pending(a), pending(a), pending(a)]
+  await b.execute(() => 'idle again')
+  // A new name at capacity: "a" has three calls out, "b" none.
+  assert.equal(await r.get('c').execute(() => 'c'), 'c')
+  assert.equal(r.evictions, 1)
+  assert.ok(r.has('a'), 'the name with calls in flight is kept')
+  assert.ok(!r.has('b'), 'the idle one is evicted')
+  for (const call of calls) call.resolve('done')
+  await Promise.all(calls.map((c) => c.promise))
+  await turn()
+  const m = a.metrics()
+  assert.equal(m.admitted, 4)
+  assert.equal(m.successes, 4)
+  assert.equal(m.inFlight, 0)
+  // The evicted name starts again: a new breaker, whatever its handle.
+  assert.equal(await b.execute(() => 'back'), 'back')
+  assert.equal(b.metrics().admitted, 1)
+  assert.equal(r.evictions, 2)
+})
+
+test('a registry full of names with licensed calls out refuses a new name, and counts those calls once', async () => {
+  t = 5000
+  const r = new Registry({ clock, capacity: 1 })
+  const a = r.get('a')
+  await a.execute(() => 'made')
+  const call = pending(a)
+  await assert.rejects(r.get('b').execute(() => 'never'), RegistryFullError)
+  const refused = r.get('b').tryAcquire()
+  assert.equal(refused.admitted, false)
+  assert.equal(refused.reason, 'registry_full')
+  call.resolve('done')
+  await call.promise
+  assert.deepEqual([a.metrics().admitted, a.metrics().successes, a.metrics().inFlight], [2, 2, 0])
+  assert.equal(await r.get('b').execute(() => 'b'), 'b')
+  assert.ok(!r.has('a'))
+})
+
+test("a name's calls out under a licence outlive a configure and a restore of the registry", async () => {
+  t = 9000
+  const r = new Registry({ clock, capacity: 1 })
+  const a = r.get('a')
+  await a.execute(() => 'made')
+  const old = pending(a)
+  r.configure('a', { failureThreshold: 1 })
+  // The new breaker counts nothing of the old one's call, which still holds the name.
+  assert.equal(a.metrics().admitted, 0)
+  await assert.rejects(r.get('b').execute(() => 'never'), RegistryFullError)
+  const kept = pending(a)
+  r.restore(r.toJSON())
+  await assert.rejects(r.get('b').execute(() => 'never'), RegistryFullError, 'restored: its calls out still hold it')
+  old.reject(new Error('late'))
+  kept.resolve('late too')
+  await Promise.allSettled([old.promise, kept.promise])
+  await turn()
+  // The restored breaker: no report reached it, and it is idle again.
+  assert.equal(a.getState(), 'CLOSED')
+  assert.equal(await r.get('b').execute(() => 'b'), 'b')
+})
+
+test("a name's licensed calls and its permits (tryAcquire/record) count in their order", async () => {
+  t = 20000
+  const r = new Registry({ clock, failureThreshold: 2 })
+  const a = r.get('a')
+  await a.execute(() => 1)
+  await a.execute(() => 2)
+  const permit = a.tryAcquire()
+  assert.equal(permit.admitted, true)
+  a.record(permit, 'failure')
+  await assert.rejects(a.execute(() => Promise.reject(new Error('503'))))
+  assert.equal(a.getState(), 'OPEN')
+  const m = a.metrics()
+  assert.deepEqual([m.admitted, m.successes, m.failures, m.inFlight], [4, 2, 2, 0])
+  // Open: refused under the licence to reject, each counted.
+  await assert.rejects(a.execute(() => 'no'), { reason: 'open' })
+  await assert.rejects(a.execute(() => 'no'), { reason: 'open' })
+  assert.equal(a.metrics().rejections, 2)
+  assert.throws(() => a.record(permit, 'success'), TypeError)
+})
+
+test('a restore that drops a name makes it anew, never at the cost of a name with licensed calls out', async () => {
+  t = 30000
+  const r = new Registry({ clock, capacity: 2 })
+  const a = r.get('a')
+  const b = r.get('b')
+  await a.execute(() => 'made')
+  const onlyA = r.toJSON()
+  await b.execute(() => 'made')
+  r.restore(onlyA)
+  assert.ok(!r.has('b'))
+  // "c" has a call out that the core knows of (a permit): it is busy.
+  const permit = r.get('c').tryAcquire()
+  assert.equal(permit.admitted, true)
+  // "a": one call out under its licence, which the core has not been told of.
+  await a.execute(() => 'licensed')
+  a.metrics() // (everything handed over: "a" is idle in the core's view)
+  const out = pending(a)
+  // "b" needs a breaker again: the registry is full of busy names, so it is refused.
+  await assert.rejects(b.execute(() => 'never'), RegistryFullError)
+  assert.ok(r.has('a'), 'the name with a call out under its licence is kept')
+  out.resolve('done')
+  await out.promise
+  const m = a.metrics()
+  // (The restored breaker's counters go on from the snapshot's: its first call.)
+  assert.deepEqual([m.admitted, m.successes, m.inFlight], [3, 3, 0])
+  r.get('c').record(permit, 'success')
+})
