@@ -1,6 +1,6 @@
 'use strict'
 // `CircuitBreaker`: the drop-in for seed 000's class. Every decision is the
-// core's (the addon); its hot path is the licence's (lib/licence.js).
+// core's (the addon); its hot path is its licence holder's (lib/licence.js).
 
 const { NativeBreaker } = require('../native.js')
 const { execute } = require('./call.js')
@@ -8,7 +8,7 @@ const { GroupLink, linkOf } = require('./group.js')
 const { read } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
 const { drain, enqueueTransitions, publish, STATE_OF } = require('./events.js')
-const { initLicence, licensed } = require('./licence.js')
+const { Holder } = require('./licence.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 const { OUTCOME_CODES, retryOf, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
@@ -60,37 +60,41 @@ class CircuitBreaker {
   constructor(options) {
     const t = translate(options, 'breaker')
     this.name = t.name
-    this._isFailure = t.isFailure
-    this._fallback = t.fallback
-    this._clock = t.clock
-    this._monotonic = t.monotonic
     this._sharedClock = t.sharedClock
-    this._timeoutMs = t.timeoutMs
-    this._timed = undefined // its calls with a timeout (lib/call.js), while there are some
     try {
       this._native = new NativeBreaker(t.native, t.latencyHistogram)
     } catch (err) {
       throw fromNative(err, { options })
     }
     checkName(this.name, 'name', this._native.maxNameBytes())
-    this._last = 0 // the latest clock reading (readings are never below 0)
-    initLicence(this)
-    this._emitter = this // where its events go (lib/licence.js)
+    this._lic = new Holder(this, this, t.name, this._native, t) // its licence and call path
     this._queue = null // events (lib/events.js)
     if (t.given.group !== undefined) new GroupLink(this, t.given.group)
   }
 
+  // Its clock, as lib/clock.js reads it (its holder's), for its group's link.
+  get _clock() {
+    return this._lic._clock
+  }
+  get _last() {
+    return this._lic._last
+  }
+  set _last(t) {
+    this._lic._last = t
+  }
+
   /** Runs `fn` if the breaker admits it; settles exactly as `fn` does. */
   execute(fn, options) {
-    return execute(this, fn, options)
+    return execute(this._lic, fn, options)
   }
 
   /** The state now, counting elapsed time: "CLOSED" | "OPEN" | "HALF_OPEN". */
   getState() {
-    const now = read(this)
-    this._flush(now)
-    this._relicense(now)
-    return STATES[this._gauge]
+    const l = this._lic
+    const now = read(l)
+    l._flush(now)
+    l._relicense(now)
+    return STATES[l._gauge]
   }
 
   /**
@@ -99,10 +103,10 @@ class CircuitBreaker {
    * to hand back to `record` once, or `{ admitted: false, state, retryAfterMs, reason }`.
    */
   tryAcquire() {
-    const now = read(this)
-    const generation = this._acquire(now)
+    const now = read(this._lic)
+    const generation = this._acquire(this._lic, now)
     if (generation < 0) {
-      const { state, retryAfterMs, reason } = this._refused()
+      const { state, retryAfterMs, reason } = this._refused(this._lic)
       return { admitted: false, state, retryAfterMs, reason }
     }
     return issuePermit(this, generation, now)
@@ -114,12 +118,12 @@ class CircuitBreaker {
    */
   record(permit, outcome) {
     const { code, data } = takePermit(this, permit, outcome)
-    this._settle(data, code)
+    this._lic._settle(data, code)
   }
 
   /** "NORMAL", "FORCED_OPEN" or "DISABLED". */
   mode() {
-    return this._native.mode(read(this)).toUpperCase()
+    return this._native.mode(read(this._lic)).toUpperCase()
   }
 
   /** When (on the breaker's clock, ms) it next changes by itself, or null. */
@@ -139,8 +143,8 @@ class CircuitBreaker {
 
   /** Milliseconds until a call is worth trying: 0 now, Infinity while held open. */
   retryAfterMs() {
-    const now = read(this)
-    this._flush(now)
+    const now = read(this._lic)
+    this._lic._flush(now)
     return this._native.retryAfter(now)
   }
 
@@ -232,29 +236,29 @@ class CircuitBreaker {
 
   /** Counters, times, error rate and (if kept) latency quantiles, as a plain object. */
   metrics() {
-    const now = read(this)
-    this._flush(now)
+    const now = read(this._lic)
+    this._lic._flush(now)
     return metricsOf(this._native.metrics(now))
   }
 
   /** The Prometheus text exposition of this breaker. */
   prometheus() {
-    const now = read(this)
-    this._flush(now)
+    const now = read(this._lic)
+    this._lic._flush(now)
     return output(() => this._native.prometheus(this.name, now))
   }
 
   /** The breaker's state (the core's versioned snapshot), as a plain object. */
   toJSON() {
-    const now = read(this)
-    this._flush(now)
+    const now = read(this._lic)
+    this._lic._flush(now)
     return JSON.parse(output(() => this._native.snapshotJson(now)))
   }
 
   /** The breaker's state as compact bytes. */
   toBytes() {
-    const now = read(this)
-    this._flush(now)
+    const now = read(this._lic)
+    this._lic._flush(now)
     return output(() => this._native.snapshotBytes(now))
   }
 
@@ -275,61 +279,61 @@ class CircuitBreaker {
   }
 
   _restore(json, bytes) {
-    const now = read(this)
+    const now = read(this._lic)
     try {
       this._native.restore(json, bytes, now, this._sharedClock)
     } catch (err) {
       throw fromNative(err)
     }
-    this._relicense(now)
+    this._lic._relicense(now)
   }
 
-  // The call path's host methods (lib/call.js) are the licence's
-  // (lib/licence.js), but for these.
+  // Its licence holder's owner's part (lib/licence.js).
 
-  /** A generation from the core's admission, or -1 (the rejection is kept). */
-  _acquire(now) {
-    this._flush(now)
+  /** A generation from the core's admission for `l` (its holder), or -1 (the rejection is kept there). */
+  _acquire(l, now) {
+    l._flush(now)
     const code = this._native.acquire(now)
     if (code >= TRANSITION_PENDING) {
-      this._transitions(now)
+      l._transitions(now)
       return code - TRANSITION_PENDING
     }
     // A licence changes only with a transition (taken above), or with a
     // limit's room; ask for the first one here.
-    if (this._kind === UNKNOWN || this._limited) this._relicense(now)
+    if (l._kind === UNKNOWN || l._limited) l._relicense(now)
     if (code < 0) {
-      this._refusalMs = retryOf(code)
+      l._refusalMs = retryOf(code)
       // Why, in the core's words (the binding does not infer it), and in
       // which state (before a listener of the transitions below changes it).
-      this._refusalReason = this._native.refusalReason()
-      this._refusalGauge = this._gauge
+      l._refusalReason = this._native.refusalReason()
+      l._refusalGauge = l._gauge
       // An open time that ended, then a full limit: the rejection observed
       // a transition (the licence, asked again with a limit, says so).
-      if (this._pending) this._publishTransitions()
+      if (l._pending) this._publishTransitions()
       return -1
     }
     return code
   }
 
-  _rejectionError() {
-    const err = new CircuitBreakerOpenError(this.name, STATES[this._refusalGauge], this._refusalMs, this._refusalReason)
+  _rejectionError(l) {
+    const err = new CircuitBreakerOpenError(this.name, STATES[l._refusalGauge], l._refusalMs, l._refusalReason)
     if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
     return err
   }
 
-  _refused() {
-    const refusal = { breakerName: this.name, state: STATES[this._refusalGauge], retryAfterMs: this._refusalMs, reason: this._refusalReason }
+  _refused(l) {
+    const refusal = { breakerName: this.name, state: STATES[l._refusalGauge], retryAfterMs: l._refusalMs, reason: l._refusalReason }
     // (Read first: a listener may change the breaker.)
-    if (this.listenerCount('reject') > 0) this._rejectionError()
+    if (this.listenerCount('reject') > 0) this._rejectionError(l)
     return refusal
   }
 
   _manual(op) {
-    const now = read(this)
-    const pending = this._flush(now)
+    const l = this._lic
+    const now = read(l)
+    const pending = l._flush(now)
     const changed = op(now)
-    this._relicense(now)
+    l._relicense(now)
     if (pending || changed) this._publishTransitions()
   }
 
@@ -346,7 +350,6 @@ class CircuitBreaker {
 // skipping its constructor saves ~260 bytes per breaker that has no listener.
 Object.setPrototypeOf(CircuitBreaker.prototype, EventEmitter.prototype)
 Object.setPrototypeOf(CircuitBreaker, EventEmitter)
-licensed(CircuitBreaker)
 
 module.exports = {
   CircuitBreaker,

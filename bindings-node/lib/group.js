@@ -75,7 +75,8 @@ const BREAKER = {
     // Successes batched under the licence count in the running totals
     // (handing them over may cause a transition: published first).
     // (The breaker's time never goes back: its latest reading.)
-    if (b._flush(b._last)) b._transitions(b._last)
+    const l = b._lic
+    if (l._flush(l._last)) l._transitions(l._last)
     const args = b._native.groupRequest(now)
     return args === null || args === undefined ? null : { keys, args }
   },
@@ -102,9 +103,9 @@ const BREAKER = {
  * a time already read, then asks for the licence again.
  */
 function alone(b, at, op) {
-  const pending = b._flush(at)
+  const pending = b._lic._flush(at)
   op()
-  b._relicense(at)
+  b._lic._relicense(at)
   if (pending) b._publishTransitions()
 }
 
@@ -128,7 +129,7 @@ const REGISTRY = {
     } finally {
       r._revokeAll()
     }
-    if (code > 0) r._transitions()
+    if (code > 0) r._publishTransitions()
     return code
   },
   failed(r, at) {

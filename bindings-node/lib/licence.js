@@ -30,11 +30,11 @@
 // no timer is trusted (halfopen-wasm: workerd, browsers) every such success
 // reads the clock.
 //
-// A holder provides: `_native` (`acquire`-less: `licence(now)`, `handOver`,
-// `countRejections`, `record`, `takeTransitions`), `_emitter` (where its
-// events go), `_acquire(now)` (a generation from the core, or -1 with the
-// refusal kept), `_publishTransitions()`, and the clock's fields
-// (`_clock`, `_monotonic`, `_last`: lib/clock.js); `initLicence` sets the rest.
+// A `Holder` is the call path's host (lib/call.js) for one breaker or one
+// registry name: one class for both, so that the hot path's inline caches
+// see one shape in a process that uses both. What differs is its owner's
+// (the `CircuitBreaker`, or the `Registry`): asking the core for a call
+// (`_acquire`), building a refusal, publishing transitions.
 
 const { settlers } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
@@ -54,32 +54,74 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  */
 const WATCHES = afterMs === undefined ? undefined : new FinalizationRegistry((handle) => cancel(handle))
 
-/** A holder's fields before its first licence (its constructor calls this). */
-function initLicence(host) {
-  host._kind = UNKNOWN // the licence
-  host._generation = 0
-  host._until = -1 // when the licence ends (-1: no licence to act on)
-  host._gauge = 0 // the state as of the licence
-  host._admitted = 0 // admissions under the licence, not yet handed over
-  host._admittedAt = 0
-  host._batch = 0 // successes under the licence, not yet handed over
-  host._batchAt = 0
-  host._rejections = 0 // rejections under the licence, not yet counted
-  host._refusalMs = 0 // the latest rejection's retry time
-  host._licensed = null // the permit of calls admitted under the licence
-  host._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
-  host._room = Infinity // under "admit": calls that may still be admitted without asking
-  host._limited = false // whether a concurrency limit is configured (set with the licence)
-  host._pending = false // whether transitions waited when the licence was asked
-  host._watched = false // under "admit": whether successes need no clock reading (see the top)
-  host._watchTimer = undefined // the timer at the licence's end, until it fires: { until, handle }
-  host._refusalReason = 'open' // the latest rejection's reason
-  host._refusalGauge = 0 // and its state
-  host._licenceRefusal = 'open' // under "reject": why (the licence says)
-}
+/** Whether a holder may take a licence: a breaker's always, a registry name's while its own (lib/registry.js). */
+const OWN = 0
+const NEW = 1
+const DROPPED = 2
 
-/** The licence's methods, given to each holder's class by `licensed`. */
-class Licensed {
+/**
+ * The licence and the call path of one breaker (or registry name):
+ * `native` asks its core (`licence(now)`, `handOver`, `countRejections`,
+ * `record`, `takeTransitions`), `emitter` gets its events, `t` is its
+ * options as translated (clock, isFailure, fallback, timeoutMs).
+ */
+class Holder {
+  constructor(owner, emitter, name, native, t, status = OWN) {
+    this.name = name
+    this._owner = owner
+    this._emitter = emitter
+    this._native = native
+    this._status = status // OWN, NEW (a registry name whose breaker is not made yet) or DROPPED
+    this._isFailure = t.isFailure
+    this._fallback = t.fallback
+    this._clock = t.clock
+    this._monotonic = t.monotonic
+    this._timeoutMs = t.timeoutMs
+    this._timed = undefined // its calls with a timeout (lib/call.js), while there are some
+    this._last = 0 // the latest clock reading (readings are never below 0)
+    this._kind = UNKNOWN // the licence
+    this._generation = 0
+    this._until = -1 // when the licence ends (-1: no licence to act on)
+    this._gauge = 0 // the state as of the licence
+    this._admitted = 0 // admissions under the licence, not yet handed over
+    this._admittedAt = 0
+    this._batch = 0 // successes under the licence, not yet handed over
+    this._batchAt = 0
+    this._rejections = 0 // rejections under the licence, not yet counted
+    this._refusalMs = 0 // the latest rejection's retry time
+    this._licensed = null // the permit of calls admitted under the licence
+    this._slowAfter = 0 // under "admit": a success slower than this is a failure (set with the licence)
+    this._room = Infinity // under "admit": calls that may still be admitted without asking
+    this._limited = false // whether a concurrency limit is configured (set with the licence)
+    this._pending = false // whether transitions waited when the licence was asked
+    this._watched = false // under "admit": whether successes need no clock reading (see the top)
+    this._watchTimer = undefined // the timer at the licence's end, until it fires: { until, handle }
+    this._refusalReason = 'open' // the latest rejection's reason
+    this._refusalGauge = 0 // and its state
+    this._licenceRefusal = 'open' // under "reject": why (the licence says)
+  }
+
+  // The owner's part.
+
+  /** A generation from the core's admission, or -1 (the rejection is kept). */
+  _acquire(now) {
+    return this._owner._acquire(this, now)
+  }
+
+  /** The error for the rejection just made (emits 'reject'). */
+  _rejectionError() {
+    return this._owner._rejectionError(this)
+  }
+
+  /** The rejection just made, as a plain object (emits 'reject' with its error, if listened to). */
+  _refused() {
+    return this._owner._refused(this)
+  }
+
+  _publishTransitions() {
+    this._owner._publishTransitions()
+  }
+
   /**
    * A permit for `execute`: under the licence, or from the core; null if
    * rejected. A closed breaker admits every call until its next transition,
@@ -175,6 +217,11 @@ class Licensed {
   }
 
   _relicense(now) {
+    // (A registry name's holder, not its name's own (see lib/registry.js): none.)
+    if (this._status !== OWN) {
+      this._revoke()
+      return
+    }
     const licence = this._native.licence(now)
     // (None: a registry's name without a breaker. Asked again at its next call.)
     if (licence === null || licence === undefined) {
@@ -275,18 +322,4 @@ class Licensed {
   }
 }
 
-/**
- * Gives `Class` the licence's methods it does not define itself (a mixin
- * rather than a base class: a `CircuitBreaker`'s prototype chain is
- * EventEmitter's).
- */
-function licensed(Class) {
-  for (const key of Object.getOwnPropertyNames(Licensed.prototype)) {
-    // (A method of its own stays: it may call the licence's through `Licensed.prototype`.)
-    if (key !== 'constructor' && !Object.hasOwn(Class.prototype, key)) {
-      Object.defineProperty(Class.prototype, key, Object.getOwnPropertyDescriptor(Licensed.prototype, key))
-    }
-  }
-}
-
-module.exports = { initLicence, Licensed, licensed }
+module.exports = { DROPPED, Holder, NEW, OWN }

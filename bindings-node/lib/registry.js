@@ -1,9 +1,9 @@
 'use strict'
 // `Registry`: one breaker per name (seed 000's `breakerFor`), bounded, and
-// its keyed breakers. A name's calls take the licence's fast path
-// (lib/licence.js) through its `KeyState`, one per name JavaScript has seen
-// the breaker of, kept in `_keys`; `KeyedBreaker`s (made by `get(name)`)
-// are handles to it. The core evicts an idle breaker only inside a native
+// its keyed breakers. A name's calls take the licence's fast path through
+// its licence holder (lib/licence.js), one per name JavaScript has seen the
+// breaker of, kept in `_keys` (the registry is the holders' owner);
+// `KeyedBreaker`s (made by `get(name)`) are handles to it. The core evicts an idle breaker only inside a native
 // call that can make one (a name's first call, `configure`, a manual
 // operation, a restore, a group exchange), and counts as idle a breaker with
 // no call in flight that it knows of. So:
@@ -12,16 +12,17 @@
 //   and never evicts a breaker with one;
 // - after it, the licences are asked again, each at its name's next call
 //   (`_revokeAll`), and if a breaker was evicted (or a restore replaced
-//   them), every KeyState is dropped: a name's next call starts a new one.
-//   A dropped KeyState holds no licence again; the calls it admitted
-//   report their outcomes one by one.
+//   them), every holder is dropped: a name's next call starts a new one.
+//   A dropped holder holds no licence again; the calls it admitted report
+//   their outcomes one by one (its calls with a timeout go on to its
+//   successor, which times out those whose timer was lost).
 // In a registry at its capacity that evicts for every new name, every name
 // therefore asks again after each eviction: the fast path serves names that
 // stay.
 
 const { NativeRegistry } = require('../native.js')
 const { issuePermit, metricsOf, STATES, takePermit } = require('./breaker.js')
-const { initLicence, Licensed, licensed } = require('./licence.js')
+const { DROPPED, Holder, NEW, OWN } = require('./licence.js')
 const { execute } = require('./call.js')
 const { GroupLink, linkOf } = require('./group.js')
 const { read } = require('./clock.js')
@@ -48,11 +49,13 @@ class Registry extends EventEmitter {
     this._monotonic = t.monotonic
     this._sharedClock = t.sharedClock
     this._timeoutMs = t.timeoutMs
-    this._timed = new Map() // name -> its calls with a timeout (lib/call.js)
     this._last = 0
     this._queue = null
-    this._keys = new Map() // name -> its KeyState, while the core holds its breaker
+    this._keys = new Map() // name -> its licence holder, while the core holds its breaker
     this._evictionsSeen = 0 // the core's evictions when `_keys` was last checked
+    this._timedLeft = new Map() // name -> the calls with a timeout its dropped holders left
+    // What a name's holder takes of the options (lib/licence.js).
+    this._callOptions = { isFailure: t.isFailure, fallback: t.fallback, clock: t.clock, monotonic: t.monotonic, timeoutMs: t.timeoutMs }
     try {
       this._native = new NativeRegistry(t.native, t.capacity)
     } catch (err) {
@@ -106,7 +109,7 @@ class Registry extends EventEmitter {
     } finally {
       this._revokeAll()
     }
-    if (changed) this._transitions()
+    if (changed) this._publishTransitions()
   }
 
   /** The names of every breaker held. */
@@ -163,7 +166,7 @@ class Registry extends EventEmitter {
       this._revokeAll(true)
     }
     // Each breaker whose state the snapshot changed: reason 'restored'.
-    if (changed) this._transitions()
+    if (changed) this._publishTransitions()
   }
 
   /**
@@ -172,37 +175,130 @@ class Registry extends EventEmitter {
    */
   _handOverAll(now) {
     let pending = false
-    for (const state of this._keys.values()) {
-      if (state._flush(now)) {
+    for (const holder of this._keys.values()) {
+      if (holder._flush(now)) {
         pending = true
-        state._revoke()
+        holder._revoke()
       }
     }
-    if (pending) this._transitions()
+    if (pending) this._publishTransitions()
   }
 
   /**
    * After a native call that may have changed any name's breaker: each
    * licence is asked again at its name's next call; if a breaker was
-   * evicted (or `replaced`: every one), every KeyState is dropped.
+   * evicted (or `replaced`: every one), every holder is dropped.
    */
   _revokeAll(replaced = false) {
     const evictions = this._native.evictions
     const drop = replaced || evictions !== this._evictionsSeen
     this._evictionsSeen = evictions
-    for (const state of this._keys.values()) {
-      state._revoke()
-      if (drop) state._dropped = true
+    for (const holder of this._keys.values()) {
+      holder._revoke()
+      if (drop) {
+        holder._status = DROPPED
+        if (holder._timed !== undefined) this._timedLeft.set(holder.name, holder._timed)
+      }
     }
-    if (drop) this._keys.clear()
+    if (!drop) return
+    this._keys.clear()
+    for (const [name, calls] of this._timedLeft) if (calls.size === 0) this._timedLeft.delete(name)
   }
 
-  /** The KeyState of `name`: its own, or a new one (not kept until its breaker is made). */
+  /** The licence holder of `name`: its own, or a new one (kept once its breaker is made). */
   _key(name) {
-    return this._keys.get(name) ?? new KeyState(this, name)
+    const own = this._keys.get(name)
+    if (own !== undefined) return own
+    const holder = new Holder(this, this, name, new KeyNative(this._native, name), this._callOptions, NEW)
+    holder._last = this._last
+    const left = this._timedLeft.get(name)
+    if (left !== undefined && left.size > 0) holder._timed = left
+    return holder
   }
 
-  _transitions() {
+  // Its names' holders' owner's part (lib/licence.js).
+
+  /** A generation from the core's admission for `h`, a name's holder, or -1 (the rejection is kept there). */
+  _acquire(h, now) {
+    // A name without a breaker gets one here, which may evict another's.
+    if (h._status !== OWN) this._handOverAll(now)
+    h._flush(now)
+    const code = this._native.acquire(h.name, now)
+    if (code === REGISTRY_FULL) {
+      h._refusalReason = 'registry_full'
+      return -1
+    }
+    if (h._status === NEW) this._join(h)
+    if (code < 0) {
+      // One crossing: the code carries the whole refusal (src/wire.rs),
+      // decoded into a scratch record (no allocation per refusal).
+      registryRefusalOf(code, SCRATCH)
+      h._refusalGauge = SCRATCH[0]
+      // (Past 4.46 years, past what the code holds exactly: asked for.)
+      h._refusalMs = Number.isNaN(SCRATCH[1]) ? this._native.retryAfter(h.name, now) : SCRATCH[1]
+      h._refusalReason = SCRATCH[2]
+      if (SCRATCH[3]) h._transitions(now)
+      else if (h._kind === UNKNOWN || h._limited) h._relicense(now)
+      return -1
+    }
+    if (code >= TRANSITION_PENDING) {
+      h._transitions(now)
+      return code - TRANSITION_PENDING
+    }
+    // A licence changes only with a transition (taken above), or with a
+    // limit's room; ask for the first one here.
+    if (h._kind === UNKNOWN || h._limited) h._relicense(now)
+    return code
+  }
+
+  /** `h`'s breaker was just made (or found): it becomes its name's own holder. */
+  _join(h) {
+    h._status = OWN
+    // An eviction made room: every other holder is dropped.
+    if (this._native.evictions !== this._evictionsSeen) this._revokeAll()
+    this._keys.set(h.name, h)
+  }
+
+  _rejectionError(h) {
+    const err =
+      h._refusalReason === 'registry_full'
+        ? new RegistryFullError(h.name)
+        : new CircuitBreakerOpenError(h.name, STATES[h._refusalGauge], h._refusalMs, h._refusalReason)
+    if (this.listenerCount('reject') > 0) publish(this, 'reject', err)
+    return err
+  }
+
+  _refused(h) {
+    const refusal =
+      h._refusalReason === 'registry_full'
+        ? { breakerName: h.name, state: 'CLOSED', retryAfterMs: Infinity, reason: 'registry_full' }
+        : { breakerName: h.name, state: STATES[h._refusalGauge], retryAfterMs: h._refusalMs, reason: h._refusalReason }
+    // (Read first: a listener may change the breaker.)
+    if (this.listenerCount('reject') > 0) this._rejectionError(h)
+    return refusal
+  }
+
+  /**
+   * Applies `op(now)` (true if a transition waits) to the breaker of `h`'s
+   * name, which it makes if there is none (and may evict another's for it).
+   */
+  _manual(h, op) {
+    const now = read(h)
+    const own = h._status === OWN
+    let pending = false
+    if (own) pending = h._flush(now)
+    else this._handOverAll(now)
+    let changed
+    try {
+      changed = op(now)
+    } finally {
+      if (own) h._relicense(now)
+      else this._revokeAll()
+    }
+    if (pending || changed) this._publishTransitions()
+  }
+
+  _publishTransitions() {
     enqueueTransitions(this, this._native.takeTransitions())
     drain(this)
     // A transition may ask for an exchange with the group sooner.
@@ -213,7 +309,7 @@ class Registry extends EventEmitter {
 /** Where a key's refusal is decoded (one for every key: each read at once). */
 const SCRATCH = [0, 0, '', false]
 
-/** What a KeyState asks the registry's addon, as a breaker's own (lib/licence.js). */
+/** What a name's holder asks the registry's addon, as a breaker's holder asks its own (lib/licence.js). */
 class KeyNative {
   constructor(native, name) {
     this._n = native
@@ -236,145 +332,20 @@ class KeyNative {
   }
 }
 
-/**
- * One name's licence and call path (lib/call.js's host): made with its
- * breaker (`_made`: kept in the registry's `_keys`), until dropped.
- */
-class KeyState {
-  constructor(registry, name) {
-    this.name = name
-    this._registry = registry
-    this._native = new KeyNative(registry._native, name)
-    this._emitter = registry
-    // (The registry's, as own fields: read on every call.)
-    this._clock = registry._clock
-    this._monotonic = registry._monotonic
-    this._isFailure = registry._isFailure
-    this._fallback = registry._fallback
-    this._timeoutMs = registry._timeoutMs
-    this._last = registry._last
-    initLicence(this)
-    this._made = false // whether its breaker is made and it is the registry's KeyState for it
-    this._dropped = false // whether it no longer is (see the top)
-    this._full = false // whether the latest refusal was the registry's: full of busy breakers
-  }
-
-  // The name's calls with a timeout (lib/call.js), kept by the registry, so
-  // that a KeyState dropped with some out leaves them to its successor.
-  get _timed() {
-    const timed = this._registry._timed
-    return timed.size === 0 ? undefined : timed.get(this.name)
-  }
-  set _timed(calls) {
-    if (calls === undefined) this._registry._timed.delete(this.name)
-    else this._registry._timed.set(this.name, calls)
-  }
-
-  /** A generation from the core's admission, or -1 (the rejection is kept). */
-  _acquire(now) {
-    const r = this._registry
-    // A name without a breaker gets one here, which may evict another's.
-    if (!this._made) r._handOverAll(now)
-    this._flush(now)
-    const code = r._native.acquire(this.name, now)
-    this._full = code === REGISTRY_FULL
-    if (this._full) return -1
-    if (!this._made) this._join()
-    if (code < 0) {
-      // One crossing: the code carries the whole refusal (src/wire.rs),
-      // decoded into a scratch record (no allocation per refusal).
-      registryRefusalOf(code, SCRATCH)
-      this._refusalGauge = SCRATCH[0]
-      // (Past 4.46 years, past what the code holds exactly: asked for.)
-      this._refusalMs = Number.isNaN(SCRATCH[1]) ? r._native.retryAfter(this.name, now) : SCRATCH[1]
-      this._refusalReason = SCRATCH[2]
-      if (SCRATCH[3]) this._transitions(now)
-      else if (this._kind === UNKNOWN || this._limited) this._relicense(now)
-      return -1
-    }
-    if (code >= TRANSITION_PENDING) {
-      this._transitions(now)
-      return code - TRANSITION_PENDING
-    }
-    // A licence changes only with a transition (taken above), or with a
-    // limit's room; ask for the first one here.
-    if (this._kind === UNKNOWN || this._limited) this._relicense(now)
-    return code
-  }
-
-  /** Its breaker was just made (or found): it becomes the name's KeyState. */
-  _join() {
-    const r = this._registry
-    this._made = true
-    // An eviction made room: every other KeyState is dropped.
-    if (r._native.evictions !== r._evictionsSeen) r._revokeAll()
-    r._keys.set(this.name, this)
-  }
-
-  _relicense(now) {
-    if (this._made && !this._dropped) Licensed.prototype._relicense.call(this, now)
-    else this._revoke()
-  }
-
-  _rejectionError() {
-    const r = this._registry
-    const err = this._full
-      ? new RegistryFullError(this.name)
-      : new CircuitBreakerOpenError(this.name, STATES[this._refusalGauge], this._refusalMs, this._refusalReason)
-    if (r.listenerCount('reject') > 0) publish(r, 'reject', err)
-    return err
-  }
-
-  _refused() {
-    const refusal = this._full
-      ? { breakerName: this.name, state: 'CLOSED', retryAfterMs: Infinity, reason: 'registry_full' }
-      : { breakerName: this.name, state: STATES[this._refusalGauge], retryAfterMs: this._refusalMs, reason: this._refusalReason }
-    // (Read first: a listener may change the breaker.)
-    if (this._registry.listenerCount('reject') > 0) this._rejectionError()
-    return refusal
-  }
-
-  _publishTransitions() {
-    this._registry._transitions()
-  }
-
-  /**
-   * Applies `op(now)` (true if a transition waits) to its breaker, which
-   * it makes if there is none (and may evict another's for it).
-   */
-  _manual(op) {
-    const r = this._registry
-    const now = read(this)
-    let pending = false
-    if (this._made) pending = this._flush(now)
-    else r._handOverAll(now)
-    let changed
-    try {
-      changed = op(r, now)
-    } finally {
-      if (this._made) this._relicense(now)
-      else r._revokeAll()
-    }
-    if (pending || changed) r._transitions()
-  }
-}
-
-licensed(KeyState)
-
 /** A registry's breaker for one name: the `CircuitBreaker` methods that make sense per key. */
 class KeyedBreaker {
   constructor(registry, name) {
     this._registry = registry
     this.name = name
-    this._state = undefined // its name's KeyState, once it has one
+    this._holder = undefined // its name's own licence holder, once it has one
   }
 
-  /** Its name's KeyState (kept while it is the registry's). */
+  /** Its name's licence holder (kept while it is its name's own). */
   _key() {
-    const state = this._state
-    if (state !== undefined && !state._dropped) return state
+    const holder = this._holder
+    if (holder !== undefined && holder._status === OWN) return holder
     const found = this._registry._key(this.name)
-    this._state = found._made ? found : undefined
+    this._holder = found._status === OWN ? found : undefined
     return found
   }
 
@@ -385,11 +356,11 @@ class KeyedBreaker {
 
   /** A permit, or `{ admitted: false, state, retryAfterMs, reason, error }` (never throws but for a broken clock). */
   tryAcquire() {
-    const state = this._key()
-    const now = read(state)
-    const generation = state._acquire(now)
+    const h = this._key()
+    const now = read(h)
+    const generation = h._acquire(now)
     if (generation < 0) {
-      const error = state._rejectionError()
+      const error = h._rejectionError()
       const full = error instanceof RegistryFullError
       const refused = full ? 'CLOSED' : error.state
       return { admitted: false, state: refused, retryAfterMs: full ? Infinity : error.retryAfterMs, reason: full ? 'registry_full' : error.reason, error }
@@ -404,12 +375,12 @@ class KeyedBreaker {
   }
 
   getState() {
-    const state = this._key()
-    const now = read(state)
-    if (state._made) {
-      state._flush(now)
-      state._relicense(now)
-      return STATES[state._gauge]
+    const h = this._key()
+    const now = read(h)
+    if (h._status === OWN) {
+      h._flush(now)
+      h._relicense(now)
+      return STATES[h._gauge]
     }
     const licence = this._registry._native.licence(this.name, now)
     return licence === null || licence === undefined ? 'CLOSED' : STATES[licence.gauge]
@@ -417,9 +388,9 @@ class KeyedBreaker {
 
   /** Milliseconds until a call is worth trying (Infinity: held open, or the registry is full of busy breakers). */
   retryAfterMs() {
-    const state = this._key()
-    const now = read(state)
-    if (state._made && state._flush(now)) state._transitions(now)
+    const h = this._key()
+    const now = read(h)
+    if (h._flush(now)) h._transitions(now)
     return this._registry._native.retryAfter(this.name, now)
   }
 
@@ -429,14 +400,13 @@ class KeyedBreaker {
 
   /** "NORMAL", "FORCED_OPEN" or "DISABLED". */
   mode() {
-    const state = this._key()
-    return this._registry._native.mode(this.name, read(state)).toUpperCase()
+    return this._registry._native.mode(this.name, read(this._key())).toUpperCase()
   }
 
   metrics() {
-    const state = this._key()
-    const now = read(state)
-    if (state._made && state._flush(now)) state._transitions(now)
+    const h = this._key()
+    const now = read(h)
+    if (h._flush(now)) h._transitions(now)
     const m = this._registry._native.metrics(this.name, now)
     return m ? metricsOf(m) : null
   }
@@ -491,9 +461,10 @@ class KeyedBreaker {
   }
 
   _groupManual(method, op) {
-    const link = linkOf(this._registry)
+    const r = this._registry
+    const link = linkOf(r)
     if (link === undefined) throw new TypeError(`${method} needs the registry's group option (and a registry still in its group)`)
-    this._key()._manual((r, now) => {
+    r._manual(this._key(), (now) => {
       try {
         return op(r, now)
       } catch (err) {
@@ -504,7 +475,8 @@ class KeyedBreaker {
   }
 
   _manual(name, ms) {
-    this._key()._manual((r, now) => {
+    const r = this._registry
+    r._manual(this._key(), (now) => {
       try {
         return r._native.manual(this.name, name, now, ms)
       } catch (err) {
