@@ -259,6 +259,10 @@ fn sizes() {
         let (b, heap) = heap_bytes(|| Breaker::new(*config).unwrap());
         println!("| {name}, own `Config` | {} | {heap} |", size_of_val(&b));
     }
+    // A limit's state is behind a pointer, made with the breaker.
+    let limited = Config { concurrency_limit: Some(ConcurrencyLimit::Adaptive { min: 1, max: 100 }), ..shared };
+    let (b, heap) = heap_bytes(|| Breaker::new(&limited).unwrap());
+    println!("| halfopen, seed 000 + adaptive limit, shared `&Config` | {} | {heap} |", size_of_val(&b));
     let (b, heap) = heap_bytes(|| Breaker::with_meter(&shared, Metrics::default()).unwrap());
     println!("| halfopen, seed 000, shared config, with `Metrics` | {} | {heap} |", size_of_val(&b));
     let meter = (Metrics::default(), LatencyHistogram::default());

@@ -21,7 +21,7 @@ const emitWarning = (warning) => process.emitWarning(warning)
  * Calls `callback` once, `ms` from now, without keeping the process alive;
  * returns what `cancel` takes, or undefined if no timer could be set. A
  * breaker's licence ends on it, so that its successes need no clock reading
- * (lib/breaker.js), which reads them again without one. Node fires a timer
+ * (lib/licence.js), which reads them again without one. Node fires a timer
  * late only by the event loop's own lateness. (The global `setTimeout`,
  * looked up at each call: test runners' fake timers replace it, and a
  * replaced one may throw, or answer a number.)

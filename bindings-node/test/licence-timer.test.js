@@ -1,5 +1,5 @@
 'use strict'
-// The licence's end on a timer (lib/breaker.js, "With the default clock"):
+// The licence's end on a timer (lib/licence.js, "With the default clock"):
 // with the default clock, no slow-call threshold, no rate threshold and no
 // concurrency limit, a success reads no clock until a timer at the end of
 // the licence's window bucket fires. What a hostile review found of it, each a test here: a

@@ -179,7 +179,7 @@ function emitWarning(warning) {
 
 /**
  * No timer ends a breaker's licence here, so its successes read the clock
- * (lib/breaker.js): workerd drops a request's timers with its context, and
+ * (lib/licence.js): workerd drops a request's timers with its context, and
  * a browser fires a background tab's timers up to a minute late.
  */
 const afterMs = undefined

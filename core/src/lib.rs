@@ -2,8 +2,11 @@
 //!
 //! A circuit breaker as a sans-IO state machine: **fully deterministic**. It
 //! never reads a clock, performs no I/O, starts no threads and allocates
-//! nothing; every method that depends on time takes `now` as its first
-//! argument after `self`. The same inputs always give the same outputs, which
+//! nothing on the call path (with the `alloc` feature, a breaker with a
+//! concurrency limit allocates its limit's state, 80 bytes, once when it is
+//! made, so that one without a limit holds 8 bytes for it, not 80); every
+//! method that depends on time takes `now` as its first argument after
+//! `self`. The same inputs always give the same outputs, which
 //! is what lets one core serve Node, Python and WebAssembly bindings and be
 //! specified by a data-only conformance suite (`tests/conformance/`).
 //!
