@@ -186,6 +186,16 @@ class Holder {
     } else {
       now = readToReport(this)
     }
+    // A registry name's holder dropped with calls out: they report through
+    // the name's own holder, if it has one (after what it holds, and so that
+    // it learns of the transitions they cause).
+    if (this._status === DROPPED) {
+      const own = this._owner._ownHolder(this.name)
+      if (own !== undefined) {
+        own._settle(permit, outcome, event, payload)
+        return
+      }
+    }
     let pending = this._flush(now)
     pending = this._native.record(permit.generation, permit.issuedAtMs, outcome, now) || pending
     const emitter = this._emitter

@@ -198,6 +198,8 @@ class Registry extends EventEmitter {
       if (drop) {
         holder._status = DROPPED
         if (holder._timed !== undefined) this._timedLeft.set(holder.name, holder._timed)
+        // (Time never goes back: a name's next holder starts from its readings.)
+        if (holder._last > this._last) this._last = holder._last
       }
     }
     if (!drop) return
@@ -253,10 +255,21 @@ class Registry extends EventEmitter {
 
   /** `h`'s breaker was just made (or found): it becomes its name's own holder. */
   _join(h) {
-    h._status = OWN
     // An eviction made room: every other holder is dropped.
     if (this._native.evictions !== this._evictionsSeen) this._revokeAll()
+    // (Another holder of the name joined first, in a listener or a clock
+    // called meanwhile: this one's call reports through it.)
+    if (this._keys.has(h.name)) {
+      h._status = DROPPED
+      return
+    }
+    h._status = OWN
     this._keys.set(h.name, h)
+  }
+
+  /** `name`'s own holder, if it has one. */
+  _ownHolder(name) {
+    return this._keys.get(name)
   }
 
   _rejectionError(h) {

@@ -240,7 +240,10 @@ function drawProfile(r) {
  * context. `timers`: node:test's mock timers, ticked with `t`; `timeouts`:
  * the calls have a `timeoutMs`; `keyed`: A is a Registry's name (through
  * handles kept and new), among other names whose calls, configurations and
- * readings cross into the same registry.
+ * readings cross into the same registry — `'evicting'`: a registry of 3
+ * for 5 names, whose new names evict idle ones (every name's licence
+ * holder is dropped then, A's with calls out); the sequence ends when A's
+ * own breaker is evicted (it is idle then: a new one would start afresh).
  */
 async function runSequence(seed, steps, timers, timeouts, keyed = false) {
   const r = rng(seed)
@@ -265,7 +268,7 @@ async function runSequence(seed, steps, timers, timeouts, keyed = false) {
   let registry
   if (keyed) {
     const { name: _, ...registryOptions } = optionsA
-    registry = new Registry(registryOptions)
+    registry = new Registry(keyed === 'evicting' ? { ...registryOptions, capacity: 3 } : registryOptions)
     A = registry.get('differential')
   } else A = new CircuitBreaker(optionsA)
   const B = new CircuitBreaker(options)
@@ -460,10 +463,23 @@ async function runSequence(seed, steps, timers, timeouts, keyed = false) {
 
   /** Keyed: another name's doing, which crosses into A's registry (A must not notice). */
   async function others() {
-    const name = `other-${r.int(1, 6)}`
-    const what = r.pick(['call', 'call', 'configure', 'prometheus', 'toJSON', 'forceOpen', 'forceClose', 'metrics'])
+    const evicting = keyed === 'evicting'
+    const name = `other-${r.int(1, evicting ? 4 : 6)}`
+    let what = r.pick(['call', 'call', 'configure', 'prometheus', 'toJSON', 'forceOpen', 'forceClose', 'metrics'])
+    // (Evicting, one name only is configured: at most `capacity` may be.)
+    if (evicting && what === 'configure' && name !== 'other-1') what = 'call'
     note(`${name}: ${what}`)
     const other = registry.get(name)
+    try {
+      await otherDoes(other, name, what)
+    } catch (err) {
+      // (A registry full of busy names refuses a new one.)
+      if (!(evicting && err.name === 'RegistryFullError')) throw err
+      note(`  ${name}: registry full`)
+    }
+  }
+
+  async function otherDoes(other, name, what) {
     switch (what) {
       case 'call': {
         const s = track(other.execute(() => 'ok'))
@@ -569,6 +585,11 @@ async function runSequence(seed, steps, timers, timeouts, keyed = false) {
           break
         case 'others':
           await others()
+          // A's breaker evicted (idle): what it did until then compared.
+          if (!registry.has('differential')) {
+            note('A evicted: the sequence ends')
+            return null
+          }
           break
         default:
           reads()
@@ -618,6 +639,14 @@ test("a Registry name's execute() behaves exactly like a breaker's tryAcquire()/
 
 test("a Registry name's execute() with timeoutMs behaves exactly like a breaker's tryAcquire()/record()", async (ctx) => {
   await runMany('keyed timeout sequences', 3000001, Math.max(1, Math.ceil(SEQUENCES / 3)), ctx.mock.timers, true, true)
+})
+
+test("a Registry name's execute() behaves exactly like a breaker's while other names evict (its holder dropped with calls out)", async (ctx) => {
+  await runMany('evicting sequences', 4000001, SEQUENCES, ctx.mock.timers, false, 'evicting')
+})
+
+test("a Registry name's execute() with timeoutMs behaves exactly like a breaker's while other names evict", async (ctx) => {
+  await runMany('evicting timeout sequences', 5000001, Math.max(1, Math.ceil(SEQUENCES / 3)), ctx.mock.timers, true, 'evicting')
 })
 
 // ---------------------------------------------------------------------------

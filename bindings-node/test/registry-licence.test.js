@@ -146,3 +146,64 @@ test('a restore that drops a name makes it anew, never at the cost of a name wit
   assert.deepEqual([m.admitted, m.successes, m.inFlight], [3, 3, 0])
   r.get('c').record(permit, 'success')
 })
+
+// What a hostile review found: a name's holder dropped (another name's
+// eviction) with a call out, whose report then bypassed the name's new
+// holder; and a new holder that forgot the latest reading.
+
+/** A registry of 2 where "a" has a call out and its holder is dropped (x evicted for y). */
+async function droppedWithACallOut(options) {
+  const r = new Registry({ clock, capacity: 2, ...options })
+  const a = r.get('a')
+  await a.execute(() => 'made')
+  const old = pending(a)
+  await r.get('x').execute(() => 1)
+  await r.get('y').execute(() => 1)
+  assert.equal(r.evictions, 1)
+  return { r, a, old }
+}
+
+test("a dropped holder's call that trips the breaker ends its name's licence to admit", async () => {
+  t = 40000
+  const { r, a, old } = await droppedWithACallOut({ failureThreshold: 1 })
+  const opened = []
+  r.on('open', (e) => opened.push(e.name))
+  await a.execute(() => 'the new holder takes a licence to admit')
+  old.reject(new Error('503'))
+  await old.promise.catch(() => {})
+  assert.deepEqual(opened, ['a'])
+  let ran = 0
+  await assert.rejects(
+    a.execute(() => {
+      ran += 1
+    }),
+    { reason: 'open' },
+  )
+  assert.equal(ran, 0, 'an open breaker admits nothing')
+})
+
+test("a dropped holder's report comes after what the name's new holder holds", async () => {
+  t = 50000
+  const options = { consecutiveFailures: 2, failureThreshold: null }
+  const { a, old } = await droppedWithACallOut(options)
+  t += 1
+  await assert.rejects(a.execute(() => Promise.reject(new Error('first'))))
+  t += 1
+  await a.execute(() => 'a success, held by the new holder')
+  t += 1
+  old.reject(new Error('second, not in a row'))
+  await old.promise.catch(() => {})
+  assert.equal(a.getState(), 'CLOSED')
+  assert.deepEqual([a.metrics().successes, a.metrics().failures, a.metrics().consecutiveFailures], [2, 2, 1])
+})
+
+test('a name\'s new holder starts from the latest reading (a clock that steps back)', async () => {
+  t = 60000
+  const r = new Registry({ clock, capacity: 2, failureThreshold: 1, openTimeoutMs: 5000 })
+  const a = r.get('a')
+  await assert.rejects(a.execute(() => Promise.reject(new Error('503'))))
+  await r.get('x').execute(() => 1)
+  await r.get('y').execute(() => 1)
+  t -= 1000
+  for (let i = 0; i < 2; i++) await assert.rejects(a.execute(() => 'no'), { retryAfterMs: 5000 })
+})
