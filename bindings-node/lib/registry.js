@@ -39,9 +39,8 @@ const { REGISTRY_FULL, registryRefusalOf, TRANSITION_PENDING, UNKNOWN } = requir
  * is rejected with `RegistryFullError`. Events are emitted here, with the
  * breaker's `name` in each.
  */
-class Registry extends EventEmitter {
+class Registry {
   constructor(options = {}) {
-    super()
     const t = translate(options, 'registry')
     this._isFailure = t.isFailure
     this._fallback = t.fallback
@@ -498,5 +497,10 @@ class KeyedBreaker {
     })
   }
 }
+
+// An EventEmitter whose listener table is made on the first `on` (as a
+// `CircuitBreaker`'s): a name's call asks it for listeners at each success.
+Object.setPrototypeOf(Registry.prototype, EventEmitter.prototype)
+Object.setPrototypeOf(Registry, EventEmitter)
 
 module.exports = { Registry, RegistryFullError }
