@@ -173,14 +173,19 @@ class Registry {
    * a native call that may evict a breaker, or that reads them all).
    */
   _handOverAll(now) {
-    let pending = false
-    for (const holder of this._keys.values()) {
-      if (holder._flush(now)) {
-        pending = true
-        holder._revoke()
+    // (Until nothing is held: a listener of the transitions published here
+    // may admit calls under another name's licence.)
+    for (;;) {
+      let pending = false
+      for (const holder of this._keys.values()) {
+        if (holder._flush(now)) {
+          pending = true
+          holder._revoke()
+        }
       }
+      if (!pending) return
+      this._publishTransitions()
     }
-    if (pending) this._publishTransitions()
   }
 
   /**

@@ -69,7 +69,7 @@ function registryRefusalOf(code, out = [0, 0, '', false]) {
   const low = x % 32
   const us = (x - low) / 32
   out[0] = low % 4
-  out[1] = us === HELD_US ? Infinity : us === LONG_US ? Number.NaN : Math.floor(us / 1000) + (us % 1000) / 1000
+  out[1] = us === HELD_US ? Infinity : us === LONG_US ? Number.NaN : us / 1000
   out[2] = REFUSAL_REASONS[(low >> 2) % 4]
   out[3] = low >= 16
   return out

@@ -73,6 +73,12 @@ test("a registry name's rejection carries its whole refusal in one number", () =
   assert.ok(Number.isNaN(long))
   // Microseconds to milliseconds as src/time.rs writes them.
   assert.equal(wire.registryRefusalOf(-1 - (32 * 123456789 + 16 + 4 * 2 + 1))[1], 123456.789)
+  // The nearest double to µs / 1000, as a breaker's `retryOf` reads it (a
+  // hostile review found 31.701999999999998 for 31702 µs: 31 + 0.702).
+  for (let us = 0; us < 200000; us += 7) {
+    assert.equal(wire.registryRefusalOf(-1 - 32 * us)[1], wire.retryOf(-1 - us / 1000), `${us} µs`)
+  }
+  assert.equal(wire.registryRefusalOf(-1 - 32 * 31702)[1], 31.702)
 })
 
 test('sequence numbers past 2^51 never cross inexactly: such a snapshot is refused, the last one refuses new messages', () => {
