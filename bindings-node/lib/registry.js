@@ -3,10 +3,11 @@
 // its keyed breakers. A name's calls take the licence's fast path through
 // its licence holder (lib/licence.js), one per name JavaScript has seen the
 // breaker of, kept in `_keys` (the registry is the holders' owner);
-// `KeyedBreaker`s (made by `get(name)`) are handles to it. The core evicts an idle breaker only inside a native
-// call that can make one (a name's first call, `configure`, a manual
-// operation, a restore, a group exchange), and counts as idle a breaker with
-// no call in flight that it knows of. So:
+// `KeyedBreaker`s (made by `get(name)`) are handles to it. The core evicts
+// an idle breaker only inside a native call that can make one (a name's
+// first call, `configure`, a manual operation, a restore, a group
+// exchange), and counts as idle a breaker with no call in flight that it
+// knows of. So:
 // - before any of these calls, everything done under every name's licence
 //   is handed over (`_handOverAll`): the core knows every call in flight,
 //   and never evicts a breaker with one;
