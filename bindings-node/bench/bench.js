@@ -205,6 +205,26 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
   },
+  // Not a breaker: the least an exact slow-call judgement costs, seed 001's
+  // floor (the call's start read, its end read, its reactions, a slow call
+  // counted).
+  'floor: two readings and a reaction (no breaker)': {
+    closed: () => {
+      const counted = { slow: 0 }
+      const onError = (err) => {
+        throw err
+      }
+      return {
+        run: () => {
+          const start = performance.now()
+          return fn().then((value) => {
+            if (performance.now() - start > webhookOptions.slowCallMs) counted.slow += 1
+            return value
+          }, onError)
+        },
+      }
+    },
+  },
 }
 
 // Each contender is timed by a loop of its own: one loop shared by all has

@@ -573,6 +573,11 @@ async function runSequence(seed, steps, timers, timeouts, keyed = false) {
         case 'advance': {
           const d = r.weighted([
             [75, () => r.int(0, 50)],
+            // Readings off the microsecond, within one of a bucket's end or
+            // the slow-call threshold: the fast path compares the default
+            // clock's readings unrounded, the core rounds them. (Not with
+            // timeouts: the mock timers' whole milliseconds.)
+            [timeouts ? 0 : 10, () => r.int(0, 50) + r.pick([0.0004, 0.0005, 0.0006, 0.9995])],
             [20, () => r.int(100, 2000)],
             [5, () => r.int(openTimeout, openTimeout * 4)],
           ])()

@@ -86,6 +86,27 @@ test('a rate threshold reads every success: with no timer firing, the window and
   })
 })
 
+test('a reading within a microsecond of its bucket\'s end is counted where the core rounds it', async () => {
+  // The default clock's readings are compared unrounded (lib/clock.js's
+  // `unrounded`): 1099.9996 is before the bucket's end (1100) but rounds to
+  // it. A batch holding it and the success at 1050 (under the licence the
+  // first call's report took) would count both in the bucket from 1100, and
+  // the one from 1050 would stay in the window past its time.
+  t = 1_000
+  const options = { failureThreshold: null, failureRateThreshold: 50, minimumCalls: 10, windowMs: 800 }
+  const steps = [
+    [0, 'success'],
+    [50, 'success'],
+    [49.9996, 'success'],
+    [760, 'success'],
+  ]
+  const [A, B] = await withClock(neverFires(), () => drive(options, steps))
+  await withClock(neverFires(), () => {
+    assert.equal(B.metrics().windowCalls, 2, 'the success at 1050 has left the window')
+    assert.deepEqual(A.metrics(), B.metrics())
+  })
+})
+
 test('a count threshold: with no timer firing, every decision is the plain protocol\'s', async () => {
   t = 1_000
   const delays = []
