@@ -205,8 +205,23 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
   },
-  // Not a breaker: the least an exact slow-call judgement costs, seed 001's
-  // floor (the call's start read, its end read, its reactions, a slow call
+  // Not breakers: the least a call through any wrapper costs, reactions to
+  // what `fn` returns (seed 000's floor: it reads no clock a call) ...
+  'floor: a reaction (no breaker)': {
+    closed: () => {
+      const counted = { calls: 0 }
+      const onError = (err) => {
+        throw err
+      }
+      const onValue = (value) => {
+        counted.calls += 1
+        return value
+      }
+      return { run: () => fn().then(onValue, onError) }
+    },
+  },
+  // ... and the least an exact slow-call judgement costs, seed 001's floor
+  // (the call's start read, its end read, its reactions, a slow call
   // counted).
   'floor: two readings and a reaction (no breaker)': {
     closed: () => {
