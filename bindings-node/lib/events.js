@@ -70,4 +70,4 @@ function enqueueTransitions(emitter, transitions) {
   }
 }
 
-module.exports = { drain, enqueue, enqueueTransitions, EVENT_OF, publish, STATE_OF }
+module.exports = { drain, enqueue, enqueueTransitions, publish, STATE_OF }

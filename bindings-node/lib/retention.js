@@ -9,13 +9,11 @@
 const { NativeDispatcher } = require('../native.js')
 const { read, readToReport } = require('./clock.js')
 const { SnapshotError, fromNative, output, snapshotText, typeError } = require('./errors.js')
-const { drain, enqueue } = require('./events.js')
+const { drain, enqueue, enqueueTransitions, STATE_OF } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
 const { EventEmitter, nativeBytes } = require('./platform.js')
 const { nextOf, OUTCOME_CODES, reportedOf, submitted } = require('./wire.js')
 
-const STATE_OF = { closed: 'CLOSED', half_open: 'HALF_OPEN', open: 'OPEN' }
-const EVENT_OF = { closed: 'close', half_open: 'halfOpen', open: 'open' }
 const OVERFLOW = { reject: 'reject', dropOldest: 'drop_oldest' }
 const PROBE = { oldest: 'oldest', newMessage: 'new_message' }
 
@@ -310,10 +308,7 @@ class RetentionQueue extends EventEmitter {
   _collect() {
     for (const e of this._native.takeEvents()) {
       if (e.kind === 'transition') {
-        const t = e.transition
-        const event = { from: STATE_OF[t.from], to: STATE_OF[t.to], reason: t.reason, atMs: t.atMs }
-        enqueue(this, EVENT_OF[t.to], event)
-        enqueue(this, 'stateChange', event)
+        enqueueTransitions(this, [e.transition])
         continue
       }
       const message = this._messages.get(e.seq)
