@@ -37,7 +37,7 @@
 // (`_acquire`), building a refusal, publishing transitions.
 
 const { settlers } = require('./call.js')
-const { between, noted, read, readToReport, unrounded } = require('./clock.js')
+const { between, read, readToReport } = require('./clock.js')
 const { drain, enqueue, enqueueTransitions, publish } = require('./events.js')
 const { afterMs, cancel, performance } = require('./platform.js')
 const { ADMIT, REFUSAL_REASONS, REJECT, SUCCESS, UNKNOWN } = require('./wire.js')
@@ -133,20 +133,16 @@ class Holder {
   _admit() {
     if (this._kind === ADMIT && this._room > 0) {
       this._room -= 1
-      // With a slow-call threshold, the call's latency needs its start.
-      if (this._slowAfter !== Infinity) {
-        // (Unrounded: its latency is compared with a margin.)
-        const start = unrounded(this) ?? read(this)
-        if (this._admitted === 0) this._admittedAt = start
-        this._admitted += 1
-        return { generation: this._generation, issuedAtMs: start, licensed: true, settlers: undefined }
-      }
-      if (!this._monotonic || this._admitted === 0) {
+      const slow = this._slowAfter !== Infinity
+      if (slow || !this._monotonic || this._admitted === 0) {
         const now = read(this)
         // A reading past the licence's end ends its watch, if its timer has
         // not (a timer replaced, or faked and not advanced).
         if (!(now < this._until)) this._watched = false
         if (this._admitted === 0) this._admittedAt = now
+        this._admitted += 1
+        // With a slow-call threshold, the call's latency needs its start.
+        return slow ? { generation: this._generation, issuedAtMs: now, licensed: true, settlers: undefined } : this._licensed
       }
       this._admitted += 1
       return this._licensed
@@ -176,9 +172,8 @@ class Holder {
     let now
     if (outcome === SUCCESS && permit.licensed === true && permit.generation === this._generation && this._kind === ADMIT) {
       const slowAfter = this._slowAfter
-      now = this._watched ? this._last : (unrounded(this) ?? readToReport(this))
-      // (Margins for a reading not rounded: 1 µs from the licence's end.)
-      if (now + 0.001 < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
+      now = this._watched ? this._last : readToReport(this)
+      if (now < this._until && (slowAfter === Infinity || now - permit.issuedAtMs <= slowAfter - 0.002)) {
         this._batch += 1
         this._batchAt = now
         this._room += 1
@@ -188,7 +183,6 @@ class Holder {
         if (event !== undefined && this._emitter.listenerCount(event) > 0) publish(this._emitter, event, payload)
         return
       }
-      now = noted(this, now)
     } else {
       now = readToReport(this)
     }

@@ -87,11 +87,12 @@ test('a rate threshold reads every success: with no timer firing, the window and
 })
 
 test('a reading within a microsecond of its bucket\'s end is counted where the core rounds it', async () => {
-  // The default clock's readings are compared unrounded (lib/clock.js's
-  // `unrounded`): 1099.9996 is before the bucket's end (1100) but rounds to
-  // it. A batch holding it and the success at 1050 (under the licence the
-  // first call's report took) would count both in the bucket from 1100, and
-  // the one from 1050 would stay in the window past its time.
+  // 1099.9996 is before the bucket's end (1100) but rounds to it: a batch
+  // holding it and the success at 1050 (under the licence the first call's
+  // report took) would count both in the bucket from 1100, and the one from
+  // 1050 would stay in the window past its time. (Readings are rounded
+  // before they are compared: a version that compared them as read did
+  // this without a margin of 1 µs.)
   t = 1_000
   const options = { failureThreshold: null, failureRateThreshold: 50, minimumCalls: 10, windowMs: 800 }
   const steps = [
@@ -105,6 +106,98 @@ test('a reading within a microsecond of its bucket\'s end is counted where the c
     assert.equal(B.metrics().windowCalls, 2, 'the success at 1050 has left the window')
     assert.deepEqual(A.metrics(), B.metrics())
   })
+})
+
+// A slow-call threshold's calls read the clock at their start and end. A
+// version that did not note those readings as the latest (to save rounding
+// them) told the core times behind what it had seen once the clock stepped
+// back or failed (a hostile review's three cases, below).
+
+/** One call through A's `execute` and B's `tryAcquire`/`record`, read at `start` and ending at `end`. */
+async function call(A, B, start, end) {
+  t = start
+  const permit = B.tryAcquire()
+  let resolve
+  const result = A.execute(() => new Promise((r) => (resolve = r))).then(
+    () => 'ok',
+    (err) => err.reason ?? err,
+  )
+  t = end
+  resolve?.(1)
+  const got = await result
+  if (permit.admitted) B.record(permit, 'success')
+  return [got, permit.admitted ? 'ok' : permit.reason]
+}
+
+test('a clock stepping back between calls: a 1 ms call is not slow', async () => {
+  const options = { slowCallMs: 10, windowMs: 800, failureThreshold: 5 }
+  const A = new CircuitBreaker({ name: 'a', ...options })
+  const B = new CircuitBreaker({ name: 'b', ...options })
+  await withClock(neverFires(), async () => {
+    await call(A, B, 1_000, 1_001)
+    await call(A, B, 980, 981)
+    t = 1_002
+    assert.equal(B.metrics().slow, 0)
+    assert.deepEqual(A.metrics(), B.metrics())
+  })
+})
+
+test('a reading that is not a number at a call\'s end, after a batch: the success is counted as the plain protocol counts it', async () => {
+  const options = { slowCallMs: 10, windowMs: 800, failureThreshold: 1 }
+  const A = new CircuitBreaker({ name: 'a', ...options })
+  const B = new CircuitBreaker({ name: 'b', ...options })
+  let bad = false
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  try {
+    await withClock(neverFires(), async () => {
+      performance.now = () => (bad ? Number.NaN : t)
+      t = 1_000
+      let p = B.tryAcquire()
+      await A.execute(async () => 1)
+      B.record(p, 'success')
+      // A call stays out at 1050 while 256 successes (a whole batch) end at 1052.
+      t = 1_050
+      const slowOne = B.tryAcquire()
+      let resolve
+      const out = A.execute(() => new Promise((r) => (resolve = r)))
+      t = 1_052
+      for (let i = 0; i < 256; i++) {
+        p = B.tryAcquire()
+        await A.execute(async () => 1)
+        B.record(p, 'success')
+      }
+      bad = true
+      resolve(1)
+      await out
+      B.record(slowOne, 'success')
+      bad = false
+      t = 1_053
+      assert.equal(B.getState(), 'CLOSED')
+      assert.equal(A.getState(), 'CLOSED')
+      assert.deepEqual(A.metrics(), B.metrics())
+    })
+  } finally {
+    process.off('warning', onWarning)
+  }
+})
+
+test('a clock stepping back during a call: its slot is given back, its success counted in the protocol\'s bucket', async () => {
+  for (const limit of [{ concurrencyLimit: 1 }, {}]) {
+    const options = { slowCallMs: 10, windowMs: 800, ...limit }
+    const A = new CircuitBreaker({ name: 'a', ...options })
+    const B = new CircuitBreaker({ name: 'b', ...options })
+    await withClock(neverFires(), async () => {
+      await call(A, B, 1_000, 1_000)
+      // Starts after the licence's end (1100), ends 10 ms before its start.
+      await call(A, B, 1_105, 1_095)
+      t = 1_850
+      assert.deepEqual(A.metrics(), B.metrics(), JSON.stringify(limit))
+      assert.deepEqual(await call(A, B, 60_000, 60_001), ['ok', 'ok'])
+      assert.equal(A.metrics().inFlight, 0)
+    })
+  }
 })
 
 test('a count threshold: with no timer firing, every decision is the plain protocol\'s', async () => {
