@@ -51,10 +51,14 @@ function neverFires(delays = []) {
   return fake
 }
 
+/** Two breakers of `options`: A for `execute`, B for `tryAcquire`/`record`. */
+function twins(options) {
+  return [new CircuitBreaker({ name: 'a', ...options }), new CircuitBreaker({ name: 'b', ...options })]
+}
+
 /** The same calls through `execute` (A) and `tryAcquire`/`record` (B), `t` moving as `steps` say, in one promise chain. */
 async function drive(options, steps) {
-  const A = new CircuitBreaker({ name: 'a', ...options })
-  const B = new CircuitBreaker({ name: 'b', ...options })
+  const [A, B] = twins(options)
   for (const [dt, outcome] of steps) {
     t += dt
     const permit = B.tryAcquire()
@@ -130,9 +134,7 @@ async function call(A, B, start, end) {
 }
 
 test('a clock stepping back between calls: a 1 ms call is not slow', async () => {
-  const options = { slowCallMs: 10, windowMs: 800, failureThreshold: 5 }
-  const A = new CircuitBreaker({ name: 'a', ...options })
-  const B = new CircuitBreaker({ name: 'b', ...options })
+  const [A, B] = twins({ slowCallMs: 10, windowMs: 800, failureThreshold: 5 })
   await withClock(neverFires(), async () => {
     await call(A, B, 1_000, 1_001)
     await call(A, B, 980, 981)
@@ -143,9 +145,7 @@ test('a clock stepping back between calls: a 1 ms call is not slow', async () =>
 })
 
 test('a reading that is not a number at a call\'s end, after a batch: the success is counted as the plain protocol counts it', async () => {
-  const options = { slowCallMs: 10, windowMs: 800, failureThreshold: 1 }
-  const A = new CircuitBreaker({ name: 'a', ...options })
-  const B = new CircuitBreaker({ name: 'b', ...options })
+  const [A, B] = twins({ slowCallMs: 10, windowMs: 800, failureThreshold: 1 })
   let bad = false
   const warnings = []
   const onWarning = (w) => warnings.push(w)
@@ -185,9 +185,7 @@ test('a reading that is not a number at a call\'s end, after a batch: the succes
 
 test('a clock stepping back during a call: its slot is given back, its success counted in the protocol\'s bucket', async () => {
   for (const limit of [{ concurrencyLimit: 1 }, {}]) {
-    const options = { slowCallMs: 10, windowMs: 800, ...limit }
-    const A = new CircuitBreaker({ name: 'a', ...options })
-    const B = new CircuitBreaker({ name: 'b', ...options })
+    const [A, B] = twins({ slowCallMs: 10, windowMs: 800, ...limit })
     await withClock(neverFires(), async () => {
       await call(A, B, 1_000, 1_000)
       // Starts after the licence's end (1100), ends 10 ms before its start.
