@@ -92,6 +92,7 @@ bench: node-build python-build wasm-build component-build setup-redis
 	cd bindings-node && node --expose-gc bench/bench.js
 	cd bindings-node && node --expose-gc bench/retention.js
 	cd bindings-node && node --expose-gc bench/outbox.js
+	cd bindings-node && node bench/registry-churn.js
 	$(VENV)/bin/pip install -q --disable-pip-version-check pybreaker==1.4.1 circuitbreaker==2.1.3 purgatory==3.0.1 aiobreaker==1.2.0
 	$(PY) $(PY_DIR)/bench/bench.py
 	$(PY) $(PY_DIR)/bench/scrape.py

@@ -384,6 +384,11 @@ export declare class NativeRegistry {
   get size(): number
   /** Idle breakers evicted so far. */
   get evictions(): number
+  /**
+   * The name whose breaker was evicted last, if any (lib/registry.js
+   * drops its licence holder alone when it is the only one evicted).
+   */
+  get lastEvicted(): string | null
   /** The Prometheus text exposition of every breaker. */
   prometheus(nowMs: number): string
   /** Every breaker's state as JSON. */

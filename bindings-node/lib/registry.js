@@ -11,15 +11,16 @@
 // - before any of these calls, everything done under every name's licence
 //   is handed over (`_handOverAll`): the core knows every call in flight,
 //   and never evicts a breaker with one;
-// - after it, the licences are asked again, each at its name's next call
-//   (`_revokeAll`), and if a breaker was evicted (or a restore replaced
-//   them), every holder is dropped: a name's next call starts a new one.
+// - after it, the holder of a breaker evicted is dropped (`_dropEvicted`:
+//   the core tells the name evicted last; if a call evicted more than one,
+//   or a restore replaced them all, every holder is dropped), and a name's
+//   next call starts a new one; after any such call but a name's first, the
+//   licences are asked again, each at its name's next call (`_revokeAll`).
 //   A dropped holder holds no licence again; the calls it admitted report
 //   their outcomes one by one (its calls with a timeout go on to its
 //   successor, which times out those whose timer was lost).
-// In a registry at its capacity that evicts for every new name, every name
-// therefore asks again after each eviction: the fast path serves names that
-// stay.
+// In a registry at its capacity that evicts for every new name, the other
+// names keep their licences: only the evicted name asks again.
 
 const { NativeRegistry } = require('../native.js')
 const { issuePermit, metricsOf, STATES, takePermit } = require('./breaker.js')
@@ -191,25 +192,44 @@ class Registry {
 
   /**
    * After a native call that may have changed any name's breaker: each
-   * licence is asked again at its name's next call; if a breaker was
-   * evicted (or `replaced`: every one), every holder is dropped.
+   * licence is asked again at its name's next call, and the holders of
+   * breakers evicted (`replaced`: of every breaker) are dropped.
    */
   _revokeAll(replaced = false) {
+    for (const holder of this._keys.values()) holder._revoke()
+    this._dropEvicted(replaced)
+  }
+
+  /**
+   * Drops the holders of the breakers the core evicted since it was last
+   * asked: the name's it evicted last if it evicted one, every holder if it
+   * evicted more (or `all`).
+   */
+  _dropEvicted(all = false) {
     const evictions = this._native.evictions
-    const drop = replaced || evictions !== this._evictionsSeen
+    const evicted = evictions - this._evictionsSeen
     this._evictionsSeen = evictions
-    for (const holder of this._keys.values()) {
-      holder._revoke()
-      if (drop) {
-        holder._status = DROPPED
-        if (holder._timed !== undefined) this._timedLeft.set(holder.name, holder._timed)
-        // (Time never goes back: a name's next holder starts from its readings.)
-        if (holder._last > this._last) this._last = holder._last
+    if (!all && evicted === 0) return
+    if (!all && evicted === 1) {
+      const holder = this._keys.get(this._native.lastEvicted)
+      if (holder !== undefined) {
+        this._drop(holder)
+        this._keys.delete(holder.name)
       }
+    } else {
+      for (const holder of this._keys.values()) this._drop(holder)
+      this._keys.clear()
     }
-    if (!drop) return
-    this._keys.clear()
     for (const [name, calls] of this._timedLeft) if (calls.size === 0) this._timedLeft.delete(name)
+  }
+
+  /** `holder` is its name's no more: no licence, its calls with a timeout left to its successor. */
+  _drop(holder) {
+    holder._revoke()
+    holder._status = DROPPED
+    if (holder._timed !== undefined) this._timedLeft.set(holder.name, holder._timed)
+    // (Time never goes back: a name's next holder starts from its readings.)
+    if (holder._last > this._last) this._last = holder._last
   }
 
   /** The licence holder of `name`: its own, or a new one (kept once its breaker is made). */
@@ -260,8 +280,8 @@ class Registry {
 
   /** `h`'s breaker was just made (or found): it becomes its name's own holder. */
   _join(h) {
-    // An eviction made room: every other holder is dropped.
-    if (this._native.evictions !== this._evictionsSeen) this._revokeAll()
+    // An eviction made room: the evicted name's holder is dropped.
+    this._dropEvicted()
     // (Another holder of the name joined first, in a listener or a clock
     // called meanwhile: this one's call reports through it.)
     if (this._keys.has(h.name)) {

@@ -224,6 +224,13 @@ impl NativeRegistry {
         self.registry.evictions() as f64
     }
 
+    /// The name whose breaker was evicted last, if any (lib/registry.js
+    /// drops its licence holder alone when it is the only one evicted).
+    #[cfg_attr(feature = "node", napi(getter))]
+    pub fn last_evicted(&self) -> Option<String> {
+        self.registry.last_evicted().map(str::to_owned)
+    }
+
     /// The Prometheus text exposition of every breaker.
     #[cfg_attr(feature = "node", napi(catch_unwind))]
     pub fn prometheus(&self, now_ms: f64) -> Result<String> {

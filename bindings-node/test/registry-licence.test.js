@@ -30,6 +30,42 @@ function pending(key) {
   return call
 }
 
+test('at capacity, a new name evicts one: the other names keep their licences, the evicted one asks again', async () => {
+  t = 1000
+  const r = new Registry({ clock, capacity: 3 })
+  // The names whose calls crossed into the addon (a licence's calls do not).
+  const crossed = []
+  const acquire = r._native.acquire.bind(r._native)
+  r._native.acquire = (name, now) => {
+    crossed.push(name)
+    return acquire(name, now)
+  }
+  const hot = r.get('hot')
+  for (const name of ['hot', 'x', 'y']) await r.get(name).execute(() => 'made')
+  await hot.execute(() => 'licensed')
+  crossed.length = 0
+  // Ten new names, each evicting the least recently used idle one (never
+  // "hot", used between them): "hot" never crosses again.
+  for (let i = 0; i < 10; i++) {
+    t += 1
+    await r.get(`new-${i}`).execute(() => 'new')
+    await hot.execute(() => 'still licensed')
+  }
+  assert.equal(r.evictions, 10)
+  assert.deepEqual(
+    crossed,
+    Array.from({ length: 10 }, (_, i) => `new-${i}`),
+  )
+  const m = hot.metrics()
+  assert.equal(m.admitted, 12)
+  assert.equal(m.successes, 12)
+  // An evicted name starts again, crossing for its new breaker.
+  crossed.length = 0
+  assert.equal(await r.get('x').execute(() => 'back'), 'back')
+  assert.deepEqual(crossed, ['x'])
+  assert.equal(r.get('x').metrics().admitted, 1)
+})
+
 test('a name with licensed calls in flight is never evicted, and an idle one is', async () => {
   t = 1000
   const r = new Registry({ clock, capacity: 2 })

@@ -335,7 +335,7 @@ export const NativeRegistry = guardedClass(
     'maxNameBytes',
   ],
   { takeTransitions: transitionsOf, licence: licenceOf, metrics: metricsOf },
-  ['size', 'evictions'],
+  ['size', 'evictions', 'lastEvicted'],
 )
 
 export const NativeDispatcher = guardedClass(

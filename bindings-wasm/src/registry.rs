@@ -148,6 +148,11 @@ impl NativeRegistry {
         Ok(open(&self.0)?.evictions())
     }
 
+    #[wasm_bindgen(getter, js_name = lastEvicted)]
+    pub fn last_evicted(&self) -> Result<Option<String>, JsError> {
+        Ok(open(&self.0)?.last_evicted())
+    }
+
     pub fn prometheus(&self, now_ms: f64) -> Result<String, JsError> {
         open(&self.0)?.prometheus(now_ms).map_err(thrown)
     }

@@ -78,7 +78,8 @@ void send().then((n: number) => console.log(n, state, again.metrics().admitted))
 })
 
 test('the module stays near its measured size: no float formatting crept back in', () => {
-  // 262 KB with the OpenTelemetry instrument table (its names and
+  // 264 KB with a registry's name evicted last (+0.6 KB: 263,412 →
+  // 264,002 bytes), 262 KB with the OpenTelemetry instrument table (its names and
   // descriptions, +3.5 KB), 258 KB with the snapshots read and written by serde_json and postcard
   // (issue 22 §8: +66 KB), 191 KB with the wire codes built with js-sys, the flat records' field
   // names and the problem codes (issue 22), 187 KB with the core's
@@ -87,5 +88,5 @@ test('the module stays near its measured size: no float formatting crept back in
   // 141 KB before it (BENCHMARKS.md, `python3 bindings-wasm/bench/size.py`).
   // Formatting one f64 into a message once added 16 KB: this catches that.
   const size = statSync(join(HERE, '..', 'dist', 'halfopen_wasm_bg.wasm')).size
-  assert.ok(size <= 264_000, `the module is ${size} bytes`)
+  assert.ok(size <= 265_000, `the module is ${size} bytes`)
 })

@@ -200,6 +200,8 @@ pub struct Registry<M = crate::Metrics> {
     sampler: u64,
     capacity: usize,
     evictions: u64,
+    /// The name whose breaker was evicted last.
+    last_evicted: Option<Name>,
 }
 
 /// The capacity of a registry whose user gives none (the bindings' default).
@@ -225,6 +227,7 @@ impl<M: Meter + Default> Registry<M> {
             sampler: 0x9E37_79B9_7F4A_7C15,
             capacity,
             evictions: 0,
+            last_evicted: None,
         })
     }
 
@@ -450,6 +453,14 @@ impl<M: Meter + Default> Registry<M> {
         self.evictions
     }
 
+    /// The name whose breaker was evicted last (`None` before the first
+    /// eviction, and after a restore): with [`evictions`](Self::evictions)
+    /// read before and after a call, which name lost its breaker when one
+    /// did.
+    pub fn last_evicted(&self) -> Option<&str> {
+        self.last_evicted.as_ref().map(Name::as_str)
+    }
+
     /// Every `(name, breaker)`, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Keyed<M>)> {
         self.entries.iter().map(|e| (e.name.as_str(), &e.breaker))
@@ -511,6 +522,7 @@ impl<M: Meter + Default> Registry<M> {
                 slot.remove();
             }
             self.evictions += 1;
+            self.last_evicted = Some(old.name);
             victim
         };
         // Only now that it has a place: calls of a breaker a restore dropped.
@@ -703,6 +715,7 @@ mod saved {
                 sampler: self.sampler,
                 capacity: self.capacity,
                 evictions: snapshot.evictions,
+                last_evicted: None,
             };
             let mut transitions = Vec::new();
             for (name, saved) in &snapshot.breakers {

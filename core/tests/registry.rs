@@ -26,6 +26,30 @@ fn a_breaker_with_a_call_in_flight_is_never_evicted() {
 }
 
 #[test]
+fn the_name_evicted_last_is_told() {
+    let mut r: Registry<Metrics> = Registry::new(Config::default(), 2).unwrap();
+    r.get("a", ms(0)).unwrap();
+    r.get("b", ms(1)).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (0, None));
+    // The least recently used idle breaker goes: "a", then "b" (a name
+    // longer than the inline form too).
+    let long = "a name longer than twenty-two bytes";
+    r.get(long, ms(2)).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (1, Some("a")));
+    r.get("c", ms(3)).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (2, Some("b")));
+    r.get("d", ms(4)).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (3, Some(long)));
+    // A name already held evicts nothing.
+    r.get("d", ms(5)).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (3, Some(long)));
+    // A restore keeps the count it restores, and no name.
+    let snapshot = r.snapshot(ms(6));
+    r.restore(&snapshot, ms(6), Elapsed::Ignored).unwrap();
+    assert_eq!((r.evictions(), r.last_evicted()), (3, None));
+}
+
+#[test]
 fn calls_handed_over_under_a_licence_hold_their_name_until_reported() {
     let mut r: Registry<Metrics> = Registry::new(Config::default(), 1).unwrap();
     let mut alone = halfopen::Breaker::with_meter(Config::default(), Metrics::default()).unwrap();
