@@ -20,7 +20,9 @@
 //   their outcomes one by one (its calls with a timeout go on to its
 //   successor, which times out those whose timer was lost).
 // In a registry at its capacity that evicts for every new name, the other
-// names keep their licences: only the evicted name asks again.
+// names keep their licences: only the evicted name asks again. (Which idle
+// breaker is the least recently used is the core's view: a name's calls
+// under its licence count as used when handed over, not one by one.)
 
 const { NativeRegistry } = require('../native.js')
 const { issuePermit, metricsOf, STATES, takePermit } = require('./breaker.js')
@@ -209,8 +211,11 @@ class Registry {
     const evictions = this._native.evictions
     const evicted = evictions - this._evictionsSeen
     this._evictionsSeen = evictions
-    if (!all && evicted === 0) return
-    if (!all && evicted === 1) {
+    // (From 2^53 on, the count read no longer tells one eviction from
+    // none, a restore's doing: every holder goes, every time.)
+    const counted = evictions < 2 ** 53
+    if (!all && counted && evicted === 0) return
+    if (!all && counted && evicted === 1) {
       const holder = this._keys.get(this._native.lastEvicted)
       if (holder !== undefined) {
         this._drop(holder)
@@ -255,7 +260,13 @@ class Registry {
       h._refusalReason = 'registry_full'
       return -1
     }
-    if (h._status === NEW) this._join(h)
+    if (h._status !== OWN) {
+      // Its name's breaker was made (or found), which may have evicted
+      // another name's: that name's holder goes (a dropped holder's call
+      // too: it can bring its name back).
+      this._dropEvicted()
+      if (h._status === NEW) this._join(h)
+    }
     if (code < 0) {
       // One crossing: the code carries the whole refusal (src/wire.rs),
       // decoded into a scratch record (no allocation per refusal).
@@ -280,8 +291,6 @@ class Registry {
 
   /** `h`'s breaker was just made (or found): it becomes its name's own holder. */
   _join(h) {
-    // An eviction made room: the evicted name's holder is dropped.
-    this._dropEvicted()
     // (Another holder of the name joined first, in a listener or a clock
     // called meanwhile: this one's call reports through it.)
     if (this._keys.has(h.name)) {

@@ -66,6 +66,63 @@ test('at capacity, a new name evicts one: the other names keep their licences, t
   assert.equal(r.get('x').metrics().admitted, 1)
 })
 
+// A name whose holder was dropped (a call's options, a clock or a listener
+// ran between its holder's lookup and its call) brings its breaker back
+// through that holder, which may evict another name's: its holder must go
+// too (a hostile review's cases).
+test('a name brought back by a dropped holder\'s call: the name it evicted asks again', async () => {
+  for (const via of ['options', 'clock']) {
+    let hook
+    const r = new Registry({
+      capacity: 2,
+      clock: () => {
+        const h = hook
+        hook = undefined
+        h?.()
+        return 1000
+      },
+    })
+    await r.get('A').execute(() => 'a')
+    await r.get('B').execute(() => 'b')
+    await r.get('B').execute(() => 'b, licensed')
+    // While A's call is asked for, C takes A's place; A's call then brings
+    // A back, evicting B (the least recently used idle one).
+    const c = r.get('C')
+    const evictA = () => c.record(c.tryAcquire(), 'success')
+    if (via === 'options') {
+      const options = {
+        get fallback() {
+          evictA()
+          return undefined
+        },
+      }
+      assert.equal(await r.get('A').execute(() => 'a again', options), 'a again')
+    } else {
+      hook = evictA
+      const a = r.get('A')
+      a.record(a.tryAcquire(), 'success')
+    }
+    assert.ok(!r.has('B'), via)
+    for (let i = 0; i < 5; i++) await r.get('B').execute(() => 'b')
+    assert.ok(r.has('B'), via)
+    assert.equal(r.get('B').metrics().admitted, 5, via)
+  }
+})
+
+test('evictions counted past 2^53 (a restored count): an evicted name still asks again', async () => {
+  const r = new Registry({ clock, capacity: 1 })
+  await r.get('A').execute(() => 1)
+  r.restore(JSON.stringify(r.toJSON()).replace(/"evictions":\d+/, '"evictions":9007199254740990'))
+  await r.get('B').execute(() => 1)
+  await r.get('C').execute(() => 1)
+  await r.get('C').execute(() => 1)
+  // Evicts C: 2^53 + 1, read as 2^53.
+  await r.get('D').execute(() => 1)
+  for (let i = 0; i < 5; i++) await r.get('C').execute(() => 1)
+  assert.ok(r.has('C'))
+  assert.equal(r.get('C').metrics().admitted, 5)
+})
+
 test('a name with licensed calls in flight is never evicted, and an idle one is', async () => {
   t = 1000
   const r = new Registry({ clock, capacity: 2 })
