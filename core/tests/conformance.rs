@@ -128,7 +128,7 @@ fn run_case(case: &Value) -> Result<(), Failed> {
     let meter = (Metrics::default(), latency.then(LatencyHistogram::default));
     let built = build_config(config).and_then(|c| match map.get("registry") {
         None => Breaker::with_meter(Arc::new(c), meter).map(|b| Breakers::One(Box::new(b))).map_err(describe),
-        Some(r) => build_registry(c, r).map(Breakers::Many),
+        Some(r) => build_registry(c, r).map(|r| Breakers::Many(Box::new(r))),
     });
     match (map.get("invalid"), map.get("steps")) {
         (Some(field), None) => refused(map, field, built.map(drop)),
@@ -354,7 +354,7 @@ type Metered = Keyed<Gauges>;
 /// One breaker, or a registry of them (steps then name a `key`).
 enum Breakers {
     One(Box<Metered>),
-    Many(Registry<Gauges>),
+    Many(Box<Registry<Gauges>>),
 }
 
 struct Run {
