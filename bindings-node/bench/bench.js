@@ -192,6 +192,14 @@ const contenders = {
       return { run: () => b.execute(fn) }
     },
   },
+  // A listener of another event: the breaker's listener table exists.
+  'halfopen, a stateChange listener': {
+    closed: () => {
+      const b = new CircuitBreaker(seedOptions)
+      b.on('stateChange', () => {})
+      return { run: () => b.execute(fn) }
+    },
+  },
   'halfopen, seed 000 options, a cached clock': {
     closed: () => {
       const cached = performance.now()

@@ -7,10 +7,10 @@ const { execute } = require('./call.js')
 const { GroupLink, linkOf } = require('./group.js')
 const { read } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, snapshotText, typeError } = require('./errors.js')
-const { drain, enqueueTransitions, publish, STATE_OF } = require('./events.js')
+const { drain, enqueueTransitions, listenable, publish, STATE_OF } = require('./events.js')
 const { Holder } = require('./licence.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
-const { EventEmitter, nativeBytes } = require('./platform.js')
+const { nativeBytes } = require('./platform.js')
 const { OUTCOME_CODES, retryOf, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 const STATES = ['CLOSED', 'HALF_OPEN', 'OPEN']
@@ -69,6 +69,7 @@ class CircuitBreaker {
     checkName(this.name, 'name', this._native.maxNameBytes())
     this._lic = new Holder(this, this, t.name, this._native, t) // its licence and call path
     this._queue = null // events (lib/events.js)
+    this._heard = false // whether 'success' has listeners (lib/events.js's `listenable`)
     if (t.given.group !== undefined) new GroupLink(this, t.given.group)
   }
 
@@ -345,11 +346,7 @@ class CircuitBreaker {
   }
 }
 
-// An EventEmitter (instanceof, on/once/off/emit...) whose listener table is
-// made on the first `on`: Node's EventEmitter methods create it lazily, and
-// skipping its constructor saves ~260 bytes per breaker that has no listener.
-Object.setPrototypeOf(CircuitBreaker.prototype, EventEmitter.prototype)
-Object.setPrototypeOf(CircuitBreaker, EventEmitter)
+listenable(CircuitBreaker)
 
 module.exports = {
   CircuitBreaker,

@@ -180,7 +180,10 @@ class Holder {
         if (this._batch >= BATCH) {
           if (this._flush(now)) this._transitions(now)
         }
-        if (event !== undefined && this._emitter.listenerCount(event) > 0) publish(this._emitter, event, payload)
+        // (A success's event: whether it is heard is known without a lookup.)
+        if (event !== undefined && (event === 'success' ? this._emitter._heard : this._emitter.listenerCount(event) > 0)) {
+          publish(this._emitter, event, payload)
+        }
         return
       }
     } else {

@@ -31,9 +31,8 @@ const { execute } = require('./call.js')
 const { GroupLink, linkOf } = require('./group.js')
 const { read } = require('./clock.js')
 const { CircuitBreakerOpenError, fromNative, output, RegistryFullError, snapshotText } = require('./errors.js')
-const { drain, enqueueTransitions, publish } = require('./events.js')
+const { drain, enqueueTransitions, listenable, publish } = require('./events.js')
 const { checkAtLeastMs, checkForceOpenMs, checkName, translate } = require('./options.js')
-const { EventEmitter } = require('./platform.js')
 const { REGISTRY_FULL, registryRefusalOf, TRANSITION_PENDING, UNKNOWN } = require('./wire.js')
 
 /**
@@ -54,6 +53,7 @@ class Registry {
     this._timeoutMs = t.timeoutMs
     this._last = 0
     this._queue = null
+    this._heard = false // whether 'success' has listeners (lib/events.js's `listenable`)
     this._keys = new Map() // name -> its licence holder, while the core holds its breaker
     this._evictionsSeen = 0 // the core's evictions when `_keys` was last checked
     this._timedLeft = new Map() // name -> the calls with a timeout its dropped holders left
@@ -533,9 +533,6 @@ class KeyedBreaker {
   }
 }
 
-// An EventEmitter whose listener table is made on the first `on` (as a
-// `CircuitBreaker`'s): a name's call asks it for listeners at each success.
-Object.setPrototypeOf(Registry.prototype, EventEmitter.prototype)
-Object.setPrototypeOf(Registry, EventEmitter)
+listenable(Registry)
 
 module.exports = { Registry, RegistryFullError }

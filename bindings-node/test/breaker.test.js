@@ -113,6 +113,47 @@ test('events carry the transition and its reason', async () => {
   ])
 })
 
+test('a success under the licence reaches its listeners however they were added or removed', async () => {
+  // Whether 'success' is heard is kept by the methods that add and remove
+  // listeners (lib/events.js's `listenable`): each way of adding one, each
+  // of removing it, on a breaker and on a registry.
+  const { once: onceEvent } = require('node:events')
+  const { breaker } = clocked()
+  const registry = new Registry({ clock: () => 0 })
+  for (const [emitter, call] of [
+    [breaker, (fn) => breaker.execute(fn)],
+    [registry, (fn) => registry.get('a').execute(fn)],
+  ]) {
+    // Its licence first, with a listener of another event in the table.
+    emitter.on('stateChange', () => {})
+    await call(ok())
+    await call(ok())
+    const heard = []
+    const listener = (v) => heard.push(v)
+    for (const add of ['on', 'addListener', 'prependListener']) {
+      emitter[add]('success', listener)
+      await call(ok(add))
+      emitter.off('success', listener)
+      await call(ok('unheard'))
+    }
+    emitter.once('success', listener)
+    emitter.prependOnceListener('success', listener)
+    await call(ok('once'))
+    await call(ok('unheard'))
+    emitter.on('success', listener)
+    emitter.removeAllListeners('success')
+    await call(ok('unheard'))
+    emitter.on('success', listener)
+    emitter.removeAllListeners()
+    await call(ok('unheard'))
+    // node:events' once() adds through the emitter's own method.
+    const next = onceEvent(emitter, 'success')
+    await call(ok('awaited'))
+    heard.push(...(await next))
+    assert.deepEqual(heard, ['on', 'addListener', 'prependListener', 'once', 'once', 'awaited'])
+  }
+})
+
 test('10,000 concurrent calls against a half-open breaker reach fn exactly halfOpenMaxAttempts times', async () => {
   const { breaker, clock } = clocked({ halfOpenMaxAttempts: 3 })
   await trip(breaker)
