@@ -70,6 +70,7 @@ class CircuitBreaker {
     this._lic = new Holder(this, this, t.name, this._native, t) // its licence and call path
     this._queue = null // events (lib/events.js)
     this._heard = false // whether 'success' has listeners (lib/events.js's `listenable`)
+    this._heardCount = this._eventsCount // and its count of events then (the platform's prototype's)
     if (t.given.group !== undefined) new GroupLink(this, t.given.group)
   }
 

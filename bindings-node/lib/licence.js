@@ -38,7 +38,7 @@
 
 const { settlers } = require('./call.js')
 const { between, read, readToReport } = require('./clock.js')
-const { drain, enqueue, enqueueTransitions, publish } = require('./events.js')
+const { drain, enqueue, enqueueTransitions, heard, publish } = require('./events.js')
 const { afterMs, cancel, performance } = require('./platform.js')
 const { ADMIT, REFUSAL_REASONS, REJECT, SUCCESS, UNKNOWN } = require('./wire.js')
 
@@ -181,7 +181,7 @@ class Holder {
           if (this._flush(now)) this._transitions(now)
         }
         // (A success's event: whether it is heard is known without a lookup.)
-        if (event !== undefined && (event === 'success' ? this._emitter._heard : this._emitter.listenerCount(event) > 0)) {
+        if (event !== undefined && (event === 'success' ? heard(this._emitter) : this._emitter.listenerCount(event) > 0)) {
           publish(this._emitter, event, payload)
         }
         return

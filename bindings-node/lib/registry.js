@@ -54,6 +54,7 @@ class Registry {
     this._last = 0
     this._queue = null
     this._heard = false // whether 'success' has listeners (lib/events.js's `listenable`)
+    this._heardCount = this._eventsCount // and its count of events then (the platform's prototype's)
     this._keys = new Map() // name -> its licence holder, while the core holds its breaker
     this._evictionsSeen = 0 // the core's evictions when `_keys` was last checked
     this._timedLeft = new Map() // name -> the calls with a timeout its dropped holders left

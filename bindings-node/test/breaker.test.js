@@ -154,6 +154,31 @@ test('a success under the licence reaches its listeners however they were added 
   }
 })
 
+test('a success listener added past the breaker\'s own methods is heard; a hook on EventEmitter installed later still runs', async (t) => {
+  const { EventEmitter } = require('node:events')
+  const { breaker } = clocked()
+  // (halfopen-wasm's breakers are its platform's small EventEmitter.)
+  if (!(breaker instanceof EventEmitter)) return t.skip("not Node's EventEmitter")
+  assert.equal(breaker.on.length, EventEmitter.prototype.on.length)
+  for (let i = 0; i < 3; i++) await breaker.execute(ok('licensed'))
+  const heard = []
+  EventEmitter.prototype.on.call(breaker, 'success', (v) => heard.push(v))
+  await breaker.execute(ok('past its methods'))
+  assert.deepEqual(heard, ['past its methods'])
+  const seen = []
+  const on = EventEmitter.prototype.on
+  EventEmitter.prototype.on = function (event, listener) {
+    seen.push(event)
+    return on.call(this, event, listener)
+  }
+  try {
+    breaker.on('stateChange', () => {})
+  } finally {
+    EventEmitter.prototype.on = on
+  }
+  assert.deepEqual(seen, ['stateChange'])
+})
+
 test('10,000 concurrent calls against a half-open breaker reach fn exactly halfOpenMaxAttempts times', async () => {
   const { breaker, clock } = clocked({ halfOpenMaxAttempts: 3 })
   await trip(breaker)
