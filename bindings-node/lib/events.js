@@ -80,7 +80,7 @@ const CHANGES = ['addListener', 'on', 'prependListener', 'once', 'prependOnceLis
  * it lazily; skipping its constructor saves ~260 bytes an object with no
  * listener), and which knows without a lookup whether anything listens to
  * 'success' (`heard`): a success under a licence asks, and looking up a
- * table that exists cost it a quarter of the seed class's overhead. Each
+ * table that exists cost it a fifth of the seed class's overhead. Each
  * method that adds or removes a listener is wrapped to note it again; it
  * calls the platform's method as it is when called (a hook installed on
  * it later still runs). Its constructor sets `_heard` false and
@@ -102,7 +102,11 @@ function listenable(Class) {
   }
 }
 
-/** Notes whether `emitter` has 'success' listeners, and its table's count of events then (Node's `_eventsCount`). */
+/**
+ * Notes whether `emitter` has 'success' listeners, and its table's count of
+ * events then (Node's `_eventsCount`; halfopen-wasm's emitter keeps none,
+ * and its class is not exported: only its own methods add listeners).
+ */
 function noteHeard(emitter) {
   emitter._heard = emitter.listenerCount('success') > 0
   emitter._heardCount = emitter._eventsCount
